@@ -1,0 +1,50 @@
+"""The action console: application factory.
+
+`create_app(config)` builds the Flask app; the RQ worker (worker.py) builds the
+same app and runs its jobs inside it, so web and workers share one model layer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+
+from .config import Config
+from .database import install_engine_hooks
+from .extensions import csrf, db, login_manager, migrate
+
+
+def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
+    """Create the console.
+
+    Args:
+        overrides: settings applied over the environment's (tests use this).
+    """
+    app = Flask(
+        __name__,
+        template_folder="../templates",
+        static_folder="../static",
+        instance_path=os.environ.get("INSTANCE_PATH") or None,
+        instance_relative_config=True,
+    )
+    os.makedirs(app.instance_path, exist_ok=True)
+    app.config.from_object(Config(app.instance_path))
+    if overrides:
+        app.config.update(overrides)
+    install_engine_hooks()
+    db.init_app(app)
+    migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..", "migrations"))
+    login_manager.init_app(app)
+    csrf.init_app(app)
+
+    from .web import register_web
+
+    register_web(app)
+
+    from .cli import register_cli
+
+    register_cli(app)
+    return app

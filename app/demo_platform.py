@@ -1,0 +1,173 @@
+"""A small demo platform: the other side of the contract (SPEC §5).
+
+It keeps posts in memory, takes down and restores them, verifies the Standard
+Webhooks signature and bearer token of every action request, applies each
+Idempotency-Key once (a repeat answers the stored receipt), and answers with a
+receipt. In ``async`` mode it answers ``accepted`` and confirms later through the
+console's async result API. ``POST /_control`` scripts failures for demos and tests.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from flask import Flask, jsonify, request
+from standardwebhooks import Webhook, WebhookVerificationError
+
+EFFECTS = {"/actions/takedown": "removed", "/actions/restore": "visible"}
+
+
+@dataclass
+class PlatformState:
+    content: dict[str, str] = field(default_factory=dict)
+    receipts: dict[str, dict] = field(default_factory=dict)  # by Idempotency-Key
+    effects: list[dict] = field(default_factory=list)  # every effect applied, once per key
+    requests_seen: int = 0
+    fail_next: int = 0
+    fail_status: int = 503
+    mode: str = "sync"  # sync | async
+    async_delay_seconds: float = 1.0
+    signing_secret: str | None = None
+    bearer_token: str | None = None
+    console_url: str | None = None
+    console_token: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def configure(self, **settings) -> None:
+        """Set secrets or the console's address after start (tests seed after serving)."""
+        for key, value in settings.items():
+            setattr(self, key, value)
+
+
+def create_platform(
+    signing_secret: str | None = None,
+    bearer_token: str | None = None,
+    console_url: str | None = None,
+    console_token: str | None = None,
+    posts: list[str] | None = None,
+) -> Flask:
+    """Build the demo platform app.
+
+    Args:
+        signing_secret: Standard Webhooks secret (``whsec_...``); None skips checks.
+        bearer_token: token the console must send; None skips the check.
+        console_url: the console's base URL, for async confirmations.
+        console_token: the integration token used for async confirmations.
+        posts: references of posts that exist and are visible at start.
+    """
+    app = Flask("demo_platform")
+    state = PlatformState(content={ref: "visible" for ref in posts or []}, signing_secret=signing_secret,
+                          bearer_token=bearer_token, console_url=console_url, console_token=console_token)
+    app.config["PLATFORM_STATE"] = state
+
+    def _confirm_later(receipt: dict) -> None:
+        time.sleep(state.async_delay_seconds)
+        body = {**receipt, "status": "applied"}
+        try:
+            requests.post(f"{state.console_url}/api/v1/action-results", json=body, timeout=10,
+                          headers={"Authorization": f"Bearer {state.console_token}"})
+        except requests.RequestException:
+            pass  # the console's confirmation deadline covers a lost confirmation
+
+    @app.post("/actions/<name>")
+    def action(name: str):
+        raw = request.get_data(as_text=True)
+        if state.bearer_token and request.headers.get("Authorization") != f"Bearer {state.bearer_token}":
+            return jsonify({"error": "unauthorized"}), 401
+        if state.signing_secret:
+            try:
+                Webhook(state.signing_secret).verify(raw, dict(request.headers))
+            except WebhookVerificationError:
+                return jsonify({"error": "bad_signature"}), 401
+        body = json.loads(raw)
+        key = request.headers.get("Idempotency-Key", "")
+        effect = EFFECTS.get(request.path)
+        if effect is None or not key:
+            return jsonify({"error": "unknown_action"}), 404
+        with state.lock:
+            state.requests_seen += 1
+            if state.fail_next > 0:
+                state.fail_next -= 1
+                return jsonify({"error": "scripted_failure"}), state.fail_status
+            if key in state.receipts:
+                return jsonify(state.receipts[key])
+            reference = body["target"].get("reference")
+            state.content[reference] = effect
+            state.effects.append({"idempotency_key": key, "reference": reference, "effect": effect})
+            receipt = {
+                "action_id": body["action_id"], "operation_id": body["operation_id"],
+                "payload_digest": body["payload_digest"],
+                "status": "accepted" if state.mode == "async" else "applied",
+                "provider_request_id": f"demo-{len(state.effects)}",
+            }
+            state.receipts[key] = {**receipt, "status": "applied"} if state.mode == "async" else receipt
+        if state.mode == "async" and state.console_url:
+            threading.Thread(target=_confirm_later, args=(receipt,), daemon=True).start()
+        return jsonify(receipt)
+
+    @app.get("/content")
+    def content():
+        with state.lock:
+            return jsonify({"content": dict(state.content), "effects": list(state.effects),
+                            "requests_seen": state.requests_seen})
+
+    @app.post("/_control")
+    def control():
+        settings = request.get_json(force=True)
+        with state.lock:
+            state.fail_next = int(settings.get("fail_next", state.fail_next))
+            state.fail_status = int(settings.get("fail_status", state.fail_status))
+            state.mode = settings.get("mode", state.mode)
+            state.async_delay_seconds = float(settings.get("async_delay_seconds", state.async_delay_seconds))
+            for ref in settings.get("posts", []):
+                state.content.setdefault(ref, "visible")
+        return jsonify({"ok": True})
+
+    return app
+
+
+def platform_state(app: Flask) -> PlatformState:
+    return app.config["PLATFORM_STATE"]
+
+
+def serve(app: Flask, host: str = "127.0.0.1", port: int = 0):
+    """Serve `app` on a background thread; returns (server, base_url)."""
+    from werkzeug.serving import make_server
+
+    server = make_server(host, port, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, f"http://{host}:{server.server_port}"
+
+
+
+
+def main() -> None:
+    """Run the demo platform: ``python -m app.demo_platform --port 5050 ...``."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(description="Demo platform for the action console")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=5050)
+    parser.add_argument("--posts", default="", help="comma-separated post references")
+    args = parser.parse_args()
+    app = create_platform(
+        signing_secret=os.environ.get("DEMO_PLATFORM_SIGNING_SECRET"),
+        bearer_token=os.environ.get("DEMO_PLATFORM_BEARER_TOKEN"),
+        console_url=os.environ.get("DEMO_CONSOLE_URL"),
+        console_token=os.environ.get("DEMO_CONSOLE_TOKEN"),
+        posts=[p for p in args.posts.split(",") if p],
+    )
+    from werkzeug.serving import run_simple
+
+    run_simple(args.host, args.port, app, threaded=True)
+
+
+if __name__ == "__main__":
+    main()

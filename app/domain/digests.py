@@ -1,0 +1,51 @@
+"""Canonical JSON and digests (SPEC ID-2, RCPT-3, AUD-1).
+
+Every canonical JSON in the product goes through `canonical_json`, which is RFC 8785
+(JCS) by the maintained `rfc8785` library, so a digest computed here matches one
+computed by a platform with any other JCS implementation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import rfc8785
+
+
+def canonical_json(value: Any) -> str:
+    """Return the RFC 8785 canonical JSON text of a JSON-compatible value.
+
+    Raises:
+        rfc8785.CanonicalizationError: for values JSON cannot hold (NaN, big ints).
+    """
+    return rfc8785.dumps(value).decode("utf-8")
+
+
+def sha256_hex(text: str | bytes) -> str:
+    """Hex SHA-256 of text (UTF-8) or bytes."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_digest(text: str | bytes) -> str:
+    """``sha256:`` + hex SHA-256, the product's digest notation."""
+    return f"sha256:{sha256_hex(text)}"
+
+
+def json_digest(value: Any) -> str:
+    """Digest of a value's canonical JSON."""
+    return sha256_digest(canonical_json(value))
+
+
+def payload_digest(material: dict[str, Any]) -> str:
+    """The proposal's payload digest over its digest material (SPEC ID-2).
+
+    Args:
+        material: {schema_version "1", action_id, action_code, target, payload,
+            preconditions, component_version_id, workflow_version_id,
+            policy_version_id, expires_at (ISO-8601 UTC), installation_id}; a
+            compensation carries compensates_proposal_id instead of the workflow
+            fields (COMP-2).
+    """
+    return json_digest(material)

@@ -1,0 +1,53 @@
+"""Preconditions about the case, re-checked before every delivery (SPEC PRE)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ActionError
+
+# precondition key -> attribute of the report snapshot it is compared with (PRE-1)
+COMPARED_FIELDS = {
+    "report_state": "report_state",
+    "queue_id": "queue_id",
+    "latest_decision_id": "latest_decision_id",
+    "decision_code": "latest_decision_code",
+    "target_reference": "target_reference",
+}
+
+CLOSED_TO_ORDINARY_ACTIONS = ("appealed", "closed")
+
+
+@dataclass(frozen=True)
+class ReportSnapshot:
+    """The report as it is now: what preconditions are compared with."""
+
+    report_state: str
+    queue_id: str | None
+    latest_decision_id: str | None
+    latest_decision_code: str | None
+    target_reference: str | None  # the report's first target
+
+
+def check_preconditions(
+    preconditions: dict[str, Any], report: ReportSnapshot, is_correction: bool = False
+) -> None:
+    """Raise unless the case still is as the proposal expects.
+
+    Args:
+        preconditions: the proposal's preconditions object.
+        report: the report now.
+        is_correction: the proposal is an appeal correction (its own eligibility is
+            checked by the corrections rules, CORR-3).
+
+    Raises:
+        ActionError: ``action_case_no_longer_eligible`` when the report is appealed
+            or closed and this is not an appeal correction (PRE-2);
+            ``action_precondition_changed`` when a named field differs (PRE-1).
+    """
+    if not is_correction and report.report_state in CLOSED_TO_ORDINARY_ACTIONS:
+        raise ActionError("action_case_no_longer_eligible")
+    for key, attribute in COMPARED_FIELDS.items():
+        if key in preconditions and preconditions[key] != getattr(report, attribute):
+            raise ActionError("action_precondition_changed")

@@ -1,0 +1,104 @@
+"""The platform's receipt for an action (SPEC RCPT-1, RCPT-2).
+
+A receipt is what the platform answers, synchronously in the delivery response or
+later through the async result API. `parse_receipt` checks it names exactly the
+proposal it answers and normalises its optional fields.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import ActionError
+
+ERROR_CODE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+DEFAULT_RETRY_AFTER_SECONDS = 30
+DEFAULT_PROVIDER_ERROR = "action_provider_failed"
+RECEIPT_STATUSES = ("accepted", "applied", "failed")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    action_id: str
+    operation_id: str
+    payload_digest: str
+    status: str
+    terminal: bool
+    error_code: str | None
+    retry_after_seconds: int
+    provider_request_id: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProposalIdentity:
+    """What a receipt must repeat exactly: the proposal's id, operation and digest."""
+
+    action_id: str
+    operation_id: str
+    payload_digest: str
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_receipt(value: Any, identity: ProposalIdentity) -> Receipt:
+    """Validate a receipt against the proposal it answers (RCPT-1).
+
+    Args:
+        value: the decoded JSON body, expected to be an object.
+        identity: the proposal's action_id, operation_id and payload_digest.
+
+    Returns:
+        A normalised `Receipt`: ``terminal`` is true for ``applied`` and for
+        ``failed`` unless the platform said ``terminal: false``; ``error_code`` is
+        set only for ``failed`` (default ``action_provider_failed``).
+
+    Raises:
+        ActionError: ``action_result_identity_mismatch`` when action_id,
+            operation_id or payload_digest differ; ``action_confirmation_required``
+            when status is not accepted|applied|failed; ``action_result_invalid``
+            for a non-object or a malformed optional field.
+    """
+    if not isinstance(value, dict):
+        raise ActionError("action_result_invalid")
+    if (
+        value.get("action_id") != identity.action_id
+        or value.get("operation_id") != identity.operation_id
+        or value.get("payload_digest") != identity.payload_digest
+    ):
+        raise ActionError("action_result_identity_mismatch")
+    status = value.get("status")
+    if status not in RECEIPT_STATUSES:
+        raise ActionError("action_confirmation_required")
+    terminal = value.get("terminal")
+    if terminal is not None and not isinstance(terminal, bool):
+        raise ActionError("action_result_invalid")
+    retry_after = value.get("retry_after_seconds", DEFAULT_RETRY_AFTER_SECONDS)
+    if not _is_int(retry_after) or not 1 <= retry_after <= 21_600:
+        raise ActionError("action_result_invalid")
+    error_code = value.get("error_code")
+    if error_code is not None and (
+        not isinstance(error_code, str) or not ERROR_CODE_PATTERN.match(error_code)
+    ):
+        raise ActionError("action_result_invalid")
+    provider_request_id = value.get("provider_request_id")
+    if provider_request_id is not None and (
+        not isinstance(provider_request_id, str) or len(provider_request_id) > 500
+    ):
+        raise ActionError("action_result_invalid")
+    return Receipt(
+        action_id=identity.action_id,
+        operation_id=identity.operation_id,
+        payload_digest=identity.payload_digest,
+        status=status,
+        terminal=status == "applied" or (status == "failed" and terminal is not False),
+        error_code=(error_code or DEFAULT_PROVIDER_ERROR) if status == "failed" else None,
+        retry_after_seconds=retry_after,
+        provider_request_id=provider_request_id,
+    )

@@ -1,0 +1,94 @@
+"""The action proposal's state machine: every state and every allowed move (SPEC §3).
+
+This table is the one place that says which states a change may start from. Services
+never write ``state`` directly: they name a `Move` and the guarded UPDATE in
+`app.models.proposals` takes its from-states and to-state from here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ProposalState(StrEnum):
+    APPROVAL_REQUIRED = "approval_required"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    QUEUED = "queued"
+    APPLYING = "applying"
+    APPLIED = "applied"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    COMPENSATION_REQUIRED = "compensation_required"
+
+
+class Move(StrEnum):
+    """Named transitions; the value is what audit and logs call them."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    ENQUEUE_APPROVED = "enqueue_approved"
+    CLAIM = "claim"
+    RECEIPT_ACCEPTED = "receipt_accepted"
+    RECEIPT_APPLIED = "receipt_applied"
+    RECEIPT_FAILED = "receipt_failed"
+    DELIVERY_FAILED = "delivery_failed"
+    OPERATOR_RETRY = "operator_retry"
+    COMPENSATE = "compensate"
+    WAIT_TIMED_OUT_UNSENT = "wait_timed_out_unsent"
+    WAIT_TIMED_OUT_SENT = "wait_timed_out_sent"
+    CONFIRMATION_TIMED_OUT = "confirmation_timed_out"
+
+
+S = ProposalState
+
+# move -> (states it may start from, state it ends in)
+TRANSITIONS: dict[Move, tuple[frozenset[ProposalState], ProposalState]] = {
+    Move.APPROVE: (frozenset({S.APPROVAL_REQUIRED}), S.APPROVED),
+    Move.REJECT: (frozenset({S.APPROVAL_REQUIRED}), S.REJECTED),
+    Move.ENQUEUE_APPROVED: (frozenset({S.APPROVED}), S.QUEUED),
+    # queued/failed when due, applying when its lease expired (DLV-1)
+    Move.CLAIM: (frozenset({S.QUEUED, S.FAILED, S.APPLYING}), S.APPLYING),
+    # a receipt arrives synchronously (applying) or through the API (RCPT-2, API-4)
+    Move.RECEIPT_ACCEPTED: (frozenset({S.APPLYING, S.QUEUED, S.FAILED}), S.QUEUED),
+    Move.RECEIPT_APPLIED: (frozenset({S.APPLYING, S.QUEUED, S.FAILED}), S.APPLIED),
+    Move.RECEIPT_FAILED: (frozenset({S.APPLYING, S.QUEUED, S.FAILED}), S.FAILED),
+    Move.DELIVERY_FAILED: (frozenset({S.APPLYING}), S.FAILED),
+    Move.OPERATOR_RETRY: (frozenset({S.FAILED}), S.QUEUED),
+    Move.COMPENSATE: (frozenset({S.APPLIED, S.COMPENSATION_REQUIRED}), S.COMPENSATION_REQUIRED),
+    # WAIT-2: nothing can have been sent -> cancelled; something may have -> failed
+    Move.WAIT_TIMED_OUT_UNSENT: (
+        frozenset({S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED, S.FAILED}),
+        S.CANCELLED,
+    ),
+    Move.WAIT_TIMED_OUT_SENT: (frozenset({S.QUEUED, S.APPLYING, S.FAILED}), S.FAILED),
+    # EVT-3 sweep: accepted and past its confirmation deadline
+    Move.CONFIRMATION_TIMED_OUT: (frozenset({S.QUEUED}), S.FAILED),
+}
+
+TERMINAL_STATES = frozenset({S.APPLIED, S.REJECTED, S.CANCELLED, S.COMPENSATION_REQUIRED})
+
+# Per delivery cycle (DLV-1, DLV-6).
+MAX_ATTEMPTS_PER_CYCLE = 8
+LEASE_SECONDS = 150
+CONFIRMATION_WINDOW_SECONDS = 15 * 60
+
+
+def sources(move: Move) -> frozenset[ProposalState]:
+    """States `move` may start from."""
+    return TRANSITIONS[move][0]
+
+
+def target(move: Move) -> ProposalState:
+    """State `move` ends in."""
+    return TRANSITIONS[move][1]
+
+
+def can(move: Move, state: str) -> bool:
+    """Whether a proposal in `state` may take `move`."""
+    return state in TRANSITIONS[move][0]
+
+
+def is_terminal(state: str, delivery_terminal: bool) -> bool:
+    """Whether nothing more will happen without a person (the console stops polling)."""
+    return state in TERMINAL_STATES or (state == S.FAILED and delivery_terminal)

@@ -1,0 +1,88 @@
+"""Workflow graphs and node outcomes (SPEC WAIT-1).
+
+A node either finishes on a port (``applied``, ``rejected``, ``timeout``, ``error``)
+or waits for an event until a deadline. The graph says which node a port leads to;
+a port with no next node ends the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+PORTS = ("applied", "rejected", "timeout", "error")
+NODE_TYPES = ("action",)
+MAX_STEPS_PER_RUN = 50
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """What running (or resuming) a node gave."""
+
+    port: str | None = None  # set when the node finished
+    proposal_id: str | None = None
+    payload_digest: str | None = None
+    error_code: str | None = None
+    event_type: str | None = None  # set when the node waits
+    deadline: datetime | None = None
+    task_id: str | None = None
+    recovery_required: bool = False
+    idempotent_replay: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def waiting(self) -> bool:
+        return self.port is None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if v not in (None, False, {})}
+        if self.deadline is not None:
+            data["deadline"] = self.deadline.isoformat()
+        return data
+
+
+def finished(port: str, **kwargs: Any) -> NodeOutcome:
+    return NodeOutcome(port=port, **kwargs)
+
+
+def waiting(event_type: str, deadline: datetime, **kwargs: Any) -> NodeOutcome:
+    return NodeOutcome(event_type=event_type, deadline=deadline, **kwargs)
+
+
+def graph_errors(graph: Any) -> list[str]:
+    """Why a workflow graph cannot run (none: it can)."""
+    if not isinstance(graph, dict):
+        return ["The graph must be a JSON object."]
+    nodes = graph.get("nodes")
+    if not isinstance(nodes, dict) or not nodes:
+        return ["The graph needs a non-empty 'nodes' object."]
+    errors = []
+    if graph.get("start") not in nodes:
+        errors.append("'start' must name a node.")
+    trigger = graph.get("trigger", {})
+    codes = trigger.get("decision_codes") if isinstance(trigger, dict) else None
+    if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+        errors.append("'trigger.decision_codes' must be a list of decision codes.")
+    for node_id, node in nodes.items():
+        if not isinstance(node, dict) or node.get("type") not in NODE_TYPES:
+            errors.append(f"Node {node_id!r} must be an object with type 'action'.")
+            continue
+        if not isinstance(node.get("config", {}), dict):
+            errors.append(f"Node {node_id!r}: 'config' must be an object.")
+        if not isinstance(node.get("input_mapping", {}), dict):
+            errors.append(f"Node {node_id!r}: 'input_mapping' must be an object.")
+        for port, next_id in (node.get("next") or {}).items():
+            if port not in PORTS or next_id not in nodes:
+                errors.append(f"Node {node_id!r}: next[{port!r}] must map a port to a node.")
+    return errors
+
+
+def next_node(graph: dict[str, Any], node_id: str, port: str) -> str | None:
+    """The node a port leads to, or None when the run ends there."""
+    return ((graph.get("nodes", {}).get(node_id) or {}).get("next") or {}).get(port)
+
+
+def triggered_by(graph: dict[str, Any], decision_code: str) -> bool:
+    trigger = graph.get("trigger") or {}
+    return decision_code in (trigger.get("decision_codes") or [])

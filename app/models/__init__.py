@@ -1,0 +1,24 @@
+"""Tables, one module per concept of the domain. Importing this registers them all."""
+
+from .attempts import ConnectionAttempt
+from .audit import AuditEvent
+from .base import Base, insert_ignore, loads, new_id
+from .budgets import Budget, BudgetReservation
+from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
+from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion
+from .integrations import Integration, IntegrationToken, Queue
+from .operations import SweepRun
+from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
+from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, move_proposal
+from .tenancy import Installation, OperatorUser
+from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
+
+__all__ = [
+    "ActionApproval", "ActionProposal", "ActionReceiptRecord", "Appeal", "AppealCorrection",
+    "AppealDecision", "AuditEvent", "Base", "Budget", "BudgetReservation", "ComponentDefinition",
+    "ComponentVersion", "Connection", "ConnectionAttempt", "ConnectionVersion", "Decision",
+    "HumanTask", "HumanTaskClaim", "Installation", "Integration", "IntegrationToken",
+    "OperatorUser", "Queue", "Report", "ReportTarget", "StepRun", "SweepRun",
+    "WorkflowDefinition", "WorkflowDispatchOutbox", "WorkflowEventInbox", "WorkflowRun",
+    "WorkflowVersion", "insert_ignore", "loads", "move_proposal", "new_id",
+]

@@ -1,0 +1,44 @@
+"""Every HTTP attempt to deliver an action (SPEC DLV-4)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, UTCDateTime, created_at_column, id_column
+
+RESPONSE_CLASSES = (
+    "success",
+    "client_error",
+    "server_error",
+    "timeout",
+    "network_error",
+    "invalid_response",
+    "refused",  # egress policy refused the destination; nothing left the process
+)
+
+
+class ConnectionAttempt(Base):
+    """One request to a platform, written before it is sent and finished after."""
+
+    __tablename__ = "connection_attempts"
+    __table_args__ = (UniqueConstraint("proposal_id", "attempt_number"),)
+
+    id: Mapped[str] = id_column("att")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"), index=True)
+    attempt_number: Mapped[int] = mapped_column()
+    delivery_cycle: Mapped[int] = mapped_column()
+    connection_version_id: Mapped[str] = mapped_column(ForeignKey("connection_versions.id"))
+    method: Mapped[str] = mapped_column(String(10))
+    url: Mapped[str] = mapped_column(String(2000))
+    request_digest: Mapped[str] = mapped_column(String(100))
+    response_status: Mapped[int | None] = mapped_column(nullable=True)
+    response_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    response_class: Mapped[str | None] = mapped_column(String(30), nullable=True)
+    error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    started_at: Mapped[datetime] = created_at_column()
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    duration_ms: Mapped[int | None] = mapped_column(nullable=True)

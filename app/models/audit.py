@@ -1,0 +1,44 @@
+"""The append-only, hash-chained audit log (SPEC AUD)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, created_at_column, id_column, loads
+
+
+class AuditEvent(Base):
+    """One state change: who did what to which row, with canonical details.
+
+    `seq` numbers an installation's events; `prev_hash` is the previous event's
+    `row_hash`, so removing or editing a row breaks the chain (AUD-2). The database
+    refuses UPDATE and DELETE on this table (triggers in the migration).
+    """
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        UniqueConstraint("installation_id", "seq"),
+        Index("ix_audit_events_target", "target_type", "target_id", "seq"),
+    )
+
+    id: Mapped[str] = id_column("aud")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    seq: Mapped[int] = mapped_column()
+    idempotency_key: Mapped[str] = mapped_column(String(900), unique=True)
+    action: Mapped[str] = mapped_column(String(100))
+    actor_type: Mapped[str] = mapped_column(String(30))  # operator, system, service_identity
+    actor_id: Mapped[str] = mapped_column(String(700))
+    target_type: Mapped[str] = mapped_column(String(50))
+    target_id: Mapped[str] = mapped_column(String(700))
+    details_json: Mapped[str] = mapped_column(Text)
+    prev_hash: Mapped[str] = mapped_column(String(100))
+    row_hash: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = created_at_column()
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return loads(self.details_json, {})

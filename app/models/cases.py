@@ -1,0 +1,135 @@
+"""Cases: reports, their targets, decisions, appeals and appeal corrections."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, UTCDateTime, created_at_column, id_column
+
+REPORT_STATES = ("open", "decided", "appealed", "closed")
+APPEAL_OUTCOMES = ("upheld", "modified", "reversed")
+
+
+class Report(Base):
+    """A case a platform sent us, routed to a review queue."""
+
+    __tablename__ = "reports"
+    __table_args__ = (
+        UniqueConstraint("integration_id", "external_id"),
+        UniqueConstraint("installation_id", "public_reference"),
+        Index("ix_reports_list", "installation_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = id_column("rep")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    integration_id: Mapped[str] = mapped_column(ForeignKey("integrations.id"), index=True)
+    queue_id: Mapped[str | None] = mapped_column(ForeignKey("queues.id"), nullable=True, index=True)
+    external_id: Mapped[str] = mapped_column(String(200))  # the platform's own report id
+    public_reference: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(20), default="open")
+    policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    category: Mapped[str] = mapped_column(String(100), default="")
+    summary: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = created_at_column()
+
+
+class ReportTarget(Base):
+    """What a report is about, e.g. ``post:123``."""
+
+    __tablename__ = "report_targets"
+
+    id: Mapped[str] = id_column("tgt")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    report_id: Mapped[str] = mapped_column(ForeignKey("reports.id"), index=True)
+    target_reference: Mapped[str] = mapped_column(String(500))
+    kind: Mapped[str] = mapped_column(String(50))
+    position: Mapped[int] = mapped_column(default=0)  # the first target is position 0
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class Decision(Base):
+    """A moderator's decision on a report, enforced by the report's workflows."""
+
+    __tablename__ = "decisions"
+    __table_args__ = (Index("ix_decisions_latest", "report_id", "created_at", "seq"),)
+
+    id: Mapped[str] = id_column("dec")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    report_id: Mapped[str] = mapped_column(ForeignKey("reports.id"))
+    # Tie-breaker for decisions made within the same clock tick ("latest" must be total).
+    seq: Mapped[int] = mapped_column(default=0)
+    decision_code: Mapped[str] = mapped_column(String(100))
+    maker_id: Mapped[str] = mapped_column(ForeignKey("operator_users.id"))
+    rationale: Mapped[str] = mapped_column(Text, default="")
+    policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class Appeal(Base):
+    """An appeal against a decision, from the platform or entered in the console."""
+
+    __tablename__ = "appeals"
+    __table_args__ = (UniqueConstraint("report_id", "external_id"),)
+
+    id: Mapped[str] = id_column("apl")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
+    report_id: Mapped[str] = mapped_column(ForeignKey("reports.id"), index=True)
+    decision_id: Mapped[str] = mapped_column(ForeignKey("decisions.id"))
+    external_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    state: Mapped[str] = mapped_column(String(20), default="open")  # open, decided
+    statement: Mapped[str] = mapped_column(Text, default="")
+    created_by_type: Mapped[str] = mapped_column(String(30), default="operator")
+    created_by_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = created_at_column()
+
+
+class AppealDecision(Base):
+    """An operator's outcome on an appeal: upheld, modified or reversed."""
+
+    __tablename__ = "appeal_decisions"
+
+    id: Mapped[str] = id_column("apd")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    appeal_id: Mapped[str] = mapped_column(ForeignKey("appeals.id"), index=True)
+    outcome: Mapped[str] = mapped_column(String(20))
+    maker_id: Mapped[str] = mapped_column(ForeignKey("operator_users.id"))
+    rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
+    completion_state: Mapped[str] = mapped_column(String(20), default="waiting")
+    correction_confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    rationale_redacted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = created_at_column()
+
+
+class AppealCorrection(Base):
+    """The correction of an original enforcement after a modified/reversed appeal."""
+
+    __tablename__ = "appeal_corrections"
+
+    id: Mapped[str] = id_column("cor")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    appeal_id: Mapped[str] = mapped_column(ForeignKey("appeals.id"), index=True)
+    appeal_decision_id: Mapped[str] = mapped_column(ForeignKey("appeal_decisions.id"), index=True)
+    report_id: Mapped[str] = mapped_column(ForeignKey("reports.id"), index=True)
+    integration_id: Mapped[str] = mapped_column(ForeignKey("integrations.id"))
+    original_proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"))
+    original_operation_id: Mapped[str] = mapped_column(String(700))
+    original_target_json: Mapped[str] = mapped_column(Text)
+    original_payload_digest: Mapped[str] = mapped_column(String(100))
+    mode: Mapped[str] = mapped_column(String(20))  # automated, manual
+    state: Mapped[str] = mapped_column(String(20), default="pending")
+    approved_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
+    approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    proposal_id: Mapped[str | None] = mapped_column(
+        ForeignKey("action_proposals.id"), nullable=True, unique=True
+    )
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = created_at_column()

@@ -1,0 +1,102 @@
+"""Action types (components) and the connections they are delivered through."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, UTCDateTime, created_at_column, id_column, loads
+
+IMPLEMENTATION_KINDS = ("webhook", "external_api")
+MAX_CONNECTION_TIMEOUT_SECONDS = 120
+
+
+class Connection(Base):
+    """A named destination (a platform API); its settings live in versions."""
+
+    __tablename__ = "connections"
+    __table_args__ = (UniqueConstraint("installation_id", "slug"),)
+
+    id: Mapped[str] = id_column("con")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
+    integration_id: Mapped[str | None] = mapped_column(ForeignKey("integrations.id"), nullable=True)
+    name: Mapped[str] = mapped_column(String(200))
+    slug: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class ConnectionVersion(Base):
+    """Immutable settings of a connection: base URL, auth, timeout, allowed hosts.
+
+    Secrets are kept so the worker can authenticate and sign; the console never
+    shows them again after they are saved.
+    """
+
+    __tablename__ = "connection_versions"
+    __table_args__ = (UniqueConstraint("connection_id", "version"),)
+
+    id: Mapped[str] = id_column("cnv")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
+    connection_id: Mapped[str] = mapped_column(ForeignKey("connections.id"))
+    version: Mapped[int] = mapped_column(default=1)
+    base_url: Mapped[str] = mapped_column(String(2000))
+    bearer_token: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    signing_secret: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    timeout_seconds: Mapped[float] = mapped_column(default=30)
+    allowed_hosts_json: Mapped[str] = mapped_column(Text, default="[]")
+    created_at: Mapped[datetime] = created_at_column()
+
+    @property
+    def allowed_hosts(self) -> list[str]:
+        return loads(self.allowed_hosts_json, [])
+
+
+class ComponentDefinition(Base):
+    """An action type, e.g. ``takedown``; its behaviour lives in versions."""
+
+    __tablename__ = "component_definitions"
+    __table_args__ = (UniqueConstraint("installation_id", "slug"),)
+
+    id: Mapped[str] = id_column("cmp")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    slug: Mapped[str] = mapped_column(String(100))
+    effect_class: Mapped[str] = mapped_column(String(30), default="side_effecting")
+    status: Mapped[str] = mapped_column(String(20), default="active")
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class ComponentVersion(Base):
+    """One published version of an action type: how to call it and what it accepts."""
+
+    __tablename__ = "component_versions"
+    __table_args__ = (UniqueConstraint("definition_id", "version"),)
+
+    id: Mapped[str] = id_column("cmv")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
+    definition_id: Mapped[str] = mapped_column(ForeignKey("component_definitions.id"))
+    version: Mapped[int] = mapped_column(default=1)
+    implementation_kind: Mapped[str] = mapped_column(String(30))
+    implementation_reference: Mapped[str] = mapped_column(String(500))  # "POST /actions/takedown"
+    connection_version_id: Mapped[str | None] = mapped_column(
+        ForeignKey("connection_versions.id"), nullable=True
+    )
+    input_schema_json: Mapped[str] = mapped_column(Text, default="{}")
+    output_schema_json: Mapped[str] = mapped_column(Text, default="{}")
+    approval_policy_json: Mapped[str] = mapped_column(Text, default='{"mode":"human"}')
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[datetime] = created_at_column()
+
+    @property
+    def input_schema(self) -> dict:
+        return loads(self.input_schema_json, {})
+
+    @property
+    def output_schema(self) -> dict:
+        return loads(self.output_schema_json, {})
+
+    @property
+    def approval_policy(self) -> dict:
+        return loads(self.approval_policy_json, {})

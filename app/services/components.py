@@ -1,0 +1,63 @@
+"""Action components and their connections, as delivery needs them (PREP-3, DLV-2)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from app.domain.errors import ActionError
+from app.models import ComponentDefinition, ComponentVersion, ConnectionVersion
+
+# DLV-2: "[POST|PUT|PATCH|DELETE] /path"; the method defaults to POST.
+OPERATION_PATTERN = re.compile(r"^(?:(POST|PUT|PATCH|DELETE)\s+)?(/\S*)$")
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+
+
+def load_action_component(session: Session, component_version_id: str) -> ComponentVersion:
+    """The component version an action uses, if it can act.
+
+    Raises:
+        ActionError: ``action_component_unavailable`` when it does not exist, is
+            retired, its definition is not active or not side-effecting;
+            ``action_component_implementation_invalid`` when it is not a webhook or
+            external_api with a connection (PREP-3).
+    """
+    version = session.get(ComponentVersion, component_version_id)
+    definition = session.get(ComponentDefinition, version.definition_id) if version else None
+    if (
+        version is None
+        or definition is None
+        or version.retired_at is not None
+        or definition.status != "active"
+        or definition.effect_class != "side_effecting"
+    ):
+        raise ActionError("action_component_unavailable")
+    if version.implementation_kind not in ("webhook", "external_api") or not version.connection_version_id:
+        raise ActionError("action_component_implementation_invalid")
+    return version
+
+
+def parse_operation(reference: str) -> Operation:
+    """Parse an implementation reference such as ``POST /actions/takedown``.
+
+    Raises:
+        ActionError: ``action_component_operation_invalid`` (DLV-2).
+    """
+    match = OPERATION_PATTERN.match((reference or "").strip())
+    if not match:
+        raise ActionError("action_component_operation_invalid")
+    return Operation(method=match.group(1) or "POST", path=match.group(2))
+
+
+def load_connection(session: Session, connection_version_id: str) -> ConnectionVersion:
+    connection = session.get(ConnectionVersion, connection_version_id)
+    if connection is None:
+        raise ActionError("action_component_operation_invalid")
+    return connection

@@ -1,0 +1,343 @@
+"""The delivery job: claim, check, reserve, send, record, settle (SPEC DLV-1..7).
+
+`deliver` is what an RQ worker runs for a proposal id. The database decides what
+is due: a job that claims nothing returns at once, so duplicate or early jobs are
+harmless and losing every job in Redis loses no action (the sweep re-enqueues).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import requests
+from flask import current_app
+from sqlalchemy import and_, case, or_, select
+
+from app import egress
+from app.domain.backoff import retry_delay
+from app.domain.clock import iso, utcnow
+from app.domain.digests import canonical_json, sha256_digest
+from app.domain.errors import ActionError
+from app.domain.expressions import schema_errors
+from app.domain.preconditions import check_preconditions
+from app.domain.receipts import parse_receipt
+from app.domain.states import LEASE_SECONDS, MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
+from app.models import ActionApproval, ActionProposal, ConnectionAttempt, Report, move_proposal, new_id
+
+from . import budgets
+from .cases import report_snapshot
+from .components import load_action_component, load_connection, parse_operation
+from .events import emit_delivery_resolution
+from .receipts import AttemptGuard, save_receipt, schedule_next_attempt
+from .uow import Actor, unit_of_work
+
+log = logging.getLogger(__name__)
+S = ProposalState
+P = ActionProposal
+UNEXPECTED_FAILURE = "action_delivery_failed"
+_http = threading.local()
+
+
+@dataclass
+class DeliveryOutcome:
+    """What one delivery job did (for logs, metrics and tests)."""
+
+    claimed: bool
+    proposal_id: str
+    state: str | None = None
+    attempt_number: int | None = None
+    error_code: str | None = None
+    terminal: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def claim(proposal_id: str, now: datetime, lease_expires_at: datetime) -> bool:
+    """Claim a proposal for one attempt with one conditional UPDATE (DLV-1).
+
+    Claimable when not terminal and either queued/failed, due, with attempts left
+    in the cycle (or accepted and waiting for its confirmation deadline), or
+    applying with an expired lease. The attempt count grows by one only while the
+    cycle has attempts left and nothing was accepted; a claim past the last
+    attempt marks ``action_delivery_attempts_exhausted`` for the pre-send check.
+
+    Returns:
+        True when this caller holds the lease.
+    """
+    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
+    counts = and_(P.accepted_at.is_(None), attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE)
+    exhausted = and_(P.accepted_at.is_(None), attempts_in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
+    due = and_(
+        P.state.in_([S.QUEUED, S.FAILED]),
+        P.next_attempt_at <= now,
+        or_(attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE, P.accepted_at.is_not(None)),
+    )
+    lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
+    with unit_of_work() as uow:
+        claimed = move_proposal(
+            uow.session, proposal_id, Move.CLAIM,
+            where=(P.delivery_terminal.is_(False), or_(due, lease_expired)),
+            values=dict(
+                delivery_attempt_count=P.delivery_attempt_count + case((counts, 1), else_=0),
+                last_error_code=case((exhausted, "action_delivery_attempts_exhausted"), else_=P.last_error_code),
+                lease_expires_at=lease_expires_at,
+            ),
+        )
+        uow.commit()
+    return claimed
+
+
+def _pre_send_checks(session, proposal: ActionProposal, now: datetime):
+    """Everything that must still hold before a request may leave (DLV-2, PRE, CORR-3).
+
+    Returns:
+        (component version, operation, connection version).
+
+    Raises:
+        ActionError: action_confirmation_timed_out, action_delivery_attempts_exhausted,
+            action_approval_expired, action_precondition_changed,
+            action_case_no_longer_eligible, appeal_correction_precondition_changed,
+            action_approval_missing, action_component_*.
+    """
+    if proposal.accepted_at is not None:
+        raise ActionError("action_confirmation_timed_out")
+    if proposal.last_error_code == "action_delivery_attempts_exhausted":
+        raise ActionError("action_delivery_attempts_exhausted")
+    if proposal.expires_at <= now:
+        raise ActionError("action_approval_expired")
+    if proposal.appeal_id:
+        from .corrections import check_correction_eligible
+
+        check_correction_eligible(session, proposal)
+    check_preconditions(proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction)
+    if proposal.approval_mode == "human":
+        approved = session.scalar(
+            select(ActionApproval.id).where(
+                ActionApproval.proposal_id == proposal.id,
+                ActionApproval.decision == "approved",
+                ActionApproval.payload_digest == proposal.payload_digest,
+            )
+        )
+        if approved is None:
+            raise ActionError("action_approval_missing")
+    component = load_action_component(session, proposal.component_version_id)
+    operation = parse_operation(component.implementation_reference)
+    connection = load_connection(session, component.connection_version_id)
+    return component, operation, connection
+
+
+def request_body(proposal: ActionProposal) -> dict[str, Any]:
+    """The body a platform receives (DLV-4, SPEC §5)."""
+    return {
+        "schema_version": "1",
+        "action_id": proposal.id,
+        "operation_id": proposal.operation_id,
+        "payload_digest": proposal.payload_digest,
+        "action_code": proposal.action_code,
+        "target": proposal.target,
+        "payload": proposal.payload,
+        "preconditions": proposal.preconditions,
+        "workflow_version_id": proposal.workflow_version_id,
+        "policy_version_id": proposal.policy_version_id,
+        "expires_at": iso(proposal.expires_at),
+    }
+
+
+def _budget_scopes(session, proposal: ActionProposal) -> list[budgets.Scope]:
+    scopes = [budgets.Scope("component", proposal.component_version_id)]
+    if proposal.workflow_version_id:
+        scopes.insert(0, budgets.Scope("workflow", proposal.workflow_version_id))
+    queue_id = session.scalar(select(Report.queue_id).where(Report.id == proposal.report_id))
+    if queue_id:
+        scopes.append(budgets.Scope("queue", queue_id))
+    return scopes
+
+
+def _http_session() -> requests.Session:
+    if getattr(_http, "session", None) is None:
+        _http.session = requests.Session()
+    return _http.session
+
+
+class _Attempt:
+    """The connection_attempts row of this delivery, written before sending."""
+
+    def __init__(self, proposal: ActionProposal, attempt_number: int, connection, method: str, url: str, body: bytes):
+        self.id = new_id("att")
+        self.finish: dict[str, Any] = {}
+        with unit_of_work() as uow:
+            uow.session.add(ConnectionAttempt(
+                id=self.id, installation_id=proposal.installation_id, proposal_id=proposal.id,
+                attempt_number=attempt_number, delivery_cycle=proposal.delivery_cycle,
+                connection_version_id=connection.id, method=method, url=url,
+                request_digest=sha256_digest(body), started_at=utcnow(),
+            ))
+            uow.commit()
+
+    def record(self, **values: Any) -> None:
+        self.finish.update(values)
+
+    def write(self, session) -> None:
+        row = session.get(ConnectionAttempt, self.id)
+        if row is None or not self.finish:
+            return
+        for key, value in self.finish.items():
+            setattr(row, key, value)
+        row.finished_at = row.finished_at or utcnow()
+
+
+def deliver(proposal_id: str) -> DeliveryOutcome:
+    """Run one delivery attempt of a proposal, if it is due (DLV-1..7).
+
+    Args:
+        proposal_id: the proposal to deliver.
+
+    Returns:
+        A `DeliveryOutcome`; ``claimed`` is False when nothing was due.
+    """
+    now = utcnow()
+    lease = now + timedelta(seconds=LEASE_SECONDS)
+    if not claim(proposal_id, now, lease):
+        return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
+    from app.extensions import db
+
+    session = db.session
+    session.rollback()
+    proposal = session.get(ActionProposal, proposal_id)
+    session.refresh(proposal)
+    attempt_number, cycle = proposal.delivery_attempt_count, proposal.delivery_cycle
+    reservations: list[str] = []
+    sent = False
+    attempt: _Attempt | None = None
+    try:
+        component, operation, connection = _pre_send_checks(session, proposal, now)
+        reservations = budgets.reserve(
+            proposal.installation_id, _budget_scopes(session, proposal), proposal.operation_id, str(attempt_number)
+        )
+        body = canonical_json(request_body(proposal)).encode("utf-8")
+        url = egress.build_url(connection.base_url, operation.path)
+        attempt = _Attempt(proposal, attempt_number, connection, operation.method, url, body)
+        sent = True  # from here the request may reach the platform
+        try:
+            response = egress.send(
+                egress.EgressRequest(
+                    method=operation.method, url=url, body=body, message_id=f"msg_{attempt.id}",
+                    idempotency_key=proposal.operation_id, timeout_seconds=connection.timeout_seconds,
+                    bearer_token=connection.bearer_token, signing_secret=connection.signing_secret,
+                ),
+                egress.EgressPolicy(
+                    allowed_hosts=tuple(connection.allowed_hosts),
+                    allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
+                    max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
+                ),
+                session=_http_session(),
+            )
+        except egress.EgressError as error:
+            sent = error.sent
+            attempt.record(
+                response_status=error.status, response_digest=error.digest,
+                response_class=error.response_class, error_code=error.code, duration_ms=error.duration_ms,
+            )
+            raise ActionError(error.code, error.retryable, error.delay_seconds) from error
+        attempt.record(
+            response_status=response.status, response_digest=response.digest,
+            response_class="success", duration_ms=response.duration_ms,
+        )
+        receipt = _read_receipt(response.body, component.output_schema, proposal, attempt)
+        return _save_sync_receipt(proposal, receipt, attempt, lease, attempt_number)
+    except ActionError as error:
+        return _record_failure(proposal_id, error, attempt, attempt_number, cycle, lease)
+    except Exception:
+        log.exception("delivery of %s failed unexpectedly", proposal_id)
+        return _record_failure(
+            proposal_id, ActionError(UNEXPECTED_FAILURE, True, 15), attempt, attempt_number, cycle, lease
+        )
+    finally:
+        # A request can have reached the platform even when its response was lost.
+        budgets.settle(reservations, consumed=sent)
+
+
+def _read_receipt(body: bytes, output_schema: dict, proposal: ActionProposal, attempt: _Attempt):
+    """Decode, schema-check and parse the platform's answer (DLV-5, RCPT-1)."""
+    try:
+        try:
+            value = json.loads(body)
+        except ValueError as error:
+            raise ActionError("action_response_invalid") from error
+        if schema_errors(value, output_schema):
+            raise ActionError("action_response_schema_invalid")
+        return parse_receipt(value, proposal.identity)
+    except ActionError as error:
+        attempt.record(response_class="invalid_response", error_code=error.code)
+        raise
+
+
+def _save_sync_receipt(proposal, receipt, attempt: _Attempt, lease, attempt_number) -> DeliveryOutcome:
+    guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
+    with unit_of_work() as uow:
+        proposal = uow.session.get(ActionProposal, proposal.id)
+        uow.session.refresh(proposal)
+        attempt.write(uow.session)
+        changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard)
+        _after_result(uow, proposal, changed)
+        uow.commit()
+    return DeliveryOutcome(
+        claimed=True, proposal_id=proposal.id, state=proposal.state, attempt_number=attempt_number,
+        error_code=proposal.last_error_code, terminal=proposal.delivery_terminal,
+        extra={"receipt_status": receipt.status, "changed": changed},
+    )
+
+
+def _after_result(uow, proposal: ActionProposal, changed: bool) -> None:
+    """Resolve the run, or schedule what comes next (DLV-7)."""
+    if not changed:
+        return
+    if proposal.state == S.APPLIED or proposal.delivery_terminal:
+        emit_delivery_resolution(uow, proposal)
+    else:
+        schedule_next_attempt(uow, proposal)
+
+
+def _record_failure(proposal_id, error: ActionError, attempt, attempt_number, cycle, lease) -> DeliveryOutcome:
+    """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6)."""
+    deferred = isinstance(error, budgets.BudgetExhausted)
+    with unit_of_work() as uow:
+        proposal = uow.session.get(ActionProposal, proposal_id)
+        uow.session.refresh(proposal)
+        in_cycle = attempt_number - proposal.cycle_start_attempt
+        terminal = not error.retryable or (not deferred and in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
+        delay = error.delay_seconds if deferred else retry_delay(error.delay_seconds, in_cycle)
+        values: dict[str, Any] = dict(
+            delivery_terminal=terminal, next_attempt_at=utcnow() + timedelta(seconds=delay),
+            lease_expires_at=None, last_error_code=error.code,
+        )
+        if deferred:  # nothing was sent: the deferral does not use up an attempt
+            values["delivery_attempt_count"] = attempt_number - 1
+        changed = move_proposal(
+            uow.session, proposal_id, Move.DELIVERY_FAILED,
+            where=(P.delivery_terminal.is_(False), P.delivery_attempt_count == attempt_number,
+                   P.delivery_cycle == cycle, P.lease_expires_at == lease),
+            values=values,
+        )
+        if attempt is not None:
+            attempt.write(uow.session)
+        uow.session.refresh(proposal)
+        if changed:
+            uow.audit(
+                proposal.installation_id,
+                f"action-attempt-failed:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
+                + (f":{iso(values['next_attempt_at'])}" if deferred else ""),
+                "action.delivery_failed", Actor.system(proposal.run_id), "action_proposal", proposal.id,
+                {"attempt_number": attempt_number, "delivery_cycle": cycle, "error_code": error.code,
+                 "terminal": terminal, "retry_in_seconds": None if terminal else round(delay, 3)},
+            )
+        _after_result(uow, proposal, changed)
+        uow.commit()
+    return DeliveryOutcome(
+        claimed=True, proposal_id=proposal_id, state=proposal.state, attempt_number=attempt_number,
+        error_code=error.code, terminal=proposal.delivery_terminal,
+    )

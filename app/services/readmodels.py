@@ -1,0 +1,236 @@
+"""Read models for the console: the queries behind each screen.
+
+Each function runs a fixed number of queries whatever the number of attempts,
+receipts or audit rows, so pages stay fast as history grows.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, exists, func, or_, select
+
+from app.domain.clock import iso, parse_iso
+from app.domain.maker_checker import Verdict
+from app.domain.states import ProposalState
+from app.extensions import db
+from app.models import (
+    ActionApproval,
+    ActionProposal,
+    ActionReceiptRecord,
+    AuditEvent,
+    ConnectionAttempt,
+    Decision,
+    HumanTask,
+    OperatorUser,
+    Report,
+    WorkflowRun,
+)
+
+from .approval import approval_verdict
+
+P = ActionProposal
+PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class ProposalFilters:
+    state: str | None = None
+    queue_id: str | None = None
+    action_code: str | None = None
+    needs_my_approval: bool = False
+    failed: bool = False
+    report_id: str | None = None
+
+
+def encode_cursor(created_at: datetime, id: str) -> str:
+    return base64.urlsafe_b64encode(f"{iso(created_at)}|{id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
+    """Decode a keyset cursor; a malformed one reads as the first page."""
+    if not cursor:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, id = text.split("|", 1)
+        return parse_iso(stamp), id
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _mine(operator_id: str):
+    """Proposals this operator made or whose decision they made (maker/checker)."""
+    decision_maker = exists().where(
+        Decision.maker_id == operator_id,
+        or_(Decision.id == P.decision_id,
+            Decision.id == select(WorkflowRun.decision_id).where(WorkflowRun.id == P.run_id).scalar_subquery()),
+    )
+    return or_(and_(P.created_by_type == "operator", P.created_by_id == operator_id), decision_maker)
+
+
+def _filtered(installation_id: str, filters: ProposalFilters, operator: OperatorUser):
+    query = select(P).where(P.installation_id == installation_id)
+    if filters.state:
+        query = query.where(P.state == filters.state)
+    if filters.failed:
+        query = query.where(P.state == ProposalState.FAILED)
+    if filters.action_code:
+        query = query.where(P.action_code == filters.action_code)
+    if filters.report_id:
+        query = query.where(P.report_id == filters.report_id)
+    if filters.queue_id:
+        query = query.where(P.report_id.in_(select(Report.id).where(Report.queue_id == filters.queue_id)))
+    if filters.needs_my_approval:
+        query = query.where(P.state == ProposalState.APPROVAL_REQUIRED, ~_mine(operator.id))
+    return query
+
+
+@dataclass
+class ProposalPage:
+    rows: list[dict[str, Any]]
+    next_cursor: str | None
+    counts: dict[str, int]
+
+
+def list_proposals(operator: OperatorUser, filters: ProposalFilters, cursor: str | None, limit: int = PAGE_SIZE) -> ProposalPage:
+    """One page of proposals, newest first, by keyset (created_at, id)."""
+    query = _filtered(operator.installation_id, filters, operator)
+    position = decode_cursor(cursor)
+    if position:
+        created_at, id = position
+        query = query.where(or_(P.created_at < created_at, and_(P.created_at == created_at, P.id < id)))
+    proposals = db.session.scalars(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
+    more = len(proposals) > limit
+    proposals = proposals[:limit]
+    references = dict(db.session.execute(
+        select(Report.id, Report.public_reference).where(Report.id.in_({p.report_id for p in proposals}))
+    ).all()) if proposals else {}
+    rows = [{"proposal": p, "report_reference": references.get(p.report_id)} for p in proposals]
+    last = proposals[-1] if proposals and more else None
+    return ProposalPage(rows, encode_cursor(last.created_at, last.id) if last else None, state_counts(operator.installation_id))
+
+
+def state_counts(installation_id: str) -> dict[str, int]:
+    rows = db.session.execute(
+        select(P.state, func.count()).where(P.installation_id == installation_id).group_by(P.state)
+    ).all()
+    counts = {state.value: 0 for state in ProposalState}
+    counts.update({state: count for state, count in rows})
+    return counts
+
+
+@dataclass
+class ProposalDetail:
+    proposal: ActionProposal
+    report: Report
+    approval: ActionApproval | None
+    approver: OperatorUser | None
+    task: HumanTask | None
+    verdict: Verdict
+    attempts_by_cycle: OrderedDict[int, list[ConnectionAttempt]]
+    receipts: list[ActionReceiptRecord]
+    audit: list[AuditEvent]
+    actors: dict[str, str] = field(default_factory=dict)
+
+
+def proposal_detail(operator: OperatorUser, proposal_id: str) -> ProposalDetail | None:
+    """Everything the proposal page shows, or None outside the operator's tenant."""
+    proposal = db.session.get(P, proposal_id)
+    if proposal is None or proposal.installation_id != operator.installation_id:
+        return None
+    report = db.session.get(Report, proposal.report_id)
+    approval = db.session.scalar(select(ActionApproval).where(ActionApproval.proposal_id == proposal.id))
+    task = db.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal.id))
+    attempts = db.session.scalars(
+        select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)
+        .order_by(ConnectionAttempt.delivery_cycle.desc(), ConnectionAttempt.attempt_number.desc())
+    ).all()
+    by_cycle: OrderedDict[int, list[ConnectionAttempt]] = OrderedDict()
+    for attempt in attempts:
+        by_cycle.setdefault(attempt.delivery_cycle, []).append(attempt)
+    receipts = db.session.scalars(
+        select(ActionReceiptRecord).where(ActionReceiptRecord.proposal_id == proposal.id)
+        .order_by(ActionReceiptRecord.received_at.desc())
+    ).all()
+    audit = db.session.scalars(
+        select(AuditEvent).where(AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
+        .order_by(AuditEvent.seq)
+    ).all()
+    actor_ids = {a.actor_id for a in audit if a.actor_type == "operator"}
+    if approval:
+        actor_ids.add(approval.approver_id)
+    actors = dict(db.session.execute(
+        select(OperatorUser.id, OperatorUser.display_name).where(OperatorUser.id.in_(actor_ids))
+    ).all()) if actor_ids else {}
+    return ProposalDetail(
+        proposal=proposal, report=report, approval=approval,
+        approver=None, task=task, verdict=approval_verdict(db.session, proposal, operator),
+        attempts_by_cycle=by_cycle, receipts=list(receipts), audit=list(audit), actors=actors,
+    )
+
+
+def open_tasks(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any]]:
+    """Open and claimed approval tasks, soonest due first, with the claimant's name."""
+    tasks = db.session.scalars(
+        select(HumanTask)
+        .where(HumanTask.installation_id == operator.installation_id, HumanTask.state.in_(("open", "claimed")))
+        .order_by(HumanTask.due_at, HumanTask.id)
+        .limit(limit)
+    ).all()
+    proposals = {p.id: p for p in db.session.scalars(
+        select(P).where(P.id.in_({t.action_proposal_id for t in tasks}))
+    )} if tasks else {}
+    names = dict(db.session.execute(
+        select(OperatorUser.id, OperatorUser.display_name)
+        .where(OperatorUser.id.in_({t.assigned_operator_id for t in tasks if t.assigned_operator_id}))
+    ).all()) if tasks else {}
+    return [
+        {"task": t, "proposal": proposals.get(t.action_proposal_id), "assignee": names.get(t.assigned_operator_id)}
+        for t in tasks
+    ]
+
+
+def list_reports(operator: OperatorUser, limit: int = 200) -> list[Report]:
+    return list(db.session.scalars(
+        select(Report).where(Report.installation_id == operator.installation_id)
+        .order_by(Report.created_at.desc(), Report.id.desc()).limit(limit)
+    ))
+
+
+@dataclass
+class ReportDetail:
+    report: Report
+    targets: list
+    decisions: list
+    runs: list
+    proposals: list
+    makers: dict[str, str]
+
+
+def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None:
+    from app.models import ReportTarget
+
+    report = db.session.get(Report, report_id)
+    if report is None or report.installation_id != operator.installation_id:
+        return None
+    targets = db.session.scalars(
+        select(ReportTarget).where(ReportTarget.report_id == report.id).order_by(ReportTarget.position)
+    ).all()
+    decisions = db.session.scalars(
+        select(Decision).where(Decision.report_id == report.id).order_by(Decision.created_at.desc(), Decision.seq.desc())
+    ).all()
+    runs = db.session.scalars(
+        select(WorkflowRun).where(WorkflowRun.report_id == report.id).order_by(WorkflowRun.created_at.desc())
+    ).all()
+    proposals = db.session.scalars(
+        select(P).where(P.report_id == report.id).order_by(P.created_at.desc())
+    ).all()
+    makers = dict(db.session.execute(
+        select(OperatorUser.id, OperatorUser.display_name).where(OperatorUser.id.in_({d.maker_id for d in decisions}))
+    ).all()) if decisions else {}
+    return ReportDetail(report, list(targets), list(decisions), list(runs), list(proposals), makers)

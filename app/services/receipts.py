@@ -1,0 +1,202 @@
+"""Receipts from the platform, synchronous or through the async result API
+(SPEC RCPT-1..3, API-1..4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import case
+
+from app.domain.clock import utcnow
+from app.domain.digests import canonical_json, sha256_digest, sha256_hex
+from app.domain.errors import ActionError, ApiError
+from app.domain.receipts import Receipt, parse_receipt
+from app.domain.states import CONFIRMATION_WINDOW_SECONDS, MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
+from app.models import ActionProposal, ActionReceiptRecord, Report, insert_ignore, move_proposal, new_id
+from app.queueing import enqueue_delivery
+
+from .events import emit_delivery_resolution
+from .uow import Actor, UnitOfWork, unit_of_work
+
+S = ProposalState
+P = ActionProposal
+RECEIPT_MOVES = {
+    "accepted": Move.RECEIPT_ACCEPTED,
+    "applied": Move.RECEIPT_APPLIED,
+    "failed": Move.RECEIPT_FAILED,
+}
+API_FIELDS = frozenset({
+    "action_id", "operation_id", "payload_digest", "status", "terminal",
+    "retry_after_seconds", "error_code", "provider_request_id",
+})
+
+
+@dataclass(frozen=True)
+class AttemptGuard:
+    """The claimed attempt a synchronous receipt belongs to (DLV-5)."""
+
+    number: int
+    lease_expires_at: Any
+    connection_attempt_id: str
+    response_digest: str
+
+
+def save_receipt(
+    uow: UnitOfWork,
+    proposal: ActionProposal,
+    receipt: Receipt,
+    actor: Actor,
+    attempt: AttemptGuard | None = None,
+) -> bool:
+    """Apply a receipt to its proposal with one guarded UPDATE (RCPT-2, RCPT-3).
+
+    ``accepted`` keeps the proposal ``queued`` until a confirmation deadline of
+    min(expiry, now + 15 min); ``applied`` confirms it; ``failed`` is terminal unless
+    the platform said ``terminal: false`` and the cycle has attempts left. The write
+    only matches the same delivery cycle and, for a synchronous receipt, the same
+    attempt and lease, so a late worker cannot overwrite a newer attempt.
+
+    Returns:
+        True when the proposal changed (and one audit row was written).
+
+    Raises:
+        ActionError: ``appeal_correction_precondition_changed`` when an appeal
+            correction stopped being eligible (CORR-3).
+    """
+    session = uow.session
+    now = utcnow()
+    if proposal.appeal_id:
+        from .corrections import check_correction_eligible
+
+        check_correction_eligible(session, proposal, lock=True)
+    deadline = proposal.confirmation_deadline_at or min(
+        proposal.expires_at, now + timedelta(seconds=CONFIRMATION_WINDOW_SECONDS)
+    )
+    terminal = receipt.terminal or (
+        receipt.status == "failed" and proposal.attempts_in_cycle >= MAX_ATTEMPTS_PER_CYCLE
+    )
+    receipt_json = canonical_json(receipt.as_dict())
+    accepted, retry_later = receipt.status == "accepted", receipt.status == "failed" and not terminal
+    values: dict[str, Any] = dict(
+        delivery_terminal=terminal,
+        last_receipt_json=receipt_json,
+        next_attempt_at=deadline if accepted else now + timedelta(seconds=receipt.retry_after_seconds),
+        lease_expires_at=None,
+        last_error_code=receipt.error_code,
+    )
+    if accepted:
+        values["accepted_at"] = case((P.accepted_at.is_(None), now), else_=P.accepted_at)
+        values["confirmation_deadline_at"] = deadline
+    elif retry_later:
+        values["accepted_at"] = None
+        values["confirmation_deadline_at"] = None
+    if receipt.status == "applied":
+        values["confirmed_at"] = now
+    where = [
+        P.delivery_terminal.is_(False),
+        P.delivery_attempt_count > P.cycle_start_attempt,
+        P.delivery_cycle == proposal.delivery_cycle,
+    ]
+    if attempt is not None:
+        where += [
+            P.state == S.APPLYING,
+            P.delivery_attempt_count == attempt.number,
+            P.lease_expires_at == attempt.lease_expires_at,
+        ]
+    changed = move_proposal(session, proposal.id, RECEIPT_MOVES[receipt.status], where=tuple(where), values=values)
+    session.refresh(proposal)
+    if not changed:
+        return False
+    receipt_hex = sha256_hex(receipt_json)
+    details = {**receipt.as_dict(), "terminal": terminal, "delivery_cycle": proposal.delivery_cycle}
+    if attempt is not None:
+        details.update(connection_attempt_id=attempt.connection_attempt_id, response_digest=attempt.response_digest)
+    uow.audit(
+        proposal.installation_id,
+        f"action-result:{proposal.operation_id}:{proposal.delivery_cycle}:{receipt_hex}",
+        "workflow.action_applied" if receipt.status == "applied" else "workflow.action_result_received",
+        actor, "action_proposal", proposal.id, details,
+    )
+    insert_ignore(session, ActionReceiptRecord, dict(
+        id=new_id("rcp"), installation_id=proposal.installation_id, proposal_id=proposal.id,
+        delivery_cycle=proposal.delivery_cycle, attempt_number=attempt.number if attempt else None,
+        source="sync" if attempt else "async", status=receipt.status, receipt_json=receipt_json,
+        receipt_digest=sha256_digest(receipt_json), applied_to_proposal=True,
+        connection_attempt_id=attempt.connection_attempt_id if attempt else None, received_at=now,
+    ))
+    return True
+
+
+@dataclass(frozen=True)
+class ResultAnswer:
+    proposal_id: str
+    state: str
+    idempotent_replay: bool
+
+
+def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
+    """Take a receipt a platform sent later to ``POST /api/v1/action-results``.
+
+    Args:
+        value: the decoded JSON body (RCPT-1 fields; status applied|failed).
+        integration_id: the integration whose bearer token authenticated the call.
+
+    Returns:
+        The proposal's state after the receipt; ``idempotent_replay`` when it was
+        already in that terminal state.
+
+    Raises:
+        ApiError: 400 ``action_result_invalid`` (API-1, unknown fields, other RCPT
+            errors with their own code); 404 ``action_result_unavailable`` for a
+            proposal that does not exist or belongs to another integration (API-2);
+            409 ``action_result_identity_mismatch`` (API-3); 409
+            ``action_result_terminal`` or ``action_result_conflict`` (API-4).
+    """
+    if not isinstance(value, dict) or set(value) - API_FIELDS:
+        raise ApiError(400, "action_result_invalid", "Send a JSON object with only the receipt fields.")
+    action_id, status = value.get("action_id"), value.get("status")
+    if not isinstance(action_id, str) or not 1 <= len(action_id) <= 500 or status not in ("applied", "failed"):
+        raise ApiError(400, "action_result_invalid", "An action_id and an applied or failed status are required.")
+    with unit_of_work() as uow:
+        proposal = uow.session.get(ActionProposal, action_id)
+        report = uow.session.get(Report, proposal.report_id) if proposal else None
+        if report is None or report.integration_id != integration_id:
+            raise ApiError(404, "action_result_unavailable", "This action is not available to this integration.")
+        try:
+            receipt = parse_receipt(value, proposal.identity)
+        except ActionError as error:
+            status_code = 409 if error.code == "action_result_identity_mismatch" else 400
+            raise ApiError(status_code, error.code, "The result must match the immutable action operation, payload digest and receipt format.") from error
+        if proposal.state == receipt.status and proposal.delivery_terminal:
+            return ResultAnswer(proposal.id, proposal.state, True)
+        if (
+            proposal.state not in (S.QUEUED, S.APPLYING, S.FAILED)
+            or proposal.delivery_terminal
+            or proposal.delivery_attempt_count <= proposal.cycle_start_attempt
+        ):
+            raise ApiError(409, "action_result_terminal", "The action is not awaiting a result from the platform.")
+        try:
+            changed = save_receipt(uow, proposal, receipt, Actor("service_identity", integration_id))
+        except ActionError as error:
+            raise ApiError(409, error.code, "The appeal correction is no longer eligible.") from error
+        if not changed:
+            if proposal.state == receipt.status:
+                return ResultAnswer(proposal.id, proposal.state, True)
+            raise ApiError(409, "action_result_conflict", "Another result or operator action was recorded first. Refresh the action before retrying.")
+        if proposal.state == S.APPLIED or proposal.delivery_terminal:
+            emit_delivery_resolution(uow, proposal)
+        else:
+            schedule_next_attempt(uow, proposal)
+        uow.commit()
+        return ResultAnswer(proposal.id, proposal.state, False)
+
+
+def schedule_next_attempt(uow: UnitOfWork, proposal: ActionProposal) -> None:
+    """Enqueue the proposal's next delivery job for when it is due (after commit)."""
+    due = proposal.next_attempt_at or utcnow()
+    delay = max(0.0, (due - utcnow()).total_seconds())
+    proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
+    tag = "confirm" if proposal.accepted_at else "a"
+    uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts, delay, tag=tag))

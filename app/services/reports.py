@@ -1,0 +1,217 @@
+"""Reports: intake from a platform, and a moderator's decision that starts the
+enforcement workflows."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from app.domain.clock import utcnow
+from app.domain.errors import ApiError
+from app.domain.workflow import triggered_by
+from app.models import (
+    Decision,
+    Integration,
+    OperatorUser,
+    Queue,
+    Report,
+    ReportTarget,
+    WorkflowDefinition,
+    WorkflowVersion,
+)
+
+from .uow import Actor, unit_of_work
+from .workflows import create_run
+
+CODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,99}$")
+TARGET_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,50}:[^\s]{1,440}$")
+DECIDABLE_STATES = ("open", "decided")
+
+
+def _public_reference() -> str:
+    return "R-" + secrets.token_hex(4).upper()
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    decision_id: str
+    run_ids: list[str]
+
+
+def record_decision(report_id: str, *, decision_code: str, rationale: str, operator: OperatorUser) -> DecisionResult:
+    """Record a moderator's decision and start the workflows it triggers.
+
+    Args:
+        report_id: the report (of the operator's installation).
+        decision_code: lower_snake_case, e.g. ``remove_content``.
+        rationale: why, 0..5,000 characters.
+        operator: a moderator.
+
+    Returns:
+        The decision id and the ids of the runs it started.
+
+    Raises:
+        ApiError: 404 ``report_not_found``; 400 ``decision_code_invalid`` /
+            ``decision_rationale_invalid``; 409 ``report_not_decidable`` when the
+            report is appealed or closed.
+    """
+    if not isinstance(decision_code, str) or not CODE_PATTERN.match(decision_code):
+        raise ApiError(400, "decision_code_invalid", "Choose a decision code (lower_snake_case).", "decision_code")
+    rationale = (rationale or "").strip()
+    if len(rationale) > 5000:
+        raise ApiError(400, "decision_rationale_invalid", "The rationale is limited to 5,000 characters.", "rationale")
+    with unit_of_work() as uow:
+        session = uow.session
+        report = session.get(Report, report_id)
+        if report is None or report.installation_id != operator.installation_id:
+            raise ApiError(404, "report_not_found", "No such report.")
+        if report.state not in DECIDABLE_STATES:
+            raise ApiError(409, "report_not_decidable", f"The report is {report.state}; it cannot take a new decision.")
+        now = utcnow()
+        seq = (session.scalar(select(func.max(Decision.seq)).where(Decision.report_id == report.id)) or 0) + 1
+        decision = Decision(
+            installation_id=report.installation_id, report_id=report.id, seq=seq,
+            decision_code=decision_code, maker_id=operator.id, rationale=rationale,
+            policy_version_id=report.policy_version_id, created_at=now,
+        )
+        session.add(decision)
+        report.state = "decided"
+        report.updated_at = now
+        session.flush()
+        uow.audit(
+            report.installation_id, f"decision-recorded:{decision.id}", "report.decided",
+            Actor("operator", operator.id), "report", report.id,
+            {"decision_id": decision.id, "decision_code": decision_code, "rationale": rationale},
+        )
+        runs = [
+            create_run(uow, version=version, report_id=report.id, trigger_key=f"decision:{decision.id}",
+                       decision_id=decision.id)
+            for version in active_versions(session, report.installation_id)
+            if triggered_by(version.graph, decision_code)
+        ]
+        decision_id = decision.id
+        run_ids = [run.id for run in runs if run is not None]
+        uow.commit()
+    return DecisionResult(decision_id, run_ids)
+
+
+def active_versions(session, installation_id: str) -> list[WorkflowVersion]:
+    """The newest active version of each active workflow."""
+    versions = session.scalars(
+        select(WorkflowVersion)
+        .join(WorkflowDefinition, WorkflowDefinition.id == WorkflowVersion.definition_id)
+        .where(WorkflowVersion.installation_id == installation_id, WorkflowVersion.active.is_(True),
+               WorkflowDefinition.status == "active")
+        .order_by(WorkflowVersion.definition_id, WorkflowVersion.version.desc())
+    ).all()
+    newest: dict[str, WorkflowVersion] = {}
+    for version in versions:
+        newest.setdefault(version.definition_id, version)
+    return list(newest.values())
+
+
+INTAKE_FIELDS = frozenset({"external_id", "queue", "category", "summary", "policy_version_id", "targets"})
+
+
+def _intake_error(message: str, field: str | None = None) -> ApiError:
+    return ApiError(400, "report_invalid", message, field)
+
+
+def _validate_intake(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _intake_error("Send a JSON object.")
+    unknown = set(value) - INTAKE_FIELDS
+    if unknown:
+        raise _intake_error(f"Unknown field: {sorted(unknown)[0]}.", sorted(unknown)[0])
+    external_id = value.get("external_id")
+    if not isinstance(external_id, str) or not 1 <= len(external_id) <= 200:
+        raise _intake_error("external_id must be 1 to 200 characters.", "external_id")
+    for name, limit in (("queue", 100), ("category", 100), ("policy_version_id", 200), ("summary", 5000)):
+        field_value = value.get(name)
+        if field_value is not None and (not isinstance(field_value, str) or len(field_value) > limit):
+            raise _intake_error(f"{name} must be text of at most {limit} characters.", name)
+    targets = value.get("targets")
+    if not isinstance(targets, list) or not 1 <= len(targets) <= 50:
+        raise _intake_error("targets must list 1 to 50 targets.", "targets")
+    for target in targets:
+        if (
+            not isinstance(target, dict)
+            or set(target) - {"reference", "kind"}
+            or not isinstance(target.get("reference"), str)
+            or not TARGET_PATTERN.match(target["reference"])
+            or not isinstance(target.get("kind", "content"), str)
+            or not 1 <= len(target.get("kind", "content")) <= 50
+        ):
+            raise _intake_error("Each target needs a reference like 'post:123' and an optional kind.", "targets")
+    return value
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    report_id: str
+    public_reference: str
+    created: bool
+
+
+def intake_report(value: Any, integration_id: str) -> IntakeResult:
+    """Create a report sent by a platform, once per its own report id.
+
+    Args:
+        value: {external_id, targets: [{reference, kind}], queue?, category?,
+            summary?, policy_version_id?}.
+        integration_id: the authenticated integration.
+
+    Returns:
+        The report; ``created`` is False for a repeat of the same external_id.
+
+    Raises:
+        ApiError: 400 ``report_invalid``; 404 ``queue_not_found``.
+    """
+    value = _validate_intake(value)
+    with unit_of_work() as uow:
+        session = uow.session
+        integration = session.get(Integration, integration_id)
+        existing = session.scalar(select(Report).where(
+            Report.integration_id == integration_id, Report.external_id == value["external_id"]))
+        if existing is not None:
+            return IntakeResult(existing.id, existing.public_reference, False)
+        queue_id = integration.default_queue_id
+        if value.get("queue"):
+            queue_id = session.scalar(select(Queue.id).where(
+                Queue.installation_id == integration.installation_id, Queue.slug == value["queue"]))
+            if queue_id is None:
+                raise ApiError(404, "queue_not_found", "No queue with that slug.", "queue")
+        report = Report(
+            installation_id=integration.installation_id, integration_id=integration.id, queue_id=queue_id,
+            external_id=value["external_id"], public_reference=_public_reference(), state="open",
+            policy_version_id=value.get("policy_version_id"), category=value.get("category") or "",
+            summary=value.get("summary") or "",
+        )
+        session.add(report)
+        session.flush()
+        for position, target in enumerate(value["targets"]):
+            session.add(ReportTarget(
+                installation_id=report.installation_id, report_id=report.id,
+                target_reference=target["reference"], kind=target.get("kind", "content"), position=position,
+            ))
+        uow.audit(
+            report.installation_id, f"report-received:{integration.id}:{report.external_id}", "report.received",
+            Actor("service_identity", integration.id), "report", report.id,
+            {"external_id": report.external_id, "queue_id": queue_id, "targets": value["targets"]},
+        )
+        result = IntakeResult(report.id, report.public_reference, True)
+        try:
+            uow.commit()
+        except IntegrityError:  # the same report sent twice at once: answer the first
+            pass
+        else:
+            return result
+    with unit_of_work() as uow:
+        existing = uow.session.scalar(select(Report).where(
+            Report.integration_id == integration_id, Report.external_id == value["external_id"]))
+        return IntakeResult(existing.id, existing.public_reference, False)

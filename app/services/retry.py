@@ -1,0 +1,104 @@
+"""Operator retry of a terminally failed delivery: a new delivery cycle (SPEC RTRY)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.domain.clock import utcnow
+from app.domain.errors import ActionError, ApiError
+from app.domain.preconditions import check_preconditions
+from app.domain.states import Move, ProposalState
+from app.models import ActionProposal, AuditEvent, OperatorUser, WorkflowRun, move_proposal
+from app.queueing import enqueue_delivery
+
+from .cases import report_snapshot
+from .uow import Actor, unit_of_work
+
+P = ActionProposal
+RETRY_ACTION = "action.retry_requested"
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    proposal_id: str
+    state: str
+    delivery_cycle: int
+    idempotent_replay: bool
+
+
+def retry_proposal(proposal_id: str, *, payload_digest: str, idempotency_key: str, operator: OperatorUser) -> RetryResult:
+    """Start a new delivery cycle for a terminally failed proposal.
+
+    Args:
+        proposal_id: the proposal.
+        payload_digest: the exact digest the operator saw (RTRY-1).
+        idempotency_key: 1..200 characters, per operator (RTRY-3).
+        operator: who asks.
+
+    Returns:
+        The proposal's state (``queued``) and its new cycle; a replay answers its
+        current state.
+
+    Raises:
+        ApiError: 400 ``idempotency_key_invalid``; 404 ``action_not_found``; 409
+            ``idempotency_key_reused``, ``action_retry_digest_mismatch``,
+            ``action_not_retryable``, ``action_approval_expired``,
+            ``action_precondition_changed``, ``action_case_no_longer_eligible``,
+            ``action_run_closed``, ``action_retry_conflict`` (RTRY-1..3).
+    """
+    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
+        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
+    key = f"action-retry:{idempotency_key}"
+    with unit_of_work() as uow:
+        session = uow.session
+        proposal = session.get(ActionProposal, proposal_id)
+        if proposal is None or proposal.installation_id != operator.installation_id:
+            raise ApiError(404, "action_not_found", "No such action proposal.")
+        prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == key))
+        if prior is not None:
+            if prior.target_id != proposal_id or prior.actor_id != operator.id:
+                raise ApiError(409, "idempotency_key_reused", "This idempotency key was already used for another retry.")
+            if proposal.payload_digest != payload_digest:
+                raise ApiError(409, "action_retry_digest_mismatch", "Retry requires the exact payload digest.")
+            return RetryResult(proposal.id, proposal.state, proposal.delivery_cycle, True)
+        if proposal.payload_digest != payload_digest:
+            raise ApiError(409, "action_retry_digest_mismatch", "Retry requires the exact immutable payload digest.")
+        if proposal.state != ProposalState.FAILED or not proposal.delivery_terminal:
+            raise ApiError(409, "action_not_retryable", "Only a terminally failed action can be retried.")
+        now = utcnow()
+        if proposal.expires_at <= now:
+            raise ApiError(409, "action_approval_expired", "The action's authorization expired. Review and authorize a new proposal before sending it.")
+        try:
+            check_preconditions(proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction)
+            if proposal.appeal_id:
+                from .corrections import check_correction_eligible
+
+                check_correction_eligible(session, proposal)
+        except ActionError as error:
+            raise ApiError(409, error.code, "The case changed since this action was proposed; it can no longer be retried.") from error
+        run_open = session.scalar(select(WorkflowRun.state).where(WorkflowRun.id == proposal.run_id)) not in ("terminated", "cancelled")
+        if not (proposal.appeal_id or run_open):
+            raise ApiError(409, "action_run_closed", "The workflow run of this action was terminated.")
+        cycle = proposal.delivery_cycle
+        moved = move_proposal(
+            session, proposal.id, Move.OPERATOR_RETRY,
+            where=(P.delivery_terminal.is_(True), P.delivery_cycle == cycle, P.expires_at > now),
+            values=dict(
+                delivery_terminal=False, cycle_start_attempt=P.delivery_attempt_count,
+                delivery_cycle=cycle + 1, accepted_at=None, confirmation_deadline_at=None,
+                next_attempt_at=now, lease_expires_at=None, last_error_code=None,
+            ),
+        )
+        if not moved:
+            raise ApiError(409, "action_retry_conflict", "The action changed before the retry was saved. Refresh it and try again.")
+        uow.audit(
+            proposal.installation_id, key, RETRY_ACTION, Actor("operator", operator.id),
+            "action_proposal", proposal.id, {"payload_digest": payload_digest, "delivery_cycle": cycle + 1},
+        )
+        session.refresh(proposal)
+        attempts = proposal.delivery_attempt_count
+        uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle + 1, attempts))
+        uow.commit()
+    return RetryResult(proposal_id, ProposalState.QUEUED, cycle + 1, False)

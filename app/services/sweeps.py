@@ -1,0 +1,187 @@
+"""Periodic sweeps that repair what jobs and wake-ups left undone (SPEC EVT-3).
+
+Scheduled by RQ's cron scheduler (see worker.py), which has no lock: two sweeps may
+run at once. Every step is safe for that: enqueueing is deduplicated by job id and
+the database claim; state changes are guarded UPDATEs; events are written once by
+their deterministic ids.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+
+from sqlalchemy import String, and_, case, cast, exists, or_, select
+
+from app.domain.clock import utcnow
+from app.domain.digests import canonical_json
+from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
+from app.models import (
+    ActionProposal,
+    SweepRun,
+    WorkflowDispatchOutbox,
+    WorkflowEventInbox,
+    WorkflowRun,
+    move_proposal,
+)
+from app.queueing import enqueue_delivery
+
+from .events import emit_delivery_resolution
+from .uow import Actor, unit_of_work
+from .workflows import dispatch, time_out_run
+
+log = logging.getLogger(__name__)
+S = ProposalState
+P = ActionProposal
+BATCH = 500
+PENDING_GRACE_SECONDS = 30  # an inline wake-up gets this long before the sweep retries it
+
+
+@dataclass
+class SweepCounts:
+    deliveries_enqueued: int = 0
+    confirmations_timed_out: int = 0
+    resolutions_emitted: int = 0
+    dispatches_retried: int = 0
+    runs_timed_out: int = 0
+
+
+def due_proposals(now, limit: int = BATCH) -> list[tuple[str, int, int]]:
+    """(id, cycle, attempts) of proposals a worker could claim now (DLV-1)."""
+    from app.extensions import db
+
+    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
+    due = and_(
+        P.state.in_([S.QUEUED, S.FAILED]), P.next_attempt_at <= now,
+        or_(attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE, P.accepted_at.is_not(None)),
+    )
+    lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
+    rows = db.session.execute(
+        select(P.id, P.delivery_cycle, P.delivery_attempt_count)
+        .where(P.delivery_terminal.is_(False), or_(due, lease_expired))
+        .order_by(P.next_attempt_at, P.id)
+        .limit(limit)
+    ).all()
+    db.session.rollback()
+    return [tuple(row) for row in rows]
+
+
+def enqueue_due_deliveries(now) -> int:
+    count = 0
+    for proposal_id, cycle, attempts in due_proposals(now):
+        count += enqueue_delivery(proposal_id, cycle, attempts, tag="s")
+    return count
+
+
+def time_out_confirmations(now) -> int:
+    """Fail accepted actions whose confirmation deadline passed (RCPT-2, EVT-3)."""
+    from app.extensions import db
+
+    ids = db.session.scalars(
+        select(P.id).where(
+            P.delivery_terminal.is_(False), P.state == S.QUEUED, P.accepted_at.is_not(None),
+            P.confirmation_deadline_at <= now,
+        ).limit(BATCH)
+    ).all()
+    db.session.rollback()
+    count = 0
+    for proposal_id in ids:
+        with unit_of_work() as uow:
+            moved = move_proposal(
+                uow.session, proposal_id, Move.CONFIRMATION_TIMED_OUT,
+                where=(P.delivery_terminal.is_(False), P.accepted_at.is_not(None),
+                       P.confirmation_deadline_at <= now),
+                values=dict(delivery_terminal=True, lease_expires_at=None,
+                            last_error_code="action_confirmation_timed_out"),
+            )
+            if not moved:
+                continue
+            proposal = uow.session.get(P, proposal_id)
+            uow.session.refresh(proposal)
+            uow.audit(
+                proposal.installation_id,
+                f"action-confirmation-timed-out:{proposal.operation_id}:{proposal.delivery_cycle}",
+                "action.confirmation_timed_out", Actor.system("sweep"), "action_proposal", proposal.id,
+                {"delivery_cycle": proposal.delivery_cycle, "accepted_at": proposal.accepted_at.isoformat()},
+            )
+            emit_delivery_resolution(uow, proposal)
+            uow.commit()
+            count += 1
+    return count
+
+
+def _resolution_id_sql():
+    suffix = case((P.delivery_cycle > 1, ":" + cast(P.delivery_cycle, String)), else_="")
+    return P.id + ":delivery-resolution" + suffix
+
+
+def emit_missing_resolutions() -> int:
+    """Emit resolution events that a crashed worker did not write (EVT-3)."""
+    from app.extensions import db
+
+    resolved = or_(P.state == S.APPLIED, and_(P.state == S.FAILED, P.delivery_terminal.is_(True)))
+    written = exists().where(WorkflowEventInbox.id == _resolution_id_sql())
+    ids = db.session.scalars(
+        select(P.id).where(P.appeal_id.is_(None), resolved, ~written).order_by(P.updated_at, P.id).limit(BATCH)
+    ).all()
+    db.session.rollback()
+    for proposal_id in ids:
+        with unit_of_work() as uow:
+            proposal = uow.session.get(P, proposal_id)
+            uow.session.refresh(proposal)
+            emit_delivery_resolution(uow, proposal)
+            uow.commit()
+    return len(ids)
+
+
+def retry_dispatches(now) -> int:
+    """Retry wake-ups that failed, or that no one delivered in time (EVT-2)."""
+    from app.extensions import db
+
+    stale = now - timedelta(seconds=PENDING_GRACE_SECONDS)
+    ids = db.session.scalars(
+        select(WorkflowDispatchOutbox.id).where(
+            or_(
+                and_(WorkflowDispatchOutbox.state == "failed", WorkflowDispatchOutbox.available_at <= now),
+                and_(WorkflowDispatchOutbox.state == "pending", WorkflowDispatchOutbox.available_at <= stale),
+            )
+        ).order_by(WorkflowDispatchOutbox.available_at).limit(BATCH)
+    ).all()
+    db.session.rollback()
+    for dispatch_id in ids:
+        dispatch(dispatch_id)
+    return len(ids)
+
+
+def time_out_runs(now) -> int:
+    """Resume runs whose wait passed its deadline (WAIT-2)."""
+    from app.extensions import db
+
+    ids = db.session.scalars(
+        select(WorkflowRun.id).where(WorkflowRun.state == "waiting", WorkflowRun.wait_deadline_at <= now).limit(BATCH)
+    ).all()
+    db.session.rollback()
+    return sum(1 for run_id in ids if time_out_run(run_id))
+
+
+def run_sweeps() -> SweepCounts:
+    """Run every sweep once and record it for the operations screen."""
+    started = utcnow()
+    counts = SweepCounts()
+    error = None
+    try:
+        counts.confirmations_timed_out = time_out_confirmations(started)
+        counts.runs_timed_out = time_out_runs(started)
+        counts.resolutions_emitted = emit_missing_resolutions()
+        counts.dispatches_retried = retry_dispatches(started)
+        counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
+    except Exception as exc:
+        log.exception("sweep failed")
+        error = f"{type(exc).__name__}: {exc}"[:500]
+    with unit_of_work() as uow:
+        uow.session.add(SweepRun(started_at=started, finished_at=utcnow(), counts_json=canonical_json(asdict(counts)), error=error))
+        uow.commit()
+    if error:
+        raise RuntimeError(error)
+    return counts

@@ -1,0 +1,96 @@
+"""Approval tasks: claim, release, complete, cancel (SPEC §4 approval tasks)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+
+from app.domain.clock import utcnow
+from app.domain.errors import ApiError
+from app.models import HumanTask, HumanTaskClaim, OperatorUser
+
+from .uow import Actor, UnitOfWork, unit_of_work
+
+OPEN_STATES = ("open", "claimed")
+
+
+def _release_claims(uow: UnitOfWork, task_id: str, reason: str) -> None:
+    uow.session.execute(
+        update(HumanTaskClaim)
+        .where(HumanTaskClaim.task_id == task_id, HumanTaskClaim.released_at.is_(None))
+        .values(released_at=utcnow(), release_reason=reason)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def finish_task_for_proposal(uow: UnitOfWork, proposal_id: str, state: str, reason: str) -> None:
+    """Complete or cancel a proposal's open approval task and release its claims (APPR-5)."""
+    task = uow.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal_id))
+    if task is None or task.state not in OPEN_STATES:
+        return
+    now = utcnow()
+    task.state = state
+    task.completed_at = now if state == "completed" else None
+    task.updated_at = now
+    _release_claims(uow, task.id, reason)
+
+
+def cancel_open_tasks(uow: UnitOfWork, proposal_id: str, reason: str) -> None:
+    finish_task_for_proposal(uow, proposal_id, "cancelled", reason)
+
+
+def _load_task(uow: UnitOfWork, task_id: str, operator: OperatorUser) -> HumanTask:
+    task = uow.session.get(HumanTask, task_id)
+    if task is None or task.installation_id != operator.installation_id:
+        raise ApiError(404, "task_not_found", "No such approval task.")
+    return task
+
+
+def claim_task(task_id: str, operator: OperatorUser) -> HumanTask:
+    """Claim an open task for the operator.
+
+    Raises:
+        ApiError: 404 ``task_not_found``; 409 ``task_not_claimable`` when it is
+            claimed by someone else, completed or cancelled.
+    """
+    with unit_of_work() as uow:
+        task = _load_task(uow, task_id, operator)
+        if task.state == "claimed" and task.assigned_operator_id == operator.id:
+            return task
+        moved = uow.session.execute(
+            update(HumanTask)
+            .where(HumanTask.id == task.id, HumanTask.state == "open")
+            .values(state="claimed", assigned_operator_id=operator.id, updated_at=utcnow())
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if moved != 1:
+            raise ApiError(409, "task_not_claimable", "Someone else claimed this task, or it is closed.")
+        uow.session.add(HumanTaskClaim(installation_id=task.installation_id, task_id=task.id, operator_id=operator.id))
+        uow.audit(task.installation_id, f"task-claimed:{task.id}:{utcnow().isoformat()}", "task.claimed",
+                  Actor("operator", operator.id), "human_task", task.id, {})
+        uow.commit()
+    return task
+
+
+def release_task(task_id: str, operator: OperatorUser) -> HumanTask:
+    """Give a claimed task back to the queue.
+
+    Raises:
+        ApiError: 404 ``task_not_found``; 409 ``task_not_released`` unless the
+            operator holds the claim.
+    """
+    with unit_of_work() as uow:
+        task = _load_task(uow, task_id, operator)
+        moved = uow.session.execute(
+            update(HumanTask)
+            .where(HumanTask.id == task.id, HumanTask.state == "claimed",
+                   HumanTask.assigned_operator_id == operator.id)
+            .values(state="open", assigned_operator_id=None, updated_at=utcnow())
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if moved != 1:
+            raise ApiError(409, "task_not_released", "Only the operator who claimed this task can release it.")
+        _release_claims(uow, task.id, "released")
+        uow.audit(task.installation_id, f"task-released:{task.id}:{utcnow().isoformat()}", "task.released",
+                  Actor("operator", operator.id), "human_task", task.id, {})
+        uow.commit()
+    return task

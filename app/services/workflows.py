@@ -1,0 +1,276 @@
+"""The workflow engine: start runs, run their nodes, wake them on events (SPEC WAIT).
+
+A run moves ``pending → running → waiting ⇄ running → completed|failed``. Every
+move out of ``pending`` or ``waiting`` is one conditional UPDATE, so two
+dispatchers (an inline wake-up and a sweep) never both advance a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from app.domain import workflow as wf
+from app.domain.clock import utcnow
+from app.domain.errors import ActionError
+from app.domain.workflow import NodeOutcome
+from app.models import (
+    StepRun,
+    WorkflowDispatchOutbox,
+    WorkflowEventInbox,
+    WorkflowRun,
+    WorkflowVersion,
+)
+
+from .uow import Actor, UnitOfWork, unit_of_work
+
+log = logging.getLogger(__name__)
+
+DISPATCH_RETRY_SECONDS = (5, 15, 60, 300, 900)
+
+
+def create_run(
+    uow: UnitOfWork,
+    *,
+    version: WorkflowVersion,
+    report_id: str,
+    trigger_key: str,
+    decision_id: str | None = None,
+    appeal_id: str | None = None,
+) -> WorkflowRun | None:
+    """Create a run (once per version and trigger) and its ``start`` dispatch.
+
+    Returns:
+        The new run, or None when this trigger already started one.
+    """
+    from .events import write_dispatch
+
+    session = uow.session
+    exists = session.scalar(
+        select(WorkflowRun.id).where(
+            WorkflowRun.workflow_version_id == version.id, WorkflowRun.trigger_key == trigger_key
+        )
+    )
+    if exists:
+        return None
+    # Milliseconds only: expires_at (ID-3) is derived from it and digested as ISO text.
+    tick = utcnow()
+    now = tick.replace(microsecond=tick.microsecond // 1000 * 1000)
+    run = WorkflowRun(
+        installation_id=version.installation_id, report_id=report_id,
+        workflow_version_id=version.id, decision_id=decision_id, appeal_id=appeal_id,
+        trigger_key=trigger_key, state="pending", current_node_id=version.graph.get("start"),
+        created_at=now, updated_at=now,
+    )
+    session.add(run)
+    session.flush()
+    uow.audit(
+        version.installation_id, f"workflow-run-started:{run.id}", "workflow.run_started",
+        Actor.system(), "workflow_run", run.id,
+        {"workflow_version_id": version.id, "report_id": report_id, "trigger_key": trigger_key},
+    )
+    write_dispatch(
+        uow, dispatch_id=f"{run.id}:start", installation_id=run.installation_id, run_id=run.id,
+        operation="start", operation_key=f"workflow-start:{run.id}",
+    )
+    return run
+
+
+def _step_run(uow: UnitOfWork, run: WorkflowRun, node_id: str) -> StepRun:
+    step_id = f"{run.id}:{node_id}:{run.branch_key or 'main'}"
+    step = uow.session.get(StepRun, step_id)
+    if step is None:
+        step = StepRun(
+            id=step_id, installation_id=run.installation_id, run_id=run.id, node_id=node_id,
+            branch_key=run.branch_key or "main", state="running",
+        )
+        uow.session.add(step)
+        uow.session.flush()
+    return step
+
+
+def _execute_node(uow: UnitOfWork, run: WorkflowRun, version: WorkflowVersion, step: StepRun) -> NodeOutcome:
+    from .prepare import prepare_action
+
+    node = version.graph["nodes"][step.node_id]
+    try:
+        return prepare_action(
+            uow, run=run, node_id=step.node_id, node=node, step_run_id=step.id,
+            branch_key=run.branch_key or "main", authority_mode=version.authority_mode,
+            await_recovery=_awaits_recovery(node),
+        )
+    except ActionError as error:
+        return wf.finished("error", error_code=error.code)
+
+
+def _continue(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome | None) -> None:
+    """Run nodes from the current one until the run waits or ends.
+
+    Args:
+        outcome: the current node's outcome when it was just resumed; None to
+            execute the current node from the start.
+    """
+    version = uow.session.get(WorkflowVersion, run.workflow_version_id)
+    graph = version.graph
+    for _ in range(wf.MAX_STEPS_PER_RUN):
+        step = _step_run(uow, run, run.current_node_id)
+        if outcome is None:
+            outcome = _execute_node(uow, run, version, step)
+        step.output_json = _outcome_json(outcome)
+        step.updated_at = utcnow()
+        if outcome.waiting:
+            step.state = "waiting"
+            run.state = "waiting"
+            run.waiting_event_type = outcome.event_type
+            run.waiting_proposal_id = outcome.proposal_id
+            run.wait_deadline_at = outcome.deadline
+            run.updated_at = utcnow()
+            return
+        step.state = "completed" if outcome.port != "error" else "failed"
+        step.port = outcome.port
+        step.error_code = outcome.error_code
+        following = wf.next_node(graph, run.current_node_id, outcome.port)
+        if following is None:
+            _finish(uow, run, outcome)
+            return
+        run.current_node_id = following
+        outcome = None
+    _finish(uow, run, wf.finished("error", error_code="workflow_step_limit_exceeded"))
+
+
+def _outcome_json(outcome: NodeOutcome) -> str:
+    from app.domain.digests import canonical_json
+
+    return canonical_json(outcome.as_dict())
+
+
+def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
+    now = utcnow()
+    run.state = "failed" if outcome.port == "error" else "completed"
+    run.outcome_port = outcome.port
+    run.last_error_code = outcome.error_code
+    run.waiting_event_type = None
+    run.wait_deadline_at = None
+    run.finished_at = now
+    run.updated_at = now
+    uow.audit(
+        run.installation_id, f"workflow-run-finished:{run.id}", "workflow.run_finished",
+        Actor.system(), "workflow_run", run.id,
+        {"state": run.state, "port": outcome.port, "error_code": outcome.error_code},
+    )
+
+
+def _take_run(uow: UnitOfWork, run_id: str, from_state: str, *where) -> WorkflowRun | None:
+    """Move a run to ``running`` with one guarded UPDATE; None when someone else did."""
+    moved = uow.session.execute(
+        update(WorkflowRun)
+        .where(WorkflowRun.id == run_id, WorkflowRun.state == from_state, *where)
+        .values(state="running", updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if moved != 1:
+        return None
+    run = uow.session.get(WorkflowRun, run_id)
+    uow.session.refresh(run)
+    return run
+
+
+def _awaits_recovery(node: dict) -> bool:
+    """A node may keep waiting through a terminal failure for an operator retry."""
+    return bool((node.get("config") or {}).get("await_recovery"))
+
+
+def _resume(uow: UnitOfWork, run: WorkflowRun, timed_out: bool) -> None:
+    from .prepare import complete_workflow_action
+
+    proposal_id = run.waiting_proposal_id
+    node = uow.session.get(WorkflowVersion, run.workflow_version_id).graph["nodes"][run.current_node_id]
+    run.waiting_event_type = None
+    run.wait_deadline_at = None
+    outcome = complete_workflow_action(
+        uow, proposal_id, timed_out=timed_out, await_recovery=_awaits_recovery(node)
+    )
+    _continue(uow, run, outcome)
+
+
+def dispatch(dispatch_id: str) -> str:
+    """Deliver one outbox row: start its run or hand the run its event (EVT-2).
+
+    Safe to call twice at once: the run only moves through guarded updates and the
+    outbox row is marked delivered in the same transaction.
+
+    Returns:
+        The outbox row's state afterwards: ``delivered``, ``failed`` or ``missing``.
+    """
+    try:
+        with unit_of_work() as uow:
+            row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
+            if row is None:
+                return "missing"
+            if row.state == "delivered":
+                return "delivered"
+            if row.operation == "start":
+                run = _take_run(uow, row.run_id, "pending")
+                if run is not None:
+                    _continue(uow, run, None)
+            else:
+                event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
+                run = _take_run(
+                    uow, row.run_id, "waiting", WorkflowRun.waiting_event_type == event.event_type
+                )
+                if run is not None:
+                    _resume(uow, run, timed_out=False)
+                event.delivered_at = utcnow()
+                event.delivery_attempts += 1
+                event.last_error_code = None
+            row.state = "delivered"
+            row.attempts += 1
+            row.last_error_code = None
+            row.updated_at = utcnow()
+            uow.commit()
+            return "delivered"
+    except Exception as error:  # recorded for the sweep; the cause is in the log
+        log.exception("dispatch %s failed", dispatch_id)
+        _record_dispatch_failure(dispatch_id, type(error).__name__)
+        return "failed"
+
+
+def _record_dispatch_failure(dispatch_id: str, error_name: str) -> None:
+    try:
+        with unit_of_work() as uow:
+            row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
+            if row is None or row.state == "delivered":
+                return
+            row.attempts += 1
+            delay = DISPATCH_RETRY_SECONDS[min(row.attempts - 1, len(DISPATCH_RETRY_SECONDS) - 1)]
+            row.state = "failed"
+            row.last_error_code = "platform_event_send_failed"
+            row.available_at = utcnow() + timedelta(seconds=delay)
+            row.updated_at = utcnow()
+            if row.event_inbox_id:
+                event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
+                if event is not None:
+                    event.delivery_attempts += 1
+                    event.last_error_code = "platform_event_send_failed"
+            uow.commit()
+    except Exception:
+        log.exception("could not record the failure of dispatch %s", dispatch_id)
+
+
+def time_out_run(run_id: str) -> bool:
+    """Resume a run whose wait passed its deadline with a timeout (WAIT-2).
+
+    Returns:
+        True when this call moved the run.
+    """
+    with unit_of_work() as uow:
+        run = _take_run(
+            uow, run_id, "waiting", WorkflowRun.wait_deadline_at <= utcnow()
+        )
+        if run is None:
+            return False
+        _resume(uow, run, timed_out=True)
+        uow.commit()
+        return True

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from flask import g, jsonify, request
+
+from app.domain.clock import iso
+from app.domain.errors import ApiError
+from app.extensions import db
+from app.models import ActionProposal, Report
+from app.services.receipts import accept_async_result
+from app.services.reports import intake_report
+
+from ..decorators import integration_required
+from . import bp
+from .openapi import openapi_document
+
+
+def json_body():
+    """The request's JSON body.
+
+    Raises:
+        ApiError: 415 ``unsupported_media_type``; 400 ``invalid_json``.
+    """
+    if not request.is_json:
+        raise ApiError(415, "unsupported_media_type", "Send Content-Type: application/json.")
+    body = request.get_json(silent=True)
+    if body is None:
+        raise ApiError(400, "invalid_json", "The body is not valid JSON.")
+    return body
+
+
+@bp.route("/action-results", methods=["POST"])
+@integration_required
+def action_results():
+    """A platform's later receipt for an action (SPEC API-1..4)."""
+    answer = accept_async_result(json_body(), g.integration.id)
+    return jsonify({"action_id": answer.proposal_id, "state": answer.state,
+                    "idempotent_replay": answer.idempotent_replay}), 200
+
+
+@bp.route("/reports", methods=["POST"])
+@integration_required
+def reports():
+    """Report intake, idempotent by the platform's own report id."""
+    result = intake_report(json_body(), g.integration.id)
+    return jsonify({"report_id": result.report_id, "public_reference": result.public_reference,
+                    "created": result.created}), 201 if result.created else 200
+
+
+@bp.route("/actions/<path:action_id>", methods=["GET"])
+@integration_required
+def action_status(action_id: str):
+    """The state of one of this integration's actions (other integrations: 404)."""
+    proposal = db.session.get(ActionProposal, action_id) if len(action_id) <= 700 else None
+    report = db.session.get(Report, proposal.report_id) if proposal else None
+    if report is None or report.integration_id != g.integration.id:
+        raise ApiError(404, "action_result_unavailable", "This action is not available to this integration.")
+    return jsonify({
+        "action_id": proposal.id, "operation_id": proposal.operation_id,
+        "payload_digest": proposal.payload_digest, "action_code": proposal.action_code,
+        "state": proposal.state, "delivery_cycle": proposal.delivery_cycle,
+        "delivery_terminal": proposal.delivery_terminal, "last_error_code": proposal.last_error_code,
+        "expires_at": iso(proposal.expires_at), "accepted_at": iso(proposal.accepted_at),
+        "confirmed_at": iso(proposal.confirmed_at), "report_reference": report.public_reference,
+    })
+
+
+@bp.route("/openapi.json", methods=["GET"])
+def openapi():
+    return jsonify(openapi_document())

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from flask import redirect, render_template, request, url_for
+from flask_login import current_user, login_user, logout_user
+from flask_wtf import FlaskForm
+
+from app.services.operators import authenticate_operator
+
+from . import bp
+from .forms import LoginForm
+
+
+def _safe_next(target: str | None) -> str:
+    """Only same-site paths: never redirect to another host after login."""
+    if not target:
+        return url_for("console.proposals")
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+        return url_for("console.proposals")
+    return target
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    if current_user.is_authenticated:
+        return redirect(url_for("console.proposals"))
+    form = LoginForm()
+    error = None
+    if form.validate_on_submit():
+        operator = authenticate_operator(form.email.data, form.password.data)
+        if operator is not None:
+            login_user(operator)
+            return redirect(_safe_next(request.args.get("next")), code=303)
+        error = "The email or password is not right, or the account is disabled."
+    status = 401 if error else 200
+    return render_template("auth/login.html", form=form, error=error), status
+
+
+@bp.route("/logout", methods=["POST"])
+def logout():
+    FlaskForm()  # CSRF is checked by CSRFProtect for every POST
+    logout_user()
+    return redirect(url_for("auth.login"), code=303)

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from flask import abort, redirect, render_template, request, url_for
+from flask_login import current_user
+
+from app.domain.errors import ApiError
+from app.domain.states import ProposalState
+from app.services import readmodels
+from app.services.approval import decide_proposal
+from app.services.retry import retry_proposal
+
+from ..decorators import is_htmx, role_required
+from . import bp
+from .forms import DecisionForm, RetryForm
+
+VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
+POLL_SECONDS = 2
+
+
+def _filters() -> readmodels.ProposalFilters:
+    state = request.args.get("state") or None
+    if state not in (None, *[s.value for s in ProposalState]):
+        state = None
+    return readmodels.ProposalFilters(
+        state=state,
+        queue_id=request.args.get("queue") or None,
+        action_code=(request.args.get("action") or None),
+        needs_my_approval=request.args.get("mine") == "1",
+        failed=request.args.get("failed") == "1",
+    )
+
+
+@bp.route("/")
+@role_required()
+def index():
+    return redirect(url_for("console.proposals"))
+
+
+@bp.route("/proposals")
+@role_required(*VIEW_ROLES)
+def proposals():
+    filters = _filters()
+    page = readmodels.list_proposals(current_user, filters, request.args.get("after"))
+    next_url = url_for("console.proposals", **{**request.args.to_dict(), "after": page.next_cursor}) if page.next_cursor else None
+    template = "proposals/_rows.html" if is_htmx() else "proposals/list.html"
+    return render_template(template, page=page, filters=filters, next_url=next_url)
+
+
+def _detail_or_404(proposal_id: str) -> readmodels.ProposalDetail:
+    detail = readmodels.proposal_detail(current_user, proposal_id)
+    if detail is None:
+        abort(404)
+    return detail
+
+
+def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200):
+    decision_form = decision_form or DecisionForm(formdata=None)
+    retry_form = retry_form or RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest)
+    return render_template(
+        "proposals/detail.html", d=detail, decision_form=decision_form, retry_form=retry_form,
+        error=error, poll_seconds=POLL_SECONDS,
+    ), status
+
+
+@bp.route("/proposals/<proposal_id>")
+@role_required(*VIEW_ROLES)
+def proposal(proposal_id: str):
+    return _render_detail(_detail_or_404(proposal_id))
+
+
+@bp.route("/proposals/<proposal_id>/live")
+@role_required(*VIEW_ROLES)
+def proposal_live(proposal_id: str):
+    """The self-refreshing part of the detail page; stops polling once terminal."""
+    detail = _detail_or_404(proposal_id)
+    return render_template("proposals/_live.html", d=detail, poll_seconds=POLL_SECONDS,
+                           decision_form=DecisionForm(formdata=None),
+                           retry_form=RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest))
+
+
+@bp.route("/proposals/<proposal_id>/decision", methods=["POST"])
+@role_required(*VIEW_ROLES)
+def decide(proposal_id: str):
+    form = DecisionForm()
+    detail = _detail_or_404(proposal_id)
+    if not form.validate():
+        return _render_detail(detail, decision_form=form, error=ApiError(400, "form_invalid", "Choose approve or reject and confirm the digest."), status=400)
+    try:
+        decide_proposal(
+            proposal_id, decision=form.decision.data, payload_digest=form.payload_digest.data.strip(),
+            reason=form.reason.data, idempotency_key=form.idempotency_key.data, operator=current_user,
+        )
+    except ApiError as error:
+        return _render_detail(_detail_or_404(proposal_id), decision_form=form, error=error, status=error.status)
+    return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
+
+
+@bp.route("/proposals/<proposal_id>/retry", methods=["POST"])
+@role_required("reviewer", "admin")
+def retry(proposal_id: str):
+    form = RetryForm()
+    detail = _detail_or_404(proposal_id)
+    if not form.validate():
+        return _render_detail(detail, retry_form=form, error=ApiError(400, "form_invalid", "Reload the page and try again."), status=400)
+    try:
+        retry_proposal(proposal_id, payload_digest=form.payload_digest.data, idempotency_key=form.idempotency_key.data, operator=current_user)
+    except ApiError as error:
+        return _render_detail(_detail_or_404(proposal_id), retry_form=form, error=error, status=error.status)
+    return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from flask import redirect, render_template, url_for
+from flask_login import current_user
+
+from app.services import readmodels
+from app.services.tasks import claim_task, release_task
+
+from ..decorators import role_required
+from . import bp
+from .forms import EmptyForm
+
+
+@bp.route("/tasks")
+@role_required("reviewer", "admin", "auditor")
+def tasks():
+    rows = readmodels.open_tasks(current_user)
+    return render_template("tasks/list.html", rows=rows, form=EmptyForm())
+
+
+@bp.route("/tasks/<path:task_id>/claim", methods=["POST"])
+@role_required("reviewer")
+def claim(task_id: str):
+    claim_task(task_id, current_user)
+    return redirect(url_for("console.tasks"), code=303)
+
+
+@bp.route("/tasks/<path:task_id>/release", methods=["POST"])
+@role_required("reviewer")
+def release(task_id: str):
+    release_task(task_id, current_user)
+    return redirect(url_for("console.tasks"), code=303)

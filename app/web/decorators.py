@@ -1,0 +1,62 @@
+"""Permission decorators. Each answers pages, htmx requests and the JSON API in
+their own way: a redirect to login, an ``HX-Redirect``, or a JSON error."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from flask import g, redirect, request, url_for
+from flask_login import current_user
+
+from app.domain.errors import ApiError
+
+
+def is_htmx() -> bool:
+    """A non-boosted htmx request, which expects a fragment."""
+    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-Boosted") != "true"
+
+
+def login_redirect():
+    """Where an unauthenticated console request goes (htmx: the whole page, 401)."""
+    target = url_for("auth.login", next=request.full_path if request.method == "GET" else None)
+    if is_htmx():
+        return "", 401, {"HX-Redirect": target}
+    return redirect(target)
+
+
+def role_required(*roles: str):
+    """Require a signed-in operator holding any of `roles` (none: any operator).
+
+    Unauthenticated: redirect to login (htmx: 401 + HX-Redirect). Wrong role: 403.
+    """
+
+    def decorator(view):
+        @wraps(view)
+        def wrapper(*args, **kwargs):
+            if not current_user.is_authenticated:
+                return login_redirect()
+            if roles and not current_user.has_role(*roles):
+                raise ApiError(403, "forbidden", "Your role does not allow this.")
+            return view(*args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+def integration_required(view):
+    """Require an integration's bearer token (``Authorization: Bearer sct_...``)."""
+
+    @wraps(view)
+    def wrapper(*args, **kwargs):
+        from app.services.integrations import authenticate
+
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else None
+        integration = authenticate(token)
+        if integration is None:
+            raise ApiError(401, "unauthorized", "A valid integration bearer token is required.")
+        g.integration = integration
+        return view(*args, **kwargs)
+
+    return wrapper

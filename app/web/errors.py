@@ -1,0 +1,57 @@
+"""Error handlers: JSON for the API, a page or a fragment for people. No bad input
+ever produces a 500 page with a stack trace."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import jsonify, render_template, request
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+from app.domain.errors import ApiError
+
+from .decorators import is_htmx
+
+log = logging.getLogger(__name__)
+
+HTTP_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 413: "request_too_large", 415: "unsupported_media_type",
+    422: "unprocessable", 429: "too_many_requests",
+}
+
+
+def wants_json() -> bool:
+    return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
+
+
+def render_error(error: ApiError):
+    """Answer an `ApiError` the way the caller expects."""
+    if wants_json():
+        response = jsonify(error.as_dict())
+        if error.status == 401 and request.path.startswith("/api/"):
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response, error.status
+    template = "errors/_fragment.html" if is_htmx() else "errors/page.html"
+    return render_template(template, error=error), error.status
+
+
+def register_error_handlers(app) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(error: ApiError):
+        return render_error(error)
+
+    @app.errorhandler(CSRFError)
+    def _csrf_error(error: CSRFError):
+        return render_error(ApiError(400, "csrf_invalid", "The form expired or was not sent from the console. Reload the page and try again."))
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException):
+        code = HTTP_CODES.get(error.code, "http_error")
+        return render_error(ApiError(error.code or 500, code, error.description or code))
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return render_error(ApiError(500, "internal_error", "Something went wrong on our side. It was logged."))
