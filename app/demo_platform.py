@@ -140,7 +140,7 @@ def serve(app: Flask, host: str = "127.0.0.1", port: int = 0):
     from werkzeug.serving import make_server
 
     server = make_server(host, port, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     return server, f"http://{host}:{server.server_port}"
 

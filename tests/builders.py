@@ -134,3 +134,46 @@ class Platform:
 
     def close(self) -> None:
         self.server.shutdown()
+
+
+def decide_report(world: World, report_index: int = 0, code: str = "remove_content", maker: str = "moderator"):
+    """A moderator's decision through the service; returns the proposal it made (or None)."""
+    from app.services.reports import record_decision
+
+    report_id = world.report_ids[report_index]
+    record_decision(report_id, decision_code=code, rationale="test", operator=world.user(maker))
+    return proposal_of(report_id)
+
+
+def approve(world: World, proposal, reviewer: str = "reviewer", decision: str = "approved", key: str | None = None):
+    from app.services.approval import decide_proposal
+
+    return decide_proposal(
+        proposal.id, decision=decision, payload_digest=proposal.payload_digest, reason=None,
+        idempotency_key=key or f"{reviewer}-{proposal.id[-20:]}-{decision}", operator=world.user(reviewer),
+    )
+
+
+def reload(proposal) -> ActionProposal:
+    db.session.rollback()
+    return db.session.get(ActionProposal, proposal.id)
+
+
+def point_connection_at(world: World, base_url: str, timeout_seconds: float = 5, allowed=("127.0.0.1", "localhost")) -> None:
+    """Send the world's actions to another platform (pytest-httpserver)."""
+    set_row(ConnectionVersion, world.connection_version_id, base_url=base_url,
+            timeout_seconds=timeout_seconds, allowed_hosts_json=canonical_json(list(allowed)))
+
+
+def make_due(proposal) -> None:
+    """Time travel: the proposal's next attempt (or its lease expiry) is now due."""
+    from datetime import timedelta
+
+    from app.domain.clock import utcnow
+
+    past = utcnow() - timedelta(seconds=1)
+    row = reload(proposal)
+    values = {"next_attempt_at": past}
+    if row.state == "applying":
+        values["lease_expires_at"] = past
+    set_row(ActionProposal, proposal.id, **values)

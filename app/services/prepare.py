@@ -236,6 +236,9 @@ def prepare_action(
     })
     if existing is not None:
         return _replay(uow, existing, digest, await_recovery)
+    if session.get(ActionProposal, proposal_id) is not None:
+        # This step already proposed another operation (its idempotency key changed).
+        raise ActionError("action_operation_payload_changed")
     return _create(
         uow, run=run, report=report, proposal_id=proposal_id, operation_id=operation_id,
         step_run_id=step_run_id, action_code=action_code, target=target, payload=payload,
