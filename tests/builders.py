@@ -150,7 +150,7 @@ def approve(world: World, proposal, reviewer: str = "reviewer", decision: str = 
 
     return decide_proposal(
         proposal.id, decision=decision, payload_digest=proposal.payload_digest, reason=None,
-        idempotency_key=key or f"{reviewer}-{proposal.id[-20:]}-{decision}", operator=world.user(reviewer),
+        idempotency_key=key or f"{reviewer}-{proposal.run_id}-{decision}", operator=world.user(reviewer),
     )
 
 

@@ -153,3 +153,31 @@ def world(app, platform):
     made = make_world(platform.url)
     platform.configure_for(made)
     return made
+
+
+@pytest.fixture
+def scripted(httpserver, world):
+    """Point the world's connection at pytest-httpserver and answer from a script."""
+    from .builders import point_connection_at
+    from .scripted import Script
+
+    def install(*steps, timeout_seconds: float = 5, path: str = "/actions/takedown") -> Script:
+        script = Script(*steps)
+        httpserver.expect_request(path, method="POST").respond_with_handler(script)
+        point_connection_at(world, httpserver.url_for("/"), timeout_seconds=timeout_seconds)
+        return script
+
+    return install
+
+
+@pytest.fixture(scope="session")
+def make_httpserver():
+    """pytest-httpserver, threaded so a slow scripted answer does not hold the next one."""
+    from pytest_httpserver import HTTPServer
+
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()

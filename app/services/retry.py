@@ -46,7 +46,7 @@ def retry_proposal(proposal_id: str, *, payload_digest: str, idempotency_key: st
             ``idempotency_key_reused``, ``action_retry_digest_mismatch``,
             ``action_not_retryable``, ``action_approval_expired``,
             ``action_precondition_changed``, ``action_case_no_longer_eligible``,
-            ``action_run_closed``, ``action_retry_conflict`` (RTRY-1..3).
+            ``action_retry_conflict`` (also for a terminated run) (RTRY-1..3).
     """
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
         raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
@@ -80,7 +80,7 @@ def retry_proposal(proposal_id: str, *, payload_digest: str, idempotency_key: st
             raise ApiError(409, error.code, "The case changed since this action was proposed; it can no longer be retried.") from error
         run_open = session.scalar(select(WorkflowRun.state).where(WorkflowRun.id == proposal.run_id)) not in ("terminated", "cancelled")
         if not (proposal.appeal_id or run_open):
-            raise ApiError(409, "action_run_closed", "The workflow run of this action was terminated.")
+            raise ApiError(409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried.")
         cycle = proposal.delivery_cycle
         moved = move_proposal(
             session, proposal.id, Move.OPERATOR_RETRY,
