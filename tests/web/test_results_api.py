@@ -1,0 +1,210 @@
+"""The async result API (API-1..4, RCPT-3) and the platform API's bad input."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from app.extensions import db
+from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, Integration, Report, WorkflowEventInbox
+from app.services.integrations import issue_token
+from app.services.uow import Actor, unit_of_work
+
+from .. import scripted as s
+from ..builders import approve, decide_report, reload, set_row
+from app.services.delivery import deliver
+
+
+@pytest.fixture
+def accepted(app, world, scripted):
+    """A proposal the platform accepted and will confirm later."""
+    scripted(s.accepted())
+    proposal = decide_report(world)
+    approve(world, proposal)
+    deliver(proposal.id)
+    proposal = reload(proposal)
+    assert proposal.state == "queued" and proposal.accepted_at
+    return proposal
+
+
+def body(proposal, **changes):
+    value = {"action_id": proposal.id, "operation_id": proposal.operation_id,
+             "payload_digest": proposal.payload_digest, "status": "applied"}
+    value.update(changes)
+    return {k: v for k, v in value.items() if v is not None}
+
+
+def post(client, token, json=None, **kwargs):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return client.post("/api/v1/action-results", json=json, headers=headers, **kwargs)
+
+
+def state_of_world():
+    """Rows a rejected request must leave untouched."""
+    db.session.rollback()
+    count = lambda m: db.session.scalar(select(func.count()).select_from(m))  # noqa: E731
+    proposals = db.session.execute(select(ActionProposal.id, ActionProposal.state, ActionProposal.updated_at)).all()
+    return (sorted(proposals), count(AuditEvent), count(ActionReceiptRecord), count(WorkflowEventInbox))
+
+
+def test_async_applied_confirms_and_resolves(app, client, world, accepted):
+    """API-4, RCPT-2: an accepted action is confirmed through the API."""
+    response = post(client, world.console_token, body(accepted, provider_request_id="p-77"))
+    assert response.status_code == 200
+    assert response.get_json() == {"action_id": accepted.id, "state": "applied", "idempotent_replay": False}
+    row = reload(accepted)
+    assert row.state == "applied" and row.confirmed_at is not None
+    assert db.session.get(WorkflowEventInbox, f"{accepted.id}:delivery-resolution") is not None
+    audit = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "workflow.action_applied"))
+    assert (audit.actor_type, audit.actor_id) == ("service_identity", world.integration_id)
+
+
+def test_same_result_twice_is_a_replay_with_one_audit_row(app, client, world, accepted):
+    """API-4, RCPT-3: the same receipt twice writes one audit row."""
+    assert post(client, world.console_token, body(accepted)).status_code == 200
+    before = state_of_world()
+    again = post(client, world.console_token, body(accepted))
+    assert again.status_code == 200 and again.get_json()["idempotent_replay"] is True
+    assert state_of_world() == before
+    assert db.session.scalar(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "workflow.action_applied")) == 1
+
+
+def test_audit_key_names_operation_cycle_and_receipt_digest(app, client, world, accepted):
+    """RCPT-3: action-result:{operation}:{cycle}:{sha256 of receipt}."""
+    post(client, world.console_token, body(accepted))
+    key = db.session.scalar(select(AuditEvent.idempotency_key).where(AuditEvent.action == "workflow.action_applied"))
+    prefix = f"action-result:{accepted.operation_id}:1:"
+    assert key.startswith(prefix) and len(key) == len(prefix) + 64
+
+
+def test_async_failed_non_terminal_schedules_a_retry(app, client, world, accepted):
+    """RCPT-2: failed with terminal=false clears the acceptance and retries later."""
+    response = post(client, world.console_token, body(accepted, status="failed", terminal=False, retry_after_seconds=60))
+    assert response.status_code == 200 and response.get_json()["state"] == "failed"
+    row = reload(accepted)
+    assert (row.delivery_terminal, row.accepted_at, row.confirmation_deadline_at) == (False, None, None)
+
+
+@pytest.mark.parametrize("payload", [
+    {}, {"status": "applied"}, {"action_id": "", "status": "applied"}, {"action_id": "x" * 501, "status": "applied"},
+    {"action_id": "a", "status": "accepted"}, {"action_id": 5, "status": "applied"}, [1, 2], "applied",
+])
+def test_identity_and_status_are_required(app, client, world, accepted, payload):
+    """API-1: 400 action_result_invalid, nothing changed."""
+    before = state_of_world()
+    response = post(client, world.console_token, payload)
+    assert response.status_code == 400 and response.get_json()["error"]["code"] == "action_result_invalid"
+    assert state_of_world() == before
+
+
+def test_unknown_fields_are_refused(app, client, world, accepted):
+    """API-1: a receipt with fields the contract does not know is refused."""
+    response = post(client, world.console_token, body(accepted, extra_field=1))
+    assert response.status_code == 400 and response.get_json()["error"]["code"] == "action_result_invalid"
+
+
+def test_other_integration_gets_the_same_404_as_a_missing_action(app, client, world, accepted):
+    """API-2: another integration's action is indistinguishable from a missing one."""
+    with unit_of_work() as uow:
+        other = Integration(installation_id=world.installation_id, name="Other", slug="other")
+        uow.session.add(other)
+        uow.commit()
+    token = issue_token(other.id, label="t", actor=Actor.system()).token
+    before = state_of_world()
+    theirs = post(client, token, body(accepted))
+    missing = post(client, token, body(accepted, action_id="no-such-action"))
+    assert theirs.status_code == missing.status_code == 404
+    assert theirs.get_json() == missing.get_json()
+    assert theirs.get_json()["error"]["code"] == "action_result_unavailable"
+    assert state_of_world() == before
+
+
+@pytest.mark.parametrize("changes", [{"operation_id": "action:other"}, {"payload_digest": "sha256:" + "0" * 64}])
+def test_identity_mismatch_is_409(app, client, world, accepted, changes):
+    """API-3"""
+    before = state_of_world()
+    response = post(client, world.console_token, body(accepted, **changes))
+    assert response.status_code == 409 and response.get_json()["error"]["code"] == "action_result_identity_mismatch"
+    assert state_of_world() == before
+
+
+@pytest.mark.parametrize("changes", [{"retry_after_seconds": 0}, {"error_code": "bad code"}, {"terminal": "no"},
+                                     {"provider_request_id": "x" * 501}])
+def test_other_receipt_errors_are_400(app, client, world, accepted, changes):
+    """API-3: other receipt errors are 400 with their code."""
+    response = post(client, world.console_token, body(accepted, status="failed", **changes))
+    assert response.status_code == 400 and response.get_json()["error"]["code"] == "action_result_invalid"
+
+
+def test_not_awaiting_a_result_is_409(app, client, world):
+    """API-4: a proposal still awaiting approval is not awaiting a platform result."""
+    proposal = decide_report(world)
+    response = post(client, world.console_token, body(proposal))
+    assert response.status_code == 409 and response.get_json()["error"]["code"] == "action_result_terminal"
+
+
+def test_other_status_after_terminal_is_409(app, client, world, accepted):
+    """API-4: a failed result after applied is refused."""
+    post(client, world.console_token, body(accepted))
+    response = post(client, world.console_token, body(accepted, status="failed"))
+    assert response.status_code == 409 and response.get_json()["error"]["code"] == "action_result_terminal"
+
+
+def test_lost_race_is_409_conflict(app, client, world, accepted, monkeypatch):
+    """API-4: when the guarded write loses to another writer: action_result_conflict."""
+    import app.services.receipts as receipts
+
+    monkeypatch.setattr(receipts, "move_proposal", lambda *args, **kwargs: False)
+    response = post(client, world.console_token, body(accepted))
+    assert response.status_code == 409 and response.get_json()["error"]["code"] == "action_result_conflict"
+    assert reload(accepted).state == "queued"
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"},
+                                     {"Authorization": "Bearer sct_" + "x" * 300}])
+def test_missing_or_wrong_token_is_401(app, client, world, accepted, headers):
+    before = state_of_world()
+    response = client.post("/api/v1/action-results", json=body(accepted), headers=headers)
+    assert response.status_code == 401 and response.get_json()["error"]["code"] == "unauthorized"
+    assert state_of_world() == before
+
+
+def test_revoked_token_is_refused(app, client, world, accepted):
+    from app.models import IntegrationToken
+    from app.services.integrations import revoke_token
+
+    token_id = db.session.scalar(select(IntegrationToken.id))
+    revoke_token(token_id, installation_id=world.installation_id, actor=Actor.system())
+    assert post(client, world.console_token, body(accepted)).status_code == 401
+
+
+def test_not_json_is_refused(app, client, world, accepted):
+    headers = {"Authorization": f"Bearer {world.console_token}"}
+    wrong_type = client.post("/api/v1/action-results", data="status=applied", headers=headers)
+    assert wrong_type.status_code == 415
+    broken = client.post("/api/v1/action-results", data="{not json", headers={**headers, "Content-Type": "application/json"})
+    assert broken.status_code == 400 and broken.get_json()["error"]["code"] == "invalid_json"
+    huge = client.post("/api/v1/action-results", data="[" + "1," * 600_000 + "1]", headers={**headers, "Content-Type": "application/json"})
+    assert huge.status_code == 413
+
+
+def test_status_endpoint_shows_only_own_actions(app, client, world, accepted):
+    headers = {"Authorization": f"Bearer {world.console_token}"}
+    response = client.get(f"/api/v1/actions/{accepted.id}", headers=headers)
+    assert response.status_code == 200 and response.get_json()["state"] == "queued"
+    set_row(Report, accepted.report_id, integration_id=_other_integration(world))
+    assert client.get(f"/api/v1/actions/{accepted.id}", headers=headers).status_code == 404
+
+
+def _other_integration(world) -> str:
+    with unit_of_work() as uow:
+        other = Integration(installation_id=world.installation_id, name="Other", slug="other2")
+        uow.session.add(other)
+        uow.commit()
+        return other.id
+
+
+def test_openapi_document_lists_the_api(app, client):
+    document = client.get("/api/v1/openapi.json").get_json()
+    assert document["openapi"] == "3.1.0"
+    assert {"/action-results", "/reports", "/actions/{action_id}"} <= set(document["paths"])
