@@ -36,6 +36,8 @@ class PlatformState:
     bearer_token: str | None = None
     console_url: str | None = None
     console_token: str | None = None
+    confirmations: list[int] = field(default_factory=list)  # HTTP status of each async confirmation
+    confirmed: threading.Event = field(default_factory=threading.Event)  # set after each one
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def configure(self, **settings) -> None:
@@ -69,10 +71,12 @@ def create_platform(
         time.sleep(state.async_delay_seconds)
         body = {**receipt, "status": "applied"}
         try:
-            requests.post(f"{state.console_url}/api/v1/action-results", json=body, timeout=10,
-                          headers={"Authorization": f"Bearer {state.console_token}"})
+            response = requests.post(f"{state.console_url}/api/v1/action-results", json=body, timeout=10,
+                                     headers={"Authorization": f"Bearer {state.console_token}"})
+            state.confirmations.append(response.status_code)
         except requests.RequestException:
-            pass  # the console's confirmation deadline covers a lost confirmation
+            state.confirmations.append(0)  # the console's confirmation deadline covers it
+        state.confirmed.set()
 
     @app.post("/actions/<name>")
     def action(name: str):

@@ -177,3 +177,16 @@ def make_due(proposal) -> None:
     if row.state == "applying":
         values["lease_expires_at"] = past
     set_row(ActionProposal, proposal.id, **values)
+
+
+def add_reports(world: World, count: int, prefix: str = "extra") -> list[str]:
+    """More open reports (each about its own post) through the intake service."""
+    from app.services.reports import intake_report
+
+    ids = []
+    for n in range(count):
+        result = intake_report({"external_id": f"{prefix}-{n}", "targets": [{"reference": f"post:{prefix}-{n}", "kind": "post"}]},
+                               world.integration_id)
+        ids.append(result.report_id)
+    world.report_ids.extend(ids)
+    return ids

@@ -79,15 +79,21 @@ def redis_url(session_dir):
     server.shutdown()
 
 
+_cleaner = {}
+
+
 def _clean_postgres(url: str) -> None:
-    engine = create_engine(url)
+    """Empty every table. DELETE is ten times faster than TRUNCATE on tiny tables; the
+    replica role skips the audit table's append-only trigger and FK checks, for this
+    cleanup transaction only (the test database's superuser may do that)."""
+    engine = _cleaner.get(url) or _cleaner.setdefault(url, create_engine(url))
     with engine.begin() as conn:
         tables = conn.execute(text(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename != 'alembic_version'"
         )).scalars().all()
-        # TRUNCATE does not fire the audit table's row triggers.
-        conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+        conn.execute(text("SET LOCAL session_replication_role = replica"))
+        for table in tables:
+            conn.execute(text(f'DELETE FROM "{table}"'))
 
 
 @pytest.fixture
