@@ -30,8 +30,14 @@ def run_cron(interval_seconds: int) -> None:
     bind_app(app)
     with app.app_context():
         cron = CronScheduler(connection=get_redis(app), name=f"sweeps-{os.getpid()}")
-        cron.register(sweep_job, queue_name=app.config["DELIVERY_QUEUE"], interval=interval_seconds,
-                      result_ttl=600, failure_ttl=3600, job_timeout=600)
+        cron.register(
+            sweep_job,
+            queue_name=app.config["DELIVERY_QUEUE"],
+            interval=interval_seconds,
+            result_ttl=600,
+            failure_ttl=3600,
+            job_timeout=600,
+        )
         cron.start()
 
 
@@ -46,7 +52,8 @@ def main() -> None:
     cron = None
     if not args.no_cron and not args.burst:
         cron = multiprocessing.get_context("fork").Process(
-            target=run_cron, args=(app.config["SWEEP_INTERVAL_SECONDS"],), daemon=True)
+            target=run_cron, args=(app.config["SWEEP_INTERVAL_SECONDS"],), daemon=True
+        )
         cron.start()
     try:
         with app.app_context():

@@ -13,7 +13,9 @@ from sqlalchemy import select
 def register_cli(app: Flask) -> None:
     @app.cli.command("demo")
     @click.option("--port", default=lambda: int(os.environ.get("DEMO_PORT", "5000")), show_default="5000")
-    @click.option("--platform-port", default=lambda: int(os.environ.get("DEMO_PLATFORM_PORT", "5050")), show_default="5050")
+    @click.option(
+        "--platform-port", default=lambda: int(os.environ.get("DEMO_PLATFORM_PORT", "5050")), show_default="5050"
+    )
     def demo(port: int, platform_port: int) -> None:
         """Migrate, seed a demo installation, run console + worker + demo platform."""
         from .demo import run_demo
@@ -40,8 +42,14 @@ def register_cli(app: Flask) -> None:
                 uow.session.add(installation)
                 uow.commit()
         try:
-            operator = create_operator(installation.id, email=email, password=password, display_name=display_name,
-                                       roles=["admin", "reviewer"], actor=Actor.system("cli"))
+            operator = create_operator(
+                installation.id,
+                email=email,
+                password=password,
+                display_name=display_name,
+                roles=["admin", "reviewer"],
+                actor=Actor.system("cli"),
+            )
         except ApiError as error:
             click.echo(f"{error.code}: {error.message}", err=True)
             sys.exit(1)

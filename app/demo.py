@@ -49,8 +49,10 @@ DEMO_POSTS = [f"post:{n}" for n in range(1001, 1007)]
 ACTION_INPUT_SCHEMA = {
     "type": "object",
     "required": ["reason_code", "report_reference"],
-    "properties": {"reason_code": {"type": "string", "maxLength": 100},
-                   "report_reference": {"type": "string", "maxLength": 100}},
+    "properties": {
+        "reason_code": {"type": "string", "maxLength": 100},
+        "report_reference": {"type": "string", "maxLength": 100},
+    },
     "additionalProperties": False,
 }
 RECEIPT_OUTPUT_SCHEMA = {
@@ -79,7 +81,10 @@ def enforcement_graph(component_version_id: str, restore_version_id: str, approv
                     "idempotency_key": "join(':', ['takedown', decision.id])",
                     "target": "{reference: targets[0].target_reference, kind: targets[0].kind}",
                     "payload": "{reason_code: decision.decision_code, report_reference: report.public_reference}",
-                    "preconditions": "{decision_code: decision.decision_code, target_reference: targets[0].target_reference, report_state: 'decided'}",
+                    "preconditions": (
+                        "{decision_code: decision.decision_code, target_reference: targets[0].target_reference,"
+                        " report_state: 'decided'}"
+                    ),
                 },
                 "next": {},
             }
@@ -104,7 +109,9 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
     """
     installation = db.session.scalar(select(Installation).where(Installation.slug == slug))
     if installation is not None:
-        version = db.session.scalar(select(ConnectionVersion).where(ConnectionVersion.installation_id == installation.id))
+        version = db.session.scalar(
+            select(ConnectionVersion).where(ConnectionVersion.installation_id == installation.id)
+        )
         return DemoSecrets(version.signing_secret, version.bearer_token, None)
     import base64
 
@@ -120,29 +127,46 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
         queue = Queue(installation_id=iid, name="General", slug="general")
         s.add(queue)
         s.flush()
-        integration = Integration(installation_id=iid, name="Demo platform", slug="demo-platform", default_queue_id=queue.id)
+        integration = Integration(
+            installation_id=iid, name="Demo platform", slug="demo-platform", default_queue_id=queue.id
+        )
         s.add(integration)
         s.flush()
-        connection = Connection(installation_id=iid, integration_id=integration.id, name="Demo platform API", slug="demo-platform-api")
+        connection = Connection(
+            installation_id=iid, integration_id=integration.id, name="Demo platform API", slug="demo-platform-api"
+        )
         s.add(connection)
         s.flush()
         host = platform_url.split("//", 1)[1].split(":")[0].split("/")[0]
         conn_version = ConnectionVersion(
-            installation_id=iid, connection_id=connection.id, version=1, base_url=platform_url,
-            bearer_token=platform_token, signing_secret=signing_secret, timeout_seconds=10,
+            installation_id=iid,
+            connection_id=connection.id,
+            version=1,
+            base_url=platform_url,
+            bearer_token=platform_token,
+            signing_secret=signing_secret,
+            timeout_seconds=10,
             allowed_hosts_json=canonical_json(sorted({host, "127.0.0.1", "localhost"})),
         )
         s.add(conn_version)
         s.flush()
         versions = {}
-        for slug_, name, path in (("takedown", "Take down content", "/actions/takedown"),
-                                  ("restore", "Restore content", "/actions/restore")):
-            definition = ComponentDefinition(installation_id=iid, name=name, slug=slug_, effect_class="side_effecting", status="active")
+        for slug_, name, path in (
+            ("takedown", "Take down content", "/actions/takedown"),
+            ("restore", "Restore content", "/actions/restore"),
+        ):
+            definition = ComponentDefinition(
+                installation_id=iid, name=name, slug=slug_, effect_class="side_effecting", status="active"
+            )
             s.add(definition)
             s.flush()
             version = ComponentVersion(
-                installation_id=iid, definition_id=definition.id, version=1, implementation_kind="webhook",
-                implementation_reference=f"POST {path}", connection_version_id=conn_version.id,
+                installation_id=iid,
+                definition_id=definition.id,
+                version=1,
+                implementation_kind="webhook",
+                implementation_reference=f"POST {path}",
+                connection_version_id=conn_version.id,
                 input_schema_json=canonical_json(ACTION_INPUT_SCHEMA),
                 output_schema_json=canonical_json(RECEIPT_OUTPUT_SCHEMA),
                 approval_policy_json=canonical_json({"mode": approval_mode}),
@@ -153,16 +177,27 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
         workflow = WorkflowDefinition(installation_id=iid, name="Enforcement", slug="enforcement")
         s.add(workflow)
         s.flush()
-        s.add(WorkflowVersion(
-            installation_id=iid, definition_id=workflow.id, version=1,
-            authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
-            graph_json=canonical_json(enforcement_graph(versions["takedown"], versions["restore"], approval_mode)),
-        ))
+        s.add(
+            WorkflowVersion(
+                installation_id=iid,
+                definition_id=workflow.id,
+                version=1,
+                authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
+                graph_json=canonical_json(enforcement_graph(versions["takedown"], versions["restore"], approval_mode)),
+            )
+        )
         for n, ref in enumerate(DEMO_POSTS, start=1):
-            report = Report(installation_id=iid, integration_id=integration.id, queue_id=queue.id,
-                            external_id=f"demo-report-{n}", public_reference=f"R-DEMO{n:02d}", state="open",
-                            policy_version_id="policy-2026-11", category="harassment",
-                            summary=f"Users reported {ref} for harassment.")
+            report = Report(
+                installation_id=iid,
+                integration_id=integration.id,
+                queue_id=queue.id,
+                external_id=f"demo-report-{n}",
+                public_reference=f"R-DEMO{n:02d}",
+                state="open",
+                policy_version_id="policy-2026-11",
+                category="harassment",
+                summary=f"Users reported {ref} for harassment.",
+            )
             s.add(report)
             s.flush()
             s.add(ReportTarget(installation_id=iid, report_id=report.id, target_reference=ref, kind="post"))
@@ -170,8 +205,14 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
         integration_id = integration.id
         uow.commit()
     for email, name, roles in DEMO_USERS:
-        create_operator(iid, email=email if slug == "demo" else f"{slug}-{email}", password=DEMO_PASSWORD,
-                        display_name=name, roles=roles, actor=system)
+        create_operator(
+            iid,
+            email=email if slug == "demo" else f"{slug}-{email}",
+            password=DEMO_PASSWORD,
+            display_name=name,
+            roles=roles,
+            actor=system,
+        )
     token = issue_token(integration_id, label="demo platform async results", actor=system)
     return DemoSecrets(signing_secret, platform_token, token.token)
 
@@ -195,22 +236,30 @@ def run_demo(app, console_port: int, platform_port: int) -> None:
     if demo_secrets.console_token:
         secrets_file.write_text(json.dumps(demo_secrets.__dict__))
     saved = json.loads(secrets_file.read_text()) if secrets_file.exists() else demo_secrets.__dict__
-    env = {**os.environ, "REDIS_URL": redis_url(app), "EGRESS_ALLOW_PRIVATE": "1",
-           "DEMO_PLATFORM_SIGNING_SECRET": saved["signing_secret"],
-           "DEMO_PLATFORM_BEARER_TOKEN": saved["platform_token"],
-           "DEMO_CONSOLE_URL": console_url, "DEMO_CONSOLE_TOKEN": saved.get("console_token") or "",
-           "INSTANCE_PATH": app.instance_path}
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url(app),
+        "EGRESS_ALLOW_PRIVATE": "1",
+        "DEMO_PLATFORM_SIGNING_SECRET": saved["signing_secret"],
+        "DEMO_PLATFORM_BEARER_TOKEN": saved["platform_token"],
+        "DEMO_CONSOLE_URL": console_url,
+        "DEMO_CONSOLE_TOKEN": saved.get("console_token") or "",
+        "INSTANCE_PATH": app.instance_path,
+    }
     root = Path(__file__).resolve().parent.parent
     children = [
-        subprocess.Popen([sys.executable, "-m", "app.demo_platform", "--port", str(platform_port),
-                          "--posts", ",".join(DEMO_POSTS)], env=env, cwd=root),
+        subprocess.Popen(
+            [sys.executable, "-m", "app.demo_platform", "--port", str(platform_port), "--posts", ",".join(DEMO_POSTS)],
+            env=env,
+            cwd=root,
+        ),
         subprocess.Popen([sys.executable, str(root / "worker.py")], env=env, cwd=root),
     ]
     app.config["EGRESS_ALLOW_PRIVATE"] = True
     server = make_server("127.0.0.1", console_port, app, threaded=True)
     print(f"\n  Console:        {console_url}  (log in as below)")
     print(f"  Demo platform:  {platform_url}/content")
-    for email, name, roles in DEMO_USERS:
+    for email, _name, roles in DEMO_USERS:
         print(f"    {email:24} {DEMO_PASSWORD}   {', '.join(roles)}")
     print("  Press Ctrl-C to stop everything.\n", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)

@@ -13,7 +13,6 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import requests
 from flask import Flask, jsonify, request
@@ -63,16 +62,25 @@ def create_platform(
         posts: references of posts that exist and are visible at start.
     """
     app = Flask("demo_platform")
-    state = PlatformState(content={ref: "visible" for ref in posts or []}, signing_secret=signing_secret,
-                          bearer_token=bearer_token, console_url=console_url, console_token=console_token)
+    state = PlatformState(
+        content={ref: "visible" for ref in posts or []},
+        signing_secret=signing_secret,
+        bearer_token=bearer_token,
+        console_url=console_url,
+        console_token=console_token,
+    )
     app.config["PLATFORM_STATE"] = state
 
     def _confirm_later(receipt: dict) -> None:
         time.sleep(state.async_delay_seconds)
         body = {**receipt, "status": "applied"}
         try:
-            response = requests.post(f"{state.console_url}/api/v1/action-results", json=body, timeout=10,
-                                     headers={"Authorization": f"Bearer {state.console_token}"})
+            response = requests.post(
+                f"{state.console_url}/api/v1/action-results",
+                json=body,
+                timeout=10,
+                headers={"Authorization": f"Bearer {state.console_token}"},
+            )
             state.confirmations.append(response.status_code)
         except requests.RequestException:
             state.confirmations.append(0)  # the console's confirmation deadline covers it
@@ -104,7 +112,8 @@ def create_platform(
             state.content[reference] = effect
             state.effects.append({"idempotency_key": key, "reference": reference, "effect": effect})
             receipt = {
-                "action_id": body["action_id"], "operation_id": body["operation_id"],
+                "action_id": body["action_id"],
+                "operation_id": body["operation_id"],
                 "payload_digest": body["payload_digest"],
                 "status": "accepted" if state.mode == "async" else "applied",
                 "provider_request_id": f"demo-{len(state.effects)}",
@@ -117,8 +126,9 @@ def create_platform(
     @app.get("/content")
     def content():
         with state.lock:
-            return jsonify({"content": dict(state.content), "effects": list(state.effects),
-                            "requests_seen": state.requests_seen})
+            return jsonify(
+                {"content": dict(state.content), "effects": list(state.effects), "requests_seen": state.requests_seen}
+            )
 
     @app.post("/_control")
     def control():
@@ -147,8 +157,6 @@ def serve(app: Flask, host: str = "127.0.0.1", port: int = 0):
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     return server, f"http://{host}:{server.server_port}"
-
-
 
 
 def main() -> None:

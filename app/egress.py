@@ -117,20 +117,14 @@ def check_destination(url: str, policy: EgressPolicy) -> list[str]:
         raise EgressError("egress_url_invalid", retryable=False, response_class="refused", sent=False)
     allowed = {h.lower() for h in policy.allowed_hosts}
     if host not in allowed:
-        raise EgressError(
-            "egress_host_not_allowed", retryable=False, response_class="refused", sent=False
-        )
+        raise EgressError("egress_host_not_allowed", retryable=False, response_class="refused", sent=False)
     try:
         infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
     except socket.gaierror as error:
-        raise EgressError(
-            "connection_failed", retryable=True, response_class="network_error", sent=False
-        ) from error
+        raise EgressError("connection_failed", retryable=True, response_class="network_error", sent=False) from error
     addresses = sorted({info[4][0] for info in infos})
     if not policy.allow_private and any(_forbidden_address(a) for a in addresses):
-        raise EgressError(
-            "egress_destination_forbidden", retryable=False, response_class="refused", sent=False
-        )
+        raise EgressError("egress_destination_forbidden", retryable=False, response_class="refused", sent=False)
     return addresses
 
 
@@ -163,9 +157,7 @@ def signed_headers(request: EgressRequest) -> dict[str, str]:
         headers["Authorization"] = f"Bearer {request.bearer_token}"
     if request.signing_secret:
         now = datetime.now(UTC)
-        signature = Webhook(request.signing_secret).sign(
-            request.message_id, now, request.body.decode("utf-8")
-        )
+        signature = Webhook(request.signing_secret).sign(request.message_id, now, request.body.decode("utf-8"))
         headers["webhook-id"] = request.message_id
         headers["webhook-timestamp"] = str(int(now.timestamp()))
         headers["webhook-signature"] = signature
@@ -228,27 +220,41 @@ def send(request: EgressRequest, policy: EgressPolicy, session: requests.Session
         # A read timeout means the platform may have received the request.
         sent = not isinstance(error, requests.ConnectTimeout)
         raise EgressError(
-            "connection_timeout", retryable=True, response_class="timeout", sent=sent,
+            "connection_timeout",
+            retryable=True,
+            response_class="timeout",
+            sent=sent,
             duration_ms=elapsed(),
         ) from error
     except requests.RequestException as error:
         raise EgressError(
-            "connection_failed", retryable=True, response_class="network_error",
-            sent=_may_have_been_sent(error), duration_ms=elapsed(),
+            "connection_failed",
+            retryable=True,
+            response_class="network_error",
+            sent=_may_have_been_sent(error),
+            duration_ms=elapsed(),
         ) from error
     with response:
         try:
             body = _read_capped(response, policy.max_response_bytes)
         except requests.RequestException as error:
             raise EgressError(
-                "connection_failed", retryable=True, response_class="network_error", sent=True,
-                status=response.status_code, duration_ms=elapsed(),
+                "connection_failed",
+                retryable=True,
+                response_class="network_error",
+                sent=True,
+                status=response.status_code,
+                duration_ms=elapsed(),
             ) from error
     status = response.status_code
     if body is None:
         raise EgressError(
-            "platform_response_too_large", retryable=False, response_class="invalid_response",
-            sent=True, status=status, duration_ms=elapsed(),
+            "platform_response_too_large",
+            retryable=False,
+            response_class="invalid_response",
+            sent=True,
+            status=status,
+            duration_ms=elapsed(),
         )
     digest = sha256_digest(body)
     common = dict(sent=True, status=status, digest=digest, duration_ms=elapsed())
@@ -258,9 +264,15 @@ def send(request: EgressRequest, policy: EgressPolicy, session: requests.Session
     if 300 <= status < 400:
         raise EgressError("platform_redirect_refused", retryable=False, response_class="client_error", **common)
     if status == 408:
-        raise EgressError("platform_request_timeout", retryable=True, delay_seconds=delay, response_class="client_error", **common)
+        raise EgressError(
+            "platform_request_timeout", retryable=True, delay_seconds=delay, response_class="client_error", **common
+        )
     if status == 429:
-        raise EgressError("platform_rate_limited", retryable=True, delay_seconds=delay, response_class="client_error", **common)
+        raise EgressError(
+            "platform_rate_limited", retryable=True, delay_seconds=delay, response_class="client_error", **common
+        )
     if status >= 500:
-        raise EgressError("platform_server_error", retryable=True, delay_seconds=delay, response_class="server_error", **common)
+        raise EgressError(
+            "platform_server_error", retryable=True, delay_seconds=delay, response_class="server_error", **common
+        )
     raise EgressError("platform_client_error", retryable=False, response_class="client_error", **common)

@@ -67,9 +67,12 @@ def make_world(platform_url: str, approval_mode: str = "human", slug: str = "dem
         integration_id=db.session.scalar(select(Integration.id).where(Integration.installation_id == iid)),
         workflow_version_id=db.session.scalar(select(WorkflowVersion.id).where(WorkflowVersion.installation_id == iid)),
         components=components,
-        connection_version_id=db.session.scalar(select(ConnectionVersion.id).where(ConnectionVersion.installation_id == iid)),
-        report_ids=list(db.session.scalars(
-            select(Report.id).where(Report.installation_id == iid).order_by(Report.public_reference))),
+        connection_version_id=db.session.scalar(
+            select(ConnectionVersion.id).where(ConnectionVersion.installation_id == iid)
+        ),
+        report_ids=list(
+            db.session.scalars(select(Report.id).where(Report.installation_id == iid).order_by(Report.public_reference))
+        ),
         users=users,
         console_token=secrets.console_token,
         signing_secret=secrets.signing_secret,
@@ -104,8 +107,9 @@ def run_worker(app, with_scheduler: bool = False) -> None:
 
 def proposal_of(report_id: str) -> ActionProposal | None:
     db.session.rollback()
-    return db.session.scalar(select(ActionProposal).where(ActionProposal.report_id == report_id)
-                             .order_by(ActionProposal.created_at.desc()))
+    return db.session.scalar(
+        select(ActionProposal).where(ActionProposal.report_id == report_id).order_by(ActionProposal.created_at.desc())
+    )
 
 
 def login(client, email: str, password: str = DEMO_PASSWORD) -> str:
@@ -129,8 +133,12 @@ class Platform:
         self.state = platform_state(self.app)
 
     def configure_for(self, world: World, console_url: str | None = None) -> None:
-        self.state.configure(signing_secret=world.signing_secret, bearer_token=world.platform_token,
-                             console_url=console_url, console_token=world.console_token)
+        self.state.configure(
+            signing_secret=world.signing_secret,
+            bearer_token=world.platform_token,
+            console_url=console_url,
+            console_token=world.console_token,
+        )
 
     def close(self) -> None:
         self.server.shutdown()
@@ -149,8 +157,12 @@ def approve(world: World, proposal, reviewer: str = "reviewer", decision: str = 
     from app.services.approval import decide_proposal
 
     return decide_proposal(
-        proposal.id, decision=decision, payload_digest=proposal.payload_digest, reason=None,
-        idempotency_key=key or f"{reviewer}-{proposal.run_id}-{decision}", operator=world.user(reviewer),
+        proposal.id,
+        decision=decision,
+        payload_digest=proposal.payload_digest,
+        reason=None,
+        idempotency_key=key or f"{reviewer}-{proposal.run_id}-{decision}",
+        operator=world.user(reviewer),
     )
 
 
@@ -159,10 +171,17 @@ def reload(proposal) -> ActionProposal:
     return db.session.get(ActionProposal, proposal.id)
 
 
-def point_connection_at(world: World, base_url: str, timeout_seconds: float = 5, allowed=("127.0.0.1", "localhost")) -> None:
+def point_connection_at(
+    world: World, base_url: str, timeout_seconds: float = 5, allowed=("127.0.0.1", "localhost")
+) -> None:
     """Send the world's actions to another platform (pytest-httpserver)."""
-    set_row(ConnectionVersion, world.connection_version_id, base_url=base_url,
-            timeout_seconds=timeout_seconds, allowed_hosts_json=canonical_json(list(allowed)))
+    set_row(
+        ConnectionVersion,
+        world.connection_version_id,
+        base_url=base_url,
+        timeout_seconds=timeout_seconds,
+        allowed_hosts_json=canonical_json(list(allowed)),
+    )
 
 
 def make_due(proposal) -> None:
@@ -185,8 +204,10 @@ def add_reports(world: World, count: int, prefix: str = "extra") -> list[str]:
 
     ids = []
     for n in range(count):
-        result = intake_report({"external_id": f"{prefix}-{n}", "targets": [{"reference": f"post:{prefix}-{n}", "kind": "post"}]},
-                               world.integration_id)
+        result = intake_report(
+            {"external_id": f"{prefix}-{n}", "targets": [{"reference": f"post:{prefix}-{n}", "kind": "post"}]},
+            world.integration_id,
+        )
         ids.append(result.report_id)
     world.report_ids.extend(ids)
     return ids

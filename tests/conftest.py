@@ -88,9 +88,13 @@ def _clean_postgres(url: str) -> None:
     cleanup transaction only (the test database's superuser may do that)."""
     engine = _cleaner.get(url) or _cleaner.setdefault(url, create_engine(url))
     with engine.begin() as conn:
-        tables = conn.execute(text(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename != 'alembic_version'"
-        )).scalars().all()
+        tables = (
+            conn.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename != 'alembic_version'")
+            )
+            .scalars()
+            .all()
+        )
         conn.execute(text("SET LOCAL session_replication_role = replica"))
         for table in tables:
             conn.execute(text(f'DELETE FROM "{table}"'))
@@ -108,15 +112,17 @@ def database_url(migrated, tmp_path) -> str:
 
 @pytest.fixture
 def app(database_url, redis_url, tmp_path):
-    app = create_app({
-        "TESTING": True,
-        "SQLALCHEMY_DATABASE_URI": database_url,
-        "REDIS_URL": redis_url,
-        "EGRESS_ALLOW_PRIVATE": True,
-        "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
-        "SERVER_NAME": None,
-        "INSTANCE_PATH": str(tmp_path),
-    })
+    app = create_app(
+        {
+            "TESTING": True,
+            "SQLALCHEMY_DATABASE_URI": database_url,
+            "REDIS_URL": redis_url,
+            "EGRESS_ALLOW_PRIVATE": True,
+            "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
+            "SERVER_NAME": None,
+            "INSTANCE_PATH": str(tmp_path),
+        }
+    )
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     client.close()

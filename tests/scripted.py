@@ -12,8 +12,13 @@ from werkzeug import Request, Response
 
 
 def receipt_for(body: dict, status: str = "applied", **extra) -> dict:
-    return {"action_id": body["action_id"], "operation_id": body["operation_id"],
-            "payload_digest": body["payload_digest"], "status": status, **extra}
+    return {
+        "action_id": body["action_id"],
+        "operation_id": body["operation_id"],
+        "payload_digest": body["payload_digest"],
+        "status": status,
+        **extra,
+    }
 
 
 class Script:

@@ -17,9 +17,7 @@ class Verdict:
         return self.allowed
 
 
-def approver_verdict(
-    approver_id: str, approver_roles: Iterable[str], makers: Iterable[str | None]
-) -> Verdict:
+def approver_verdict(approver_id: str, approver_roles: Iterable[str], makers: Iterable[str | None]) -> Verdict:
     """Decide whether an operator may approve or reject a proposal.
 
     Args:

@@ -30,9 +30,7 @@ class ReportSnapshot:
     target_reference: str | None  # the report's first target
 
 
-def check_preconditions(
-    preconditions: dict[str, Any], report: ReportSnapshot, is_correction: bool = False
-) -> None:
+def check_preconditions(preconditions: dict[str, Any], report: ReportSnapshot, is_correction: bool = False) -> None:
     """Raise unless the case still is as the proposal expects.
 
     Args:

@@ -83,14 +83,10 @@ def parse_receipt(value: Any, identity: ProposalIdentity) -> Receipt:
     if not _is_int(retry_after) or not 1 <= retry_after <= 21_600:
         raise ActionError("action_result_invalid")
     error_code = value.get("error_code")
-    if error_code is not None and (
-        not isinstance(error_code, str) or not ERROR_CODE_PATTERN.match(error_code)
-    ):
+    if error_code is not None and (not isinstance(error_code, str) or not ERROR_CODE_PATTERN.match(error_code)):
         raise ActionError("action_result_invalid")
     provider_request_id = value.get("provider_request_id")
-    if provider_request_id is not None and (
-        not isinstance(provider_request_id, str) or len(provider_request_id) > 500
-    ):
+    if provider_request_id is not None and (not isinstance(provider_request_id, str) or len(provider_request_id) > 500):
         raise ActionError("action_result_invalid")
     return Receipt(
         action_id=identity.action_id,

@@ -125,9 +125,7 @@ class AppealCorrection(Base):
     state: Mapped[str] = mapped_column(String(20), default="pending")
     approved_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    proposal_id: Mapped[str | None] = mapped_column(
-        ForeignKey("action_proposals.id"), nullable=True, unique=True
-    )
+    proposal_id: Mapped[str | None] = mapped_column(ForeignKey("action_proposals.id"), nullable=True, unique=True)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)

@@ -80,9 +80,7 @@ class ComponentVersion(Base):
     version: Mapped[int] = mapped_column(default=1)
     implementation_kind: Mapped[str] = mapped_column(String(30))
     implementation_reference: Mapped[str] = mapped_column(String(500))  # "POST /actions/takedown"
-    connection_version_id: Mapped[str | None] = mapped_column(
-        ForeignKey("connection_versions.id"), nullable=True
-    )
+    connection_version_id: Mapped[str | None] = mapped_column(ForeignKey("connection_versions.id"), nullable=True)
     input_schema_json: Mapped[str] = mapped_column(Text, default="{}")
     output_schema_json: Mapped[str] = mapped_column(Text, default="{}")
     approval_policy_json: Mapped[str] = mapped_column(Text, default='{"mode":"human"}')

@@ -61,9 +61,7 @@ class ActionProposal(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
     state: Mapped[str] = mapped_column(String(30))
     operation_id: Mapped[str] = mapped_column(String(700), unique=True)
-    compensates_proposal_id: Mapped[str | None] = mapped_column(
-        ForeignKey("action_proposals.id"), nullable=True
-    )
+    compensates_proposal_id: Mapped[str | None] = mapped_column(ForeignKey("action_proposals.id"), nullable=True)
     created_by_type: Mapped[str] = mapped_column(String(30))  # system, operator
     created_by_id: Mapped[str] = mapped_column(String(200))
     delivery_attempt_count: Mapped[int] = mapped_column(default=0)

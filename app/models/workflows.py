@@ -122,9 +122,7 @@ class HumanTask(Base):
     action_proposal_id: Mapped[str | None] = mapped_column(
         ForeignKey("action_proposals.id"), nullable=True, unique=True
     )
-    assigned_operator_id: Mapped[str | None] = mapped_column(
-        ForeignKey("operator_users.id"), nullable=True
-    )
+    assigned_operator_id: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
     due_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()

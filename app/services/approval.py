@@ -91,8 +91,10 @@ def validate_reason(reason: str | None) -> str | None:
         return None
     if not 3 <= len(trimmed) <= 2000:
         raise ApiError(
-            400, "action_decision_reason_invalid",
-            "The decision reason must contain 3 to 2,000 characters.", "reason",
+            400,
+            "action_decision_reason_invalid",
+            "The decision reason must contain 3 to 2,000 characters.",
+            "reason",
         )
     return trimmed
 
@@ -142,7 +144,9 @@ def decide_proposal(
         )
         if prior is not None:
             if prior.proposal_id != proposal_id or prior.decision != decision:
-                raise ApiError(409, "idempotency_key_reused", "This idempotency key was already used for another action decision.")
+                raise ApiError(
+                    409, "idempotency_key_reused", "This idempotency key was already used for another action decision."
+                )
             return ApprovalResult(proposal_id, prior.id, decision, True)
         proposal = session.get(ActionProposal, proposal_id)
         if proposal is None or proposal.installation_id != operator.installation_id:
@@ -153,25 +157,45 @@ def decide_proposal(
         if proposal.state != ProposalState.APPROVAL_REQUIRED:
             raise ApiError(409, "action_not_awaiting_approval", "The action is not awaiting approval.")
         if payload_digest != proposal.payload_digest:
-            raise ApiError(409, "action_approval_digest_mismatch", "The payload digest does not match the immutable proposal. Reload it and review again.")
+            raise ApiError(
+                409,
+                "action_approval_digest_mismatch",
+                "The payload digest does not match the immutable proposal. Reload it and review again.",
+            )
         now = utcnow()
         move = Move.APPROVE if decision == "approved" else Move.REJECT
         changed = proposal.expires_at > now and move_proposal(
             session, proposal.id, move, where=(ActionProposal.expires_at > now,)
         )
         if not changed:
-            raise ApiError(409, "action_approval_changed", "The proposal changed or its authorization expired. Refresh it before deciding.")
+            raise ApiError(
+                409,
+                "action_approval_changed",
+                "The proposal changed or its authorization expired. Refresh it before deciding.",
+            )
         approval_id = new_id("apv")
-        session.add(ActionApproval(
-            id=approval_id, installation_id=proposal.installation_id, proposal_id=proposal.id,
-            task_id=None, approver_id=operator.id, payload_digest=proposal.payload_digest,
-            decision=decision, reason=reason, idempotency_key=idempotency_key, created_at=now,
-        ))
+        session.add(
+            ActionApproval(
+                id=approval_id,
+                installation_id=proposal.installation_id,
+                proposal_id=proposal.id,
+                task_id=None,
+                approver_id=operator.id,
+                payload_digest=proposal.payload_digest,
+                decision=decision,
+                reason=reason,
+                idempotency_key=idempotency_key,
+                created_at=now,
+            )
+        )
         finish_task_for_proposal(uow, proposal.id, "completed", "direct_action_decision")
         uow.audit(
-            proposal.installation_id, f"action-decision:{operator.id}:{idempotency_key}",
+            proposal.installation_id,
+            f"action-decision:{operator.id}:{idempotency_key}",
             "action.approved" if decision == "approved" else "action.rejected",
-            Actor("operator", operator.id), "action_proposal", proposal.id,
+            Actor("operator", operator.id),
+            "action_proposal",
+            proposal.id,
             {"payload_digest": proposal.payload_digest, "reason": reason, "approval_id": approval_id},
         )
         session.refresh(proposal)
@@ -179,5 +203,7 @@ def decide_proposal(
         try:
             uow.commit()
         except IntegrityError as error:  # another decision won the race
-            raise ApiError(409, "action_approval_changed", "Another decision was recorded first. Refresh the action.") from error
+            raise ApiError(
+                409, "action_approval_changed", "Another decision was recorded first. Refresh the action."
+            ) from error
     return ApprovalResult(proposal_id, approval_id, decision, False)

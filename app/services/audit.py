@@ -34,8 +34,10 @@ def verify_chain(installation_id: str, batch: int = 5000) -> ChainReport:
     last_seq = 0
     while True:
         rows = db.session.scalars(
-            select(AuditEvent).where(AuditEvent.installation_id == installation_id, AuditEvent.seq > last_seq)
-            .order_by(AuditEvent.seq).limit(batch)
+            select(AuditEvent)
+            .where(AuditEvent.installation_id == installation_id, AuditEvent.seq > last_seq)
+            .order_by(AuditEvent.seq)
+            .limit(batch)
         ).all()
         if not rows:
             return ChainReport(installation_id, checked, None, None)

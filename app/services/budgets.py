@@ -68,11 +68,22 @@ def reserve(
                 delay = (start + timedelta(seconds=budget.window_seconds) - now).total_seconds()
                 raise BudgetExhausted(budget.id, max(1.0, delay))
             reservation_id = new_id("bres")
-            insert_ignore(uow.session, BudgetReservation, dict(
-                id=reservation_id, installation_id=installation_id, budget_id=budget.id,
-                window_start=start, operation_type="action_proposal", operation_id=operation_id,
-                attempt_id=attempt_id, amount=amount, state="reserved", created_at=now,
-            ))
+            insert_ignore(
+                uow.session,
+                BudgetReservation,
+                dict(
+                    id=reservation_id,
+                    installation_id=installation_id,
+                    budget_id=budget.id,
+                    window_start=start,
+                    operation_type="action_proposal",
+                    operation_id=operation_id,
+                    attempt_id=attempt_id,
+                    amount=amount,
+                    state="reserved",
+                    created_at=now,
+                ),
+            )
             reserved.append(reservation_id)
         uow.commit()
     return reserved
@@ -82,12 +93,18 @@ def _budgets(uow: UnitOfWork, installation_id: str, scopes: list[Scope]) -> list
     if not scopes:
         return []
     matches = [and_(Budget.scope_type == s.type, Budget.scope_id == s.id) for s in scopes]
-    return list(uow.session.scalars(
-        select(Budget)
-        .where(Budget.installation_id == installation_id, Budget.metric == "actions",
-               Budget.active.is_(True), or_(*matches))
-        .order_by(Budget.id)  # a fixed order: no deadlock between two reservers
-    ))
+    return list(
+        uow.session.scalars(
+            select(Budget)
+            .where(
+                Budget.installation_id == installation_id,
+                Budget.metric == "actions",
+                Budget.active.is_(True),
+                or_(*matches),
+            )
+            .order_by(Budget.id)  # a fixed order: no deadlock between two reservers
+        )
+    )
 
 
 def _take(uow: UnitOfWork, budget: Budget, start: datetime, amount: int) -> bool:
@@ -98,8 +115,7 @@ def _take(uow: UnitOfWork, budget: Budget, start: datetime, amount: int) -> bool
             Budget.id == budget.id,
             or_(
                 and_(same_window, Budget.used_amount + amount <= Budget.limit_amount),
-                and_(or_(Budget.window_start.is_(None), Budget.window_start != start),
-                     Budget.limit_amount >= amount),
+                and_(or_(Budget.window_start.is_(None), Budget.window_start != start), Budget.limit_amount >= amount),
             ),
         )
         .values(
@@ -131,8 +147,11 @@ def settle(reservation_ids: list[str], consumed: bool) -> None:
             if not consumed:
                 uow.session.execute(
                     update(Budget)
-                    .where(Budget.id == row.budget_id, Budget.window_start == row.window_start,
-                           Budget.used_amount >= row.amount)
+                    .where(
+                        Budget.id == row.budget_id,
+                        Budget.window_start == row.window_start,
+                        Budget.used_amount >= row.amount,
+                    )
                     .values(used_amount=Budget.used_amount - row.amount)
                     .execution_options(synchronize_session=False)
                 )

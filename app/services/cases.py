@@ -90,9 +90,7 @@ def run_context(session: Session, run: WorkflowRun) -> dict[str, Any]:
         "report": report_json(report),
         "targets": [{"target_reference": t.target_reference, "kind": t.kind} for t in targets],
         "decision": decision_json(latest_decision(session, run.report_id)),
-        "appeal": {"id": appeal.id, "decision_id": appeal.decision_id, "state": appeal.state}
-        if appeal
-        else None,
+        "appeal": {"id": appeal.id, "decision_id": appeal.decision_id, "state": appeal.state} if appeal else None,
         "run": {
             "id": run.id,
             "workflow_version_id": run.workflow_version_id,

@@ -79,7 +79,9 @@ def claim(proposal_id: str, now: datetime, lease_expires_at: datetime) -> bool:
     lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
     with unit_of_work() as uow:
         claimed = move_proposal(
-            uow.session, proposal_id, Move.CLAIM,
+            uow.session,
+            proposal_id,
+            Move.CLAIM,
             where=(P.delivery_terminal.is_(False), or_(due, lease_expired)),
             values=dict(
                 delivery_attempt_count=P.delivery_attempt_count + case((counts, 1), else_=0),
@@ -170,12 +172,20 @@ class _Attempt:
         self.id = new_id("att")
         self.finish: dict[str, Any] = {}
         with unit_of_work() as uow:
-            uow.session.add(ConnectionAttempt(
-                id=self.id, installation_id=proposal.installation_id, proposal_id=proposal.id,
-                attempt_number=attempt_number, delivery_cycle=proposal.delivery_cycle,
-                connection_version_id=connection.id, method=method, url=url,
-                request_digest=sha256_digest(body), started_at=utcnow(),
-            ))
+            uow.session.add(
+                ConnectionAttempt(
+                    id=self.id,
+                    installation_id=proposal.installation_id,
+                    proposal_id=proposal.id,
+                    attempt_number=attempt_number,
+                    delivery_cycle=proposal.delivery_cycle,
+                    connection_version_id=connection.id,
+                    method=method,
+                    url=url,
+                    request_digest=sha256_digest(body),
+                    started_at=utcnow(),
+                )
+            )
             uow.commit()
 
     def record(self, **values: Any) -> None:
@@ -225,9 +235,14 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
         try:
             response = egress.send(
                 egress.EgressRequest(
-                    method=operation.method, url=url, body=body, message_id=f"msg_{attempt.id}",
-                    idempotency_key=proposal.operation_id, timeout_seconds=connection.timeout_seconds,
-                    bearer_token=connection.bearer_token, signing_secret=connection.signing_secret,
+                    method=operation.method,
+                    url=url,
+                    body=body,
+                    message_id=f"msg_{attempt.id}",
+                    idempotency_key=proposal.operation_id,
+                    timeout_seconds=connection.timeout_seconds,
+                    bearer_token=connection.bearer_token,
+                    signing_secret=connection.signing_secret,
                 ),
                 egress.EgressPolicy(
                     allowed_hosts=tuple(connection.allowed_hosts),
@@ -239,13 +254,18 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
         except egress.EgressError as error:
             sent = error.sent
             attempt.record(
-                response_status=error.status, response_digest=error.digest,
-                response_class=error.response_class, error_code=error.code, duration_ms=error.duration_ms,
+                response_status=error.status,
+                response_digest=error.digest,
+                response_class=error.response_class,
+                error_code=error.code,
+                duration_ms=error.duration_ms,
             )
             raise ActionError(error.code, error.retryable, error.delay_seconds) from error
         attempt.record(
-            response_status=response.status, response_digest=response.digest,
-            response_class="success", duration_ms=response.duration_ms,
+            response_status=response.status,
+            response_digest=response.digest,
+            response_class="success",
+            duration_ms=response.duration_ms,
         )
         receipt = _read_receipt(response.body, component.output_schema, proposal, attempt)
         return _save_sync_receipt(proposal, receipt, attempt, lease, attempt_number)
@@ -286,8 +306,12 @@ def _save_sync_receipt(proposal, receipt, attempt: _Attempt, lease, attempt_numb
         _after_result(uow, proposal, changed)
         uow.commit()
     return DeliveryOutcome(
-        claimed=True, proposal_id=proposal.id, state=proposal.state, attempt_number=attempt_number,
-        error_code=proposal.last_error_code, terminal=proposal.delivery_terminal,
+        claimed=True,
+        proposal_id=proposal.id,
+        state=proposal.state,
+        attempt_number=attempt_number,
+        error_code=proposal.last_error_code,
+        terminal=proposal.delivery_terminal,
         extra={"receipt_status": receipt.status, "changed": changed},
     )
 
@@ -312,15 +336,23 @@ def _record_failure(proposal_id, error: ActionError, attempt, attempt_number, cy
         terminal = not error.retryable or (not deferred and in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
         delay = error.delay_seconds if deferred else retry_delay(error.delay_seconds, in_cycle)
         values: dict[str, Any] = dict(
-            delivery_terminal=terminal, next_attempt_at=utcnow() + timedelta(seconds=delay),
-            lease_expires_at=None, last_error_code=error.code,
+            delivery_terminal=terminal,
+            next_attempt_at=utcnow() + timedelta(seconds=delay),
+            lease_expires_at=None,
+            last_error_code=error.code,
         )
         if deferred:  # nothing was sent: the deferral does not use up an attempt
             values["delivery_attempt_count"] = attempt_number - 1
         changed = move_proposal(
-            uow.session, proposal_id, Move.DELIVERY_FAILED,
-            where=(P.delivery_terminal.is_(False), P.delivery_attempt_count == attempt_number,
-                   P.delivery_cycle == cycle, P.lease_expires_at == lease),
+            uow.session,
+            proposal_id,
+            Move.DELIVERY_FAILED,
+            where=(
+                P.delivery_terminal.is_(False),
+                P.delivery_attempt_count == attempt_number,
+                P.delivery_cycle == cycle,
+                P.lease_expires_at == lease,
+            ),
             values=values,
         )
         if attempt is not None:
@@ -331,13 +363,25 @@ def _record_failure(proposal_id, error: ActionError, attempt, attempt_number, cy
                 proposal.installation_id,
                 f"action-attempt-failed:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
                 + (f":{iso(values['next_attempt_at'])}" if deferred else ""),
-                "action.delivery_failed", Actor.system(proposal.run_id), "action_proposal", proposal.id,
-                {"attempt_number": attempt_number, "delivery_cycle": cycle, "error_code": error.code,
-                 "terminal": terminal, "retry_in_seconds": None if terminal else round(delay, 3)},
+                "action.delivery_failed",
+                Actor.system(proposal.run_id),
+                "action_proposal",
+                proposal.id,
+                {
+                    "attempt_number": attempt_number,
+                    "delivery_cycle": cycle,
+                    "error_code": error.code,
+                    "terminal": terminal,
+                    "retry_in_seconds": None if terminal else round(delay, 3),
+                },
             )
         _after_result(uow, proposal, changed)
         uow.commit()
     return DeliveryOutcome(
-        claimed=True, proposal_id=proposal_id, state=proposal.state, attempt_number=attempt_number,
-        error_code=error.code, terminal=proposal.delivery_terminal,
+        claimed=True,
+        proposal_id=proposal_id,
+        state=proposal.state,
+        attempt_number=attempt_number,
+        error_code=error.code,
+        terminal=proposal.delivery_terminal,
     )

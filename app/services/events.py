@@ -41,15 +41,26 @@ def write_event(
         uow.session,
         WorkflowEventInbox,
         dict(
-            id=event_id, installation_id=installation_id, run_id=run_id, event_type=event_type,
-            event_key=event_key, source_type=source_type, source_id=source_id,
-            payload_json=payload_json, payload_digest=sha256_digest(payload_json),
-            received_at=now, delivery_attempts=0,
+            id=event_id,
+            installation_id=installation_id,
+            run_id=run_id,
+            event_type=event_type,
+            event_key=event_key,
+            source_type=source_type,
+            source_id=source_id,
+            payload_json=payload_json,
+            payload_digest=sha256_digest(payload_json),
+            received_at=now,
+            delivery_attempts=0,
         ),
     )
     write_dispatch(
-        uow, dispatch_id=event_id, installation_id=installation_id, run_id=run_id,
-        operation="event", event_inbox_id=event_id,
+        uow,
+        dispatch_id=event_id,
+        installation_id=installation_id,
+        run_id=run_id,
+        operation="event",
+        event_inbox_id=event_id,
         operation_key=f"workflow-event:{run_id}:{event_type}:{event_key}",
     )
 
@@ -70,9 +81,17 @@ def write_dispatch(
         uow.session,
         WorkflowDispatchOutbox,
         dict(
-            id=dispatch_id, installation_id=installation_id, run_id=run_id, operation=operation,
-            event_inbox_id=event_inbox_id, operation_key=operation_key, state="pending",
-            attempts=0, available_at=now, created_at=now, updated_at=now,
+            id=dispatch_id,
+            installation_id=installation_id,
+            run_id=run_id,
+            operation=operation,
+            event_inbox_id=event_inbox_id,
+            operation_key=operation_key,
+            state="pending",
+            attempts=0,
+            available_at=now,
+            created_at=now,
+            updated_at=now,
         ),
     )
     from .workflows import dispatch  # the engine imports this module

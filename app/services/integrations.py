@@ -35,14 +35,24 @@ def issue_token(integration_id: str, *, label: str, actor: Actor) -> IssuedToken
         if integration is None:
             raise ApiError(404, "integration_not_found", "No such integration.")
         row = IntegrationToken(
-            installation_id=integration.installation_id, integration_id=integration.id,
-            label=(label or "")[:200], token_prefix=token[:12], token_hash=sha256_hex(token),
+            installation_id=integration.installation_id,
+            integration_id=integration.id,
+            label=(label or "")[:200],
+            token_prefix=token[:12],
+            token_hash=sha256_hex(token),
             created_by_id=actor.id,
         )
         uow.session.add(row)
         uow.session.flush()
-        uow.audit(integration.installation_id, f"token-issued:{row.id}", "integration.token_issued", actor,
-                  "integration", integration.id, {"token_id": row.id, "label": row.label, "prefix": row.token_prefix})
+        uow.audit(
+            integration.installation_id,
+            f"token-issued:{row.id}",
+            "integration.token_issued",
+            actor,
+            "integration",
+            integration.id,
+            {"token_id": row.id, "label": row.label, "prefix": row.token_prefix},
+        )
         issued = IssuedToken(row.id, token)
         uow.commit()
     return issued
@@ -60,8 +70,15 @@ def revoke_token(token_id: str, *, installation_id: str, actor: Actor) -> None:
             raise ApiError(404, "token_not_found", "No such token.")
         if row.revoked_at is None:
             row.revoked_at = utcnow()
-            uow.audit(installation_id, f"token-revoked:{row.id}", "integration.token_revoked", actor,
-                      "integration", row.integration_id, {"token_id": row.id})
+            uow.audit(
+                installation_id,
+                f"token-revoked:{row.id}",
+                "integration.token_revoked",
+                actor,
+                "integration",
+                row.integration_id,
+                {"token_id": row.id},
+            )
         uow.commit()
 
 
@@ -72,8 +89,9 @@ def authenticate(token: str | None) -> Integration | None:
     if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     row = db.session.scalar(
-        select(IntegrationToken).where(IntegrationToken.token_hash == sha256_hex(token),
-                                       IntegrationToken.revoked_at.is_(None))
+        select(IntegrationToken).where(
+            IntegrationToken.token_hash == sha256_hex(token), IntegrationToken.revoked_at.is_(None)
+        )
     )
     if row is None:
         return None

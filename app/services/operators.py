@@ -32,7 +32,9 @@ def authenticate_operator(email: str, password: str) -> OperatorUser | None:
     """The active operator with this email and password, or None."""
     from werkzeug.security import check_password_hash
 
-    operator = db.session.scalar(select(OperatorUser).where(func.lower(OperatorUser.email) == (email or "").strip().lower()))
+    operator = db.session.scalar(
+        select(OperatorUser).where(func.lower(OperatorUser.email) == (email or "").strip().lower())
+    )
     if operator is None:
         check_password_hash(_dummy_hash(), password or "")
         return None
@@ -52,7 +54,9 @@ def validate_roles(roles) -> list[str]:
     return roles
 
 
-def create_operator(installation_id: str, *, email: str, password: str, display_name: str, roles, actor: Actor) -> OperatorUser:
+def create_operator(
+    installation_id: str, *, email: str, password: str, display_name: str, roles, actor: Actor
+) -> OperatorUser:
     """Create an operator.
 
     Raises:
@@ -78,8 +82,15 @@ def create_operator(installation_id: str, *, email: str, password: str, display_
         operator.set_password(password)
         uow.session.add(operator)
         uow.session.flush()
-        uow.audit(installation_id, f"operator-created:{operator.id}", "operator.created", actor,
-                  "operator_user", operator.id, {"email": email, "roles": roles})
+        uow.audit(
+            installation_id,
+            f"operator-created:{operator.id}",
+            "operator.created",
+            actor,
+            "operator_user",
+            operator.id,
+            {"email": email, "roles": roles},
+        )
         operator_id = operator.id
         uow.commit()
     return db.session.get(OperatorUser, operator_id)

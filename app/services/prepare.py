@@ -105,9 +105,10 @@ def _schedule(uow: UnitOfWork, proposal: ActionProposal) -> None:
 def _enqueue_approved(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """approved → queued, due now (the run moves an approved action on)."""
     move_proposal(
-        uow.session, proposal.id, Move.ENQUEUE_APPROVED,
-        values=dict(next_attempt_at=utcnow(), lease_expires_at=None, last_error_code=None,
-                    delivery_terminal=False),
+        uow.session,
+        proposal.id,
+        Move.ENQUEUE_APPROVED,
+        values=dict(next_attempt_at=utcnow(), lease_expires_at=None, last_error_code=None, delivery_terminal=False),
     )
     uow.session.refresh(proposal)
 
@@ -147,9 +148,7 @@ def _replay(uow: UnitOfWork, existing: ActionProposal, digest: str, await_recove
         task = uow.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == existing.id))
         if task is None:
             raise ActionError("action_approval_task_missing")
-        return wf.waiting(
-            f"action.{existing.id}.resolved", _pending_deadline(task.due_at), task_id=task.id, **common
-        )
+        return wf.waiting(f"action.{existing.id}.resolved", _pending_deadline(task.due_at), task_id=task.id, **common)
     if state == S.APPROVED:
         _enqueue_approved(uow, existing)
     _schedule(uow, existing)
@@ -199,7 +198,12 @@ def prepare_action(
     config = node.get("config") or {}
     component_version_id = config.get("component_version_id")
     action_code = config.get("action_code")
-    if not isinstance(component_version_id, str) or not component_version_id or not isinstance(action_code, str) or not action_code:
+    if (
+        not isinstance(component_version_id, str)
+        or not component_version_id
+        or not isinstance(action_code, str)
+        or not action_code
+    ):
         raise ActionError("action_configuration_invalid")  # PREP-2
     session = uow.session
     component = load_action_component(session, component_version_id)  # PREP-3
@@ -210,7 +214,9 @@ def prepare_action(
     target = _object(mapped.get("target"), "action_target_invalid")
     payload = _object(mapped.get("payload"), "action_payload_invalid")
     raw_preconditions = mapped.get("preconditions")
-    preconditions = dict(_object({} if raw_preconditions is None else raw_preconditions, "action_preconditions_invalid"))
+    preconditions = dict(
+        _object({} if raw_preconditions is None else raw_preconditions, "action_preconditions_invalid")
+    )
     if schema_errors(payload, component.input_schema):
         raise ActionError("action_payload_schema_invalid")
 
@@ -221,66 +227,124 @@ def prepare_action(
     mode = approval_mode(config, component, authority_mode)
     expires_at = run.created_at + timedelta(seconds=expiry_seconds(config))
     report = session.get(Report, run.report_id)
-    digest = payload_digest({
-        "schema_version": "1",
-        "action_id": proposal_id,
-        "action_code": action_code,
-        "target": target,
-        "payload": payload,
-        "preconditions": preconditions,
-        "component_version_id": component_version_id,
-        "workflow_version_id": run.workflow_version_id,
-        "policy_version_id": report.policy_version_id,
-        "expires_at": iso(expires_at),
-        "installation_id": run.installation_id,
-    })
+    digest = payload_digest(
+        {
+            "schema_version": "1",
+            "action_id": proposal_id,
+            "action_code": action_code,
+            "target": target,
+            "payload": payload,
+            "preconditions": preconditions,
+            "component_version_id": component_version_id,
+            "workflow_version_id": run.workflow_version_id,
+            "policy_version_id": report.policy_version_id,
+            "expires_at": iso(expires_at),
+            "installation_id": run.installation_id,
+        }
+    )
     if existing is not None:
         return _replay(uow, existing, digest, await_recovery)
     if session.get(ActionProposal, proposal_id) is not None:
         # This step already proposed another operation (its idempotency key changed).
         raise ActionError("action_operation_payload_changed")
     return _create(
-        uow, run=run, report=report, proposal_id=proposal_id, operation_id=operation_id,
-        step_run_id=step_run_id, action_code=action_code, target=target, payload=payload,
-        preconditions=preconditions, digest=digest, component=component, mode=mode,
-        authority_mode=authority_mode, config=config, expires_at=expires_at,
+        uow,
+        run=run,
+        report=report,
+        proposal_id=proposal_id,
+        operation_id=operation_id,
+        step_run_id=step_run_id,
+        action_code=action_code,
+        target=target,
+        payload=payload,
+        preconditions=preconditions,
+        digest=digest,
+        component=component,
+        mode=mode,
+        authority_mode=authority_mode,
+        config=config,
+        expires_at=expires_at,
     )
 
 
-def _create(uow: UnitOfWork, *, run, report, proposal_id, operation_id, step_run_id, action_code,
-            target, payload, preconditions, digest, component, mode, authority_mode, config,
-            expires_at) -> NodeOutcome:
+def _create(
+    uow: UnitOfWork,
+    *,
+    run,
+    report,
+    proposal_id,
+    operation_id,
+    step_run_id,
+    action_code,
+    target,
+    payload,
+    preconditions,
+    digest,
+    component,
+    mode,
+    authority_mode,
+    config,
+    expires_at,
+) -> NodeOutcome:
     """Insert a new proposal, with its approval task when a person must approve (PREP-8)."""
     now = utcnow()
     policy = {**config["approval_policy"], "expires_at": iso(expires_at)}
     decision_id = preconditions.get("latest_decision_id")
     proposal = ActionProposal(
-        id=proposal_id, installation_id=run.installation_id, report_id=run.report_id,
-        run_id=run.id, step_run_id=step_run_id, appeal_id=None,
-        decision_id=decision_id if isinstance(decision_id, str) and _decision_of(uow, decision_id, run.report_id) else None,
-        action_code=action_code, target_json=canonical_json(target),
-        payload_json=canonical_json(payload), preconditions_json=canonical_json(preconditions),
-        payload_digest=digest, component_version_id=component.id,
-        workflow_version_id=run.workflow_version_id, policy_version_id=report.policy_version_id,
-        authority_mode=authority_mode, approval_mode=mode, approval_policy_json=canonical_json(policy),
+        id=proposal_id,
+        installation_id=run.installation_id,
+        report_id=run.report_id,
+        run_id=run.id,
+        step_run_id=step_run_id,
+        appeal_id=None,
+        decision_id=decision_id
+        if isinstance(decision_id, str) and _decision_of(uow, decision_id, run.report_id)
+        else None,
+        action_code=action_code,
+        target_json=canonical_json(target),
+        payload_json=canonical_json(payload),
+        preconditions_json=canonical_json(preconditions),
+        payload_digest=digest,
+        component_version_id=component.id,
+        workflow_version_id=run.workflow_version_id,
+        policy_version_id=report.policy_version_id,
+        authority_mode=authority_mode,
+        approval_mode=mode,
+        approval_policy_json=canonical_json(policy),
         expires_at=parse_iso(iso(expires_at)),
         state=S.APPROVAL_REQUIRED if mode == "human" else S.QUEUED,
-        operation_id=operation_id, created_by_type="system", created_by_id=run.id,
-        next_attempt_at=None if mode == "human" else now, created_at=now, updated_at=now,
+        operation_id=operation_id,
+        created_by_type="system",
+        created_by_id=run.id,
+        next_attempt_at=None if mode == "human" else now,
+        created_at=now,
+        updated_at=now,
     )
     uow.session.add(proposal)
     uow.session.flush()
     uow.audit(
-        run.installation_id, f"action-proposed:{operation_id}", "action.proposed",
-        Actor.system(run.id), "action_proposal", proposal_id,
-        {"action_code": action_code, "payload_digest": digest, "approval_mode": mode,
-         "operation_id": operation_id, "expires_at": iso(expires_at)},
+        run.installation_id,
+        f"action-proposed:{operation_id}",
+        "action.proposed",
+        Actor.system(run.id),
+        "action_proposal",
+        proposal_id,
+        {
+            "action_code": action_code,
+            "payload_digest": digest,
+            "approval_mode": mode,
+            "operation_id": operation_id,
+            "expires_at": iso(expires_at),
+        },
     )
     if mode == "human":
         task = _approval_task(uow, proposal, run, report, step_run_id, expires_at)
         return wf.waiting(
-            f"action.{proposal_id}.resolved", _pending_deadline(proposal.expires_at),
-            proposal_id=proposal_id, payload_digest=digest, task_id=task.id,
+            f"action.{proposal_id}.resolved",
+            _pending_deadline(proposal.expires_at),
+            proposal_id=proposal_id,
+            payload_digest=digest,
+            task_id=task.id,
         )
     _schedule(uow, proposal)
     return _delivery_pending(proposal)
@@ -295,23 +359,35 @@ def _decision_of(uow: UnitOfWork, decision_id: str, report_id: str) -> bool:
 
 def _approval_task(uow, proposal, run, report, step_run_id, expires_at) -> HumanTask:
     context = {
-        "action_code": proposal.action_code, "target": proposal.target,
-        "payload": proposal.payload, "preconditions": proposal.preconditions,
+        "action_code": proposal.action_code,
+        "target": proposal.target,
+        "payload": proposal.payload,
+        "preconditions": proposal.preconditions,
         "payload_digest": proposal.payload_digest,
     }
     task = HumanTask(
-        id=f"{step_run_id}:action-approval-task", installation_id=run.installation_id,
-        report_id=run.report_id, run_id=run.id, step_run_id=step_run_id, task_type="approval",
-        state="open", queue_id=report.queue_id, context_json=canonical_json(context),
-        context_digest=json_digest(context), response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
-        action_proposal_id=proposal.id, due_at=expires_at,
+        id=f"{step_run_id}:action-approval-task",
+        installation_id=run.installation_id,
+        report_id=run.report_id,
+        run_id=run.id,
+        step_run_id=step_run_id,
+        task_type="approval",
+        state="open",
+        queue_id=report.queue_id,
+        context_json=canonical_json(context),
+        context_digest=json_digest(context),
+        response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
+        action_proposal_id=proposal.id,
+        due_at=expires_at,
     )
     uow.session.add(task)
     uow.session.flush()
     return task
 
 
-def complete_workflow_action(uow: UnitOfWork, proposal_id: str, *, timed_out: bool, await_recovery: bool = False) -> NodeOutcome:
+def complete_workflow_action(
+    uow: UnitOfWork, proposal_id: str, *, timed_out: bool, await_recovery: bool = False
+) -> NodeOutcome:
     """Resume a run that waited on an action: its event arrived or its wait timed out.
 
     Args:
@@ -363,20 +439,26 @@ def _time_out(uow: UnitOfWork, proposal: ActionProposal) -> NodeOutcome:
     from .tasks import cancel_open_tasks
 
     session = uow.session
-    values = dict(delivery_terminal=True, lease_expires_at=None,
-                  last_error_code="action_confirmation_timed_out")
+    values = dict(delivery_terminal=True, lease_expires_at=None, last_error_code="action_confirmation_timed_out")
     not_terminal = ActionProposal.delivery_terminal.is_(False)
     sent = proposal.accepted_at is not None or proposal.state == S.APPLYING
     move = Move.WAIT_TIMED_OUT_SENT if sent else Move.WAIT_TIMED_OUT_UNSENT
-    guard = (ActionProposal.accepted_at.is_not(None) | (ActionProposal.state == S.APPLYING)) if sent else (
-        ActionProposal.accepted_at.is_(None) & (ActionProposal.state != S.APPLYING))
+    guard = (
+        (ActionProposal.accepted_at.is_not(None) | (ActionProposal.state == S.APPLYING))
+        if sent
+        else (ActionProposal.accepted_at.is_(None) & (ActionProposal.state != S.APPLYING))
+    )
     moved = move_proposal(session, proposal.id, move, where=(not_terminal, guard), values=values)
     session.refresh(proposal)
     if moved:
         cancel_open_tasks(uow, proposal.id, reason="authorization_expired")
         uow.audit(
-            proposal.installation_id, f"action-wait-timed-out:{proposal.operation_id}:{proposal.delivery_cycle}",
-            "action.timed_out", Actor.system(proposal.run_id), "action_proposal", proposal.id,
+            proposal.installation_id,
+            f"action-wait-timed-out:{proposal.operation_id}:{proposal.delivery_cycle}",
+            "action.timed_out",
+            Actor.system(proposal.run_id),
+            "action_proposal",
+            proposal.id,
             {"state": proposal.state, "error_code": proposal.last_error_code},
         )
     if proposal.state in (S.APPLIED, S.COMPENSATION_REQUIRED):

@@ -67,8 +67,10 @@ def _mine(operator_id: str):
     """Proposals this operator made or whose decision they made (maker/checker)."""
     decision_maker = exists().where(
         Decision.maker_id == operator_id,
-        or_(Decision.id == P.decision_id,
-            Decision.id == select(WorkflowRun.decision_id).where(WorkflowRun.id == P.run_id).scalar_subquery()),
+        or_(
+            Decision.id == P.decision_id,
+            Decision.id == select(WorkflowRun.decision_id).where(WorkflowRun.id == P.run_id).scalar_subquery(),
+        ),
     )
     return or_(and_(P.created_by_type == "operator", P.created_by_id == operator_id), decision_maker)
 
@@ -97,7 +99,9 @@ class ProposalPage:
     counts: dict[str, int]
 
 
-def list_proposals(operator: OperatorUser, filters: ProposalFilters, cursor: str | None, limit: int = PAGE_SIZE) -> ProposalPage:
+def list_proposals(
+    operator: OperatorUser, filters: ProposalFilters, cursor: str | None, limit: int = PAGE_SIZE
+) -> ProposalPage:
     """One page of proposals, newest first, by keyset (created_at, id)."""
     query = _filtered(operator.installation_id, filters, operator)
     position = decode_cursor(cursor)
@@ -107,12 +111,20 @@ def list_proposals(operator: OperatorUser, filters: ProposalFilters, cursor: str
     proposals = db.session.scalars(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
     more = len(proposals) > limit
     proposals = proposals[:limit]
-    references = dict(db.session.execute(
-        select(Report.id, Report.public_reference).where(Report.id.in_({p.report_id for p in proposals}))
-    ).all()) if proposals else {}
+    references = (
+        dict(
+            db.session.execute(
+                select(Report.id, Report.public_reference).where(Report.id.in_({p.report_id for p in proposals}))
+            ).all()
+        )
+        if proposals
+        else {}
+    )
     rows = [{"proposal": p, "report_reference": references.get(p.report_id)} for p in proposals]
     last = proposals[-1] if proposals and more else None
-    return ProposalPage(rows, encode_cursor(last.created_at, last.id) if last else None, state_counts(operator.installation_id))
+    return ProposalPage(
+        rows, encode_cursor(last.created_at, last.id) if last else None, state_counts(operator.installation_id)
+    )
 
 
 def state_counts(installation_id: str) -> dict[str, int]:
@@ -147,30 +159,46 @@ def proposal_detail(operator: OperatorUser, proposal_id: str) -> ProposalDetail 
     approval = db.session.scalar(select(ActionApproval).where(ActionApproval.proposal_id == proposal.id))
     task = db.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal.id))
     attempts = db.session.scalars(
-        select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)
+        select(ConnectionAttempt)
+        .where(ConnectionAttempt.proposal_id == proposal.id)
         .order_by(ConnectionAttempt.delivery_cycle.desc(), ConnectionAttempt.attempt_number.desc())
     ).all()
     by_cycle: OrderedDict[int, list[ConnectionAttempt]] = OrderedDict()
     for attempt in attempts:
         by_cycle.setdefault(attempt.delivery_cycle, []).append(attempt)
     receipts = db.session.scalars(
-        select(ActionReceiptRecord).where(ActionReceiptRecord.proposal_id == proposal.id)
+        select(ActionReceiptRecord)
+        .where(ActionReceiptRecord.proposal_id == proposal.id)
         .order_by(ActionReceiptRecord.received_at.desc())
     ).all()
     audit = db.session.scalars(
-        select(AuditEvent).where(AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
+        select(AuditEvent)
+        .where(AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
         .order_by(AuditEvent.seq)
     ).all()
     actor_ids = {a.actor_id for a in audit if a.actor_type == "operator"}
     if approval:
         actor_ids.add(approval.approver_id)
-    actors = dict(db.session.execute(
-        select(OperatorUser.id, OperatorUser.display_name).where(OperatorUser.id.in_(actor_ids))
-    ).all()) if actor_ids else {}
+    actors = (
+        dict(
+            db.session.execute(
+                select(OperatorUser.id, OperatorUser.display_name).where(OperatorUser.id.in_(actor_ids))
+            ).all()
+        )
+        if actor_ids
+        else {}
+    )
     return ProposalDetail(
-        proposal=proposal, report=report, approval=approval,
-        approver=None, task=task, verdict=approval_verdict(db.session, proposal, operator),
-        attempts_by_cycle=by_cycle, receipts=list(receipts), audit=list(audit), actors=actors,
+        proposal=proposal,
+        report=report,
+        approval=approval,
+        approver=None,
+        task=task,
+        verdict=approval_verdict(db.session, proposal, operator),
+        attempts_by_cycle=by_cycle,
+        receipts=list(receipts),
+        audit=list(audit),
+        actors=actors,
     )
 
 
@@ -182,13 +210,22 @@ def open_tasks(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any]]
         .order_by(HumanTask.due_at, HumanTask.id)
         .limit(limit)
     ).all()
-    proposals = {p.id: p for p in db.session.scalars(
-        select(P).where(P.id.in_({t.action_proposal_id for t in tasks}))
-    )} if tasks else {}
-    names = dict(db.session.execute(
-        select(OperatorUser.id, OperatorUser.display_name)
-        .where(OperatorUser.id.in_({t.assigned_operator_id for t in tasks if t.assigned_operator_id}))
-    ).all()) if tasks else {}
+    proposals = (
+        {p.id: p for p in db.session.scalars(select(P).where(P.id.in_({t.action_proposal_id for t in tasks})))}
+        if tasks
+        else {}
+    )
+    names = (
+        dict(
+            db.session.execute(
+                select(OperatorUser.id, OperatorUser.display_name).where(
+                    OperatorUser.id.in_({t.assigned_operator_id for t in tasks if t.assigned_operator_id})
+                )
+            ).all()
+        )
+        if tasks
+        else {}
+    )
     return [
         {"task": t, "proposal": proposals.get(t.action_proposal_id), "assignee": names.get(t.assigned_operator_id)}
         for t in tasks
@@ -196,10 +233,14 @@ def open_tasks(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any]]
 
 
 def list_reports(operator: OperatorUser, limit: int = 200) -> list[Report]:
-    return list(db.session.scalars(
-        select(Report).where(Report.installation_id == operator.installation_id)
-        .order_by(Report.created_at.desc(), Report.id.desc()).limit(limit)
-    ))
+    return list(
+        db.session.scalars(
+            select(Report)
+            .where(Report.installation_id == operator.installation_id)
+            .order_by(Report.created_at.desc(), Report.id.desc())
+            .limit(limit)
+        )
+    )
 
 
 @dataclass
@@ -222,15 +263,23 @@ def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None
         select(ReportTarget).where(ReportTarget.report_id == report.id).order_by(ReportTarget.position)
     ).all()
     decisions = db.session.scalars(
-        select(Decision).where(Decision.report_id == report.id).order_by(Decision.created_at.desc(), Decision.seq.desc())
+        select(Decision)
+        .where(Decision.report_id == report.id)
+        .order_by(Decision.created_at.desc(), Decision.seq.desc())
     ).all()
     runs = db.session.scalars(
         select(WorkflowRun).where(WorkflowRun.report_id == report.id).order_by(WorkflowRun.created_at.desc())
     ).all()
-    proposals = db.session.scalars(
-        select(P).where(P.report_id == report.id).order_by(P.created_at.desc())
-    ).all()
-    makers = dict(db.session.execute(
-        select(OperatorUser.id, OperatorUser.display_name).where(OperatorUser.id.in_({d.maker_id for d in decisions}))
-    ).all()) if decisions else {}
+    proposals = db.session.scalars(select(P).where(P.report_id == report.id).order_by(P.created_at.desc())).all()
+    makers = (
+        dict(
+            db.session.execute(
+                select(OperatorUser.id, OperatorUser.display_name).where(
+                    OperatorUser.id.in_({d.maker_id for d in decisions})
+                )
+            ).all()
+        )
+        if decisions
+        else {}
+    )
     return ReportDetail(report, list(targets), list(decisions), list(runs), list(proposals), makers)

@@ -27,10 +27,18 @@ RECEIPT_MOVES = {
     "applied": Move.RECEIPT_APPLIED,
     "failed": Move.RECEIPT_FAILED,
 }
-API_FIELDS = frozenset({
-    "action_id", "operation_id", "payload_digest", "status", "terminal",
-    "retry_after_seconds", "error_code", "provider_request_id",
-})
+API_FIELDS = frozenset(
+    {
+        "action_id",
+        "operation_id",
+        "payload_digest",
+        "status",
+        "terminal",
+        "retry_after_seconds",
+        "error_code",
+        "provider_request_id",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -74,9 +82,7 @@ def save_receipt(
     deadline = proposal.confirmation_deadline_at or min(
         proposal.expires_at, now + timedelta(seconds=CONFIRMATION_WINDOW_SECONDS)
     )
-    terminal = receipt.terminal or (
-        receipt.status == "failed" and proposal.attempts_in_cycle >= MAX_ATTEMPTS_PER_CYCLE
-    )
+    terminal = receipt.terminal or (receipt.status == "failed" and proposal.attempts_in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
     receipt_json = canonical_json(receipt.as_dict())
     accepted, retry_later = receipt.status == "accepted", receipt.status == "failed" and not terminal
     values: dict[str, Any] = dict(
@@ -117,15 +123,29 @@ def save_receipt(
         proposal.installation_id,
         f"action-result:{proposal.operation_id}:{proposal.delivery_cycle}:{receipt_hex}",
         "workflow.action_applied" if receipt.status == "applied" else "workflow.action_result_received",
-        actor, "action_proposal", proposal.id, details,
+        actor,
+        "action_proposal",
+        proposal.id,
+        details,
     )
-    insert_ignore(session, ActionReceiptRecord, dict(
-        id=new_id("rcp"), installation_id=proposal.installation_id, proposal_id=proposal.id,
-        delivery_cycle=proposal.delivery_cycle, attempt_number=attempt.number if attempt else None,
-        source="sync" if attempt else "async", status=receipt.status, receipt_json=receipt_json,
-        receipt_digest=sha256_digest(receipt_json), applied_to_proposal=True,
-        connection_attempt_id=attempt.connection_attempt_id if attempt else None, received_at=now,
-    ))
+    insert_ignore(
+        session,
+        ActionReceiptRecord,
+        dict(
+            id=new_id("rcp"),
+            installation_id=proposal.installation_id,
+            proposal_id=proposal.id,
+            delivery_cycle=proposal.delivery_cycle,
+            attempt_number=attempt.number if attempt else None,
+            source="sync" if attempt else "async",
+            status=receipt.status,
+            receipt_json=receipt_json,
+            receipt_digest=sha256_digest(receipt_json),
+            applied_to_proposal=True,
+            connection_attempt_id=attempt.connection_attempt_id if attempt else None,
+            received_at=now,
+        ),
+    )
     return True
 
 
@@ -168,7 +188,11 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
             receipt = parse_receipt(value, proposal.identity)
         except ActionError as error:
             status_code = 409 if error.code == "action_result_identity_mismatch" else 400
-            raise ApiError(status_code, error.code, "The result must match the immutable action operation, payload digest and receipt format.") from error
+            raise ApiError(
+                status_code,
+                error.code,
+                "The result must match the immutable action operation, payload digest and receipt format.",
+            ) from error
         if proposal.state == receipt.status and proposal.delivery_terminal:
             return ResultAnswer(proposal.id, proposal.state, True)
         if (
@@ -184,7 +208,11 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
         if not changed:
             if proposal.state == receipt.status:
                 return ResultAnswer(proposal.id, proposal.state, True)
-            raise ApiError(409, "action_result_conflict", "Another result or operator action was recorded first. Refresh the action before retrying.")
+            raise ApiError(
+                409,
+                "action_result_conflict",
+                "Another result or operator action was recorded first. Refresh the action before retrying.",
+            )
         if proposal.state == S.APPLIED or proposal.delivery_terminal:
             emit_delivery_resolution(uow, proposal)
         else:

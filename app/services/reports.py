@@ -75,22 +75,36 @@ def record_decision(report_id: str, *, decision_code: str, rationale: str, opera
         now = utcnow()
         seq = (session.scalar(select(func.max(Decision.seq)).where(Decision.report_id == report.id)) or 0) + 1
         decision = Decision(
-            installation_id=report.installation_id, report_id=report.id, seq=seq,
-            decision_code=decision_code, maker_id=operator.id, rationale=rationale,
-            policy_version_id=report.policy_version_id, created_at=now,
+            installation_id=report.installation_id,
+            report_id=report.id,
+            seq=seq,
+            decision_code=decision_code,
+            maker_id=operator.id,
+            rationale=rationale,
+            policy_version_id=report.policy_version_id,
+            created_at=now,
         )
         session.add(decision)
         report.state = "decided"
         report.updated_at = now
         session.flush()
         uow.audit(
-            report.installation_id, f"decision-recorded:{decision.id}", "report.decided",
-            Actor("operator", operator.id), "report", report.id,
+            report.installation_id,
+            f"decision-recorded:{decision.id}",
+            "report.decided",
+            Actor("operator", operator.id),
+            "report",
+            report.id,
             {"decision_id": decision.id, "decision_code": decision_code, "rationale": rationale},
         )
         runs = [
-            create_run(uow, version=version, report_id=report.id, trigger_key=f"decision:{decision.id}",
-                       decision_id=decision.id)
+            create_run(
+                uow,
+                version=version,
+                report_id=report.id,
+                trigger_key=f"decision:{decision.id}",
+                decision_id=decision.id,
+            )
             for version in active_versions(session, report.installation_id)
             if triggered_by(version.graph, decision_code)
         ]
@@ -105,8 +119,11 @@ def active_versions(session, installation_id: str) -> list[WorkflowVersion]:
     versions = session.scalars(
         select(WorkflowVersion)
         .join(WorkflowDefinition, WorkflowDefinition.id == WorkflowVersion.definition_id)
-        .where(WorkflowVersion.installation_id == installation_id, WorkflowVersion.active.is_(True),
-               WorkflowDefinition.status == "active")
+        .where(
+            WorkflowVersion.installation_id == installation_id,
+            WorkflowVersion.active.is_(True),
+            WorkflowDefinition.status == "active",
+        )
         .order_by(WorkflowVersion.definition_id, WorkflowVersion.version.desc())
     ).all()
     newest: dict[str, WorkflowVersion] = {}
@@ -176,32 +193,50 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
     with unit_of_work() as uow:
         session = uow.session
         integration = session.get(Integration, integration_id)
-        existing = session.scalar(select(Report).where(
-            Report.integration_id == integration_id, Report.external_id == value["external_id"]))
+        existing = session.scalar(
+            select(Report).where(Report.integration_id == integration_id, Report.external_id == value["external_id"])
+        )
         if existing is not None:
             return IntakeResult(existing.id, existing.public_reference, False)
         queue_id = integration.default_queue_id
         if value.get("queue"):
-            queue_id = session.scalar(select(Queue.id).where(
-                Queue.installation_id == integration.installation_id, Queue.slug == value["queue"]))
+            queue_id = session.scalar(
+                select(Queue.id).where(
+                    Queue.installation_id == integration.installation_id, Queue.slug == value["queue"]
+                )
+            )
             if queue_id is None:
                 raise ApiError(404, "queue_not_found", "No queue with that slug.", "queue")
         report = Report(
-            installation_id=integration.installation_id, integration_id=integration.id, queue_id=queue_id,
-            external_id=value["external_id"], public_reference=_public_reference(), state="open",
-            policy_version_id=value.get("policy_version_id"), category=value.get("category") or "",
+            installation_id=integration.installation_id,
+            integration_id=integration.id,
+            queue_id=queue_id,
+            external_id=value["external_id"],
+            public_reference=_public_reference(),
+            state="open",
+            policy_version_id=value.get("policy_version_id"),
+            category=value.get("category") or "",
             summary=value.get("summary") or "",
         )
         session.add(report)
         session.flush()
         for position, target in enumerate(value["targets"]):
-            session.add(ReportTarget(
-                installation_id=report.installation_id, report_id=report.id,
-                target_reference=target["reference"], kind=target.get("kind", "content"), position=position,
-            ))
+            session.add(
+                ReportTarget(
+                    installation_id=report.installation_id,
+                    report_id=report.id,
+                    target_reference=target["reference"],
+                    kind=target.get("kind", "content"),
+                    position=position,
+                )
+            )
         uow.audit(
-            report.installation_id, f"report-received:{integration.id}:{report.external_id}", "report.received",
-            Actor("service_identity", integration.id), "report", report.id,
+            report.installation_id,
+            f"report-received:{integration.id}:{report.external_id}",
+            "report.received",
+            Actor("service_identity", integration.id),
+            "report",
+            report.id,
             {"external_id": report.external_id, "queue_id": queue_id, "targets": value["targets"]},
         )
         result = IntakeResult(report.id, report.public_reference, True)
@@ -212,6 +247,7 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
         else:
             return result
     with unit_of_work() as uow:
-        existing = uow.session.scalar(select(Report).where(
-            Report.integration_id == integration_id, Report.external_id == value["external_id"]))
+        existing = uow.session.scalar(
+            select(Report).where(Report.integration_id == integration_id, Report.external_id == value["external_id"])
+        )
         return IntakeResult(existing.id, existing.public_reference, False)

@@ -28,7 +28,9 @@ class RetryResult:
     idempotent_replay: bool
 
 
-def retry_proposal(proposal_id: str, *, payload_digest: str, idempotency_key: str, operator: OperatorUser) -> RetryResult:
+def retry_proposal(
+    proposal_id: str, *, payload_digest: str, idempotency_key: str, operator: OperatorUser
+) -> RetryResult:
     """Start a new delivery cycle for a terminally failed proposal.
 
     Args:
@@ -59,7 +61,9 @@ def retry_proposal(proposal_id: str, *, payload_digest: str, idempotency_key: st
         prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == key))
         if prior is not None:
             if prior.target_id != proposal_id or prior.actor_id != operator.id:
-                raise ApiError(409, "idempotency_key_reused", "This idempotency key was already used for another retry.")
+                raise ApiError(
+                    409, "idempotency_key_reused", "This idempotency key was already used for another retry."
+                )
             if proposal.payload_digest != payload_digest:
                 raise ApiError(409, "action_retry_digest_mismatch", "Retry requires the exact payload digest.")
             return RetryResult(proposal.id, proposal.state, proposal.delivery_cycle, True)
@@ -69,33 +73,60 @@ def retry_proposal(proposal_id: str, *, payload_digest: str, idempotency_key: st
             raise ApiError(409, "action_not_retryable", "Only a terminally failed action can be retried.")
         now = utcnow()
         if proposal.expires_at <= now:
-            raise ApiError(409, "action_approval_expired", "The action's authorization expired. Review and authorize a new proposal before sending it.")
+            raise ApiError(
+                409,
+                "action_approval_expired",
+                "The action's authorization expired. Review and authorize a new proposal before sending it.",
+            )
         try:
-            check_preconditions(proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction)
+            check_preconditions(
+                proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction
+            )
             if proposal.appeal_id:
                 from .corrections import check_correction_eligible
 
                 check_correction_eligible(session, proposal)
         except ActionError as error:
-            raise ApiError(409, error.code, "The case changed since this action was proposed; it can no longer be retried.") from error
-        run_open = session.scalar(select(WorkflowRun.state).where(WorkflowRun.id == proposal.run_id)) not in ("terminated", "cancelled")
+            raise ApiError(
+                409, error.code, "The case changed since this action was proposed; it can no longer be retried."
+            ) from error
+        run_open = session.scalar(select(WorkflowRun.state).where(WorkflowRun.id == proposal.run_id)) not in (
+            "terminated",
+            "cancelled",
+        )
         if not (proposal.appeal_id or run_open):
-            raise ApiError(409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried.")
+            raise ApiError(
+                409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
+            )
         cycle = proposal.delivery_cycle
         moved = move_proposal(
-            session, proposal.id, Move.OPERATOR_RETRY,
+            session,
+            proposal.id,
+            Move.OPERATOR_RETRY,
             where=(P.delivery_terminal.is_(True), P.delivery_cycle == cycle, P.expires_at > now),
             values=dict(
-                delivery_terminal=False, cycle_start_attempt=P.delivery_attempt_count,
-                delivery_cycle=cycle + 1, accepted_at=None, confirmation_deadline_at=None,
-                next_attempt_at=now, lease_expires_at=None, last_error_code=None,
+                delivery_terminal=False,
+                cycle_start_attempt=P.delivery_attempt_count,
+                delivery_cycle=cycle + 1,
+                accepted_at=None,
+                confirmation_deadline_at=None,
+                next_attempt_at=now,
+                lease_expires_at=None,
+                last_error_code=None,
             ),
         )
         if not moved:
-            raise ApiError(409, "action_retry_conflict", "The action changed before the retry was saved. Refresh it and try again.")
+            raise ApiError(
+                409, "action_retry_conflict", "The action changed before the retry was saved. Refresh it and try again."
+            )
         uow.audit(
-            proposal.installation_id, key, RETRY_ACTION, Actor("operator", operator.id),
-            "action_proposal", proposal.id, {"payload_digest": payload_digest, "delivery_cycle": cycle + 1},
+            proposal.installation_id,
+            key,
+            RETRY_ACTION,
+            Actor("operator", operator.id),
+            "action_proposal",
+            proposal.id,
+            {"payload_digest": payload_digest, "delivery_cycle": cycle + 1},
         )
         session.refresh(proposal)
         attempts = proposal.delivery_attempt_count

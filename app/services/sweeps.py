@@ -53,7 +53,8 @@ def due_proposals(now, limit: int = BATCH) -> list[tuple[str, int, int]]:
 
     attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
     due = and_(
-        P.state.in_([S.QUEUED, S.FAILED]), P.next_attempt_at <= now,
+        P.state.in_([S.QUEUED, S.FAILED]),
+        P.next_attempt_at <= now,
         or_(attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE, P.accepted_at.is_not(None)),
     )
     lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
@@ -79,21 +80,27 @@ def time_out_confirmations(now) -> int:
     from app.extensions import db
 
     ids = db.session.scalars(
-        select(P.id).where(
-            P.delivery_terminal.is_(False), P.state == S.QUEUED, P.accepted_at.is_not(None),
+        select(P.id)
+        .where(
+            P.delivery_terminal.is_(False),
+            P.state == S.QUEUED,
+            P.accepted_at.is_not(None),
             P.confirmation_deadline_at <= now,
-        ).limit(BATCH)
+        )
+        .limit(BATCH)
     ).all()
     db.session.rollback()
     count = 0
     for proposal_id in ids:
         with unit_of_work() as uow:
             moved = move_proposal(
-                uow.session, proposal_id, Move.CONFIRMATION_TIMED_OUT,
-                where=(P.delivery_terminal.is_(False), P.accepted_at.is_not(None),
-                       P.confirmation_deadline_at <= now),
-                values=dict(delivery_terminal=True, lease_expires_at=None,
-                            last_error_code="action_confirmation_timed_out"),
+                uow.session,
+                proposal_id,
+                Move.CONFIRMATION_TIMED_OUT,
+                where=(P.delivery_terminal.is_(False), P.accepted_at.is_not(None), P.confirmation_deadline_at <= now),
+                values=dict(
+                    delivery_terminal=True, lease_expires_at=None, last_error_code="action_confirmation_timed_out"
+                ),
             )
             if not moved:
                 continue
@@ -102,7 +109,10 @@ def time_out_confirmations(now) -> int:
             uow.audit(
                 proposal.installation_id,
                 f"action-confirmation-timed-out:{proposal.operation_id}:{proposal.delivery_cycle}",
-                "action.confirmation_timed_out", Actor.system("sweep"), "action_proposal", proposal.id,
+                "action.confirmation_timed_out",
+                Actor.system("sweep"),
+                "action_proposal",
+                proposal.id,
                 {"delivery_cycle": proposal.delivery_cycle, "accepted_at": proposal.accepted_at.isoformat()},
             )
             emit_delivery_resolution(uow, proposal)
@@ -141,12 +151,15 @@ def retry_dispatches(now) -> int:
 
     stale = now - timedelta(seconds=PENDING_GRACE_SECONDS)
     ids = db.session.scalars(
-        select(WorkflowDispatchOutbox.id).where(
+        select(WorkflowDispatchOutbox.id)
+        .where(
             or_(
                 and_(WorkflowDispatchOutbox.state == "failed", WorkflowDispatchOutbox.available_at <= now),
                 and_(WorkflowDispatchOutbox.state == "pending", WorkflowDispatchOutbox.available_at <= stale),
             )
-        ).order_by(WorkflowDispatchOutbox.available_at).limit(BATCH)
+        )
+        .order_by(WorkflowDispatchOutbox.available_at)
+        .limit(BATCH)
     ).all()
     db.session.rollback()
     for dispatch_id in ids:
@@ -180,7 +193,9 @@ def run_sweeps() -> SweepCounts:
         log.exception("sweep failed")
         error = f"{type(exc).__name__}: {exc}"[:500]
     with unit_of_work() as uow:
-        uow.session.add(SweepRun(started_at=started, finished_at=utcnow(), counts_json=canonical_json(asdict(counts)), error=error))
+        uow.session.add(
+            SweepRun(started_at=started, finished_at=utcnow(), counts_json=canonical_json(asdict(counts)), error=error)
+        )
         uow.commit()
     if error:
         raise RuntimeError(error)

@@ -65,8 +65,15 @@ def claim_task(task_id: str, operator: OperatorUser) -> HumanTask:
         if moved != 1:
             raise ApiError(409, "task_not_claimable", "Someone else claimed this task, or it is closed.")
         uow.session.add(HumanTaskClaim(installation_id=task.installation_id, task_id=task.id, operator_id=operator.id))
-        uow.audit(task.installation_id, f"task-claimed:{task.id}:{utcnow().isoformat()}", "task.claimed",
-                  Actor("operator", operator.id), "human_task", task.id, {})
+        uow.audit(
+            task.installation_id,
+            f"task-claimed:{task.id}:{utcnow().isoformat()}",
+            "task.claimed",
+            Actor("operator", operator.id),
+            "human_task",
+            task.id,
+            {},
+        )
         uow.commit()
     return task
 
@@ -82,15 +89,21 @@ def release_task(task_id: str, operator: OperatorUser) -> HumanTask:
         task = _load_task(uow, task_id, operator)
         moved = uow.session.execute(
             update(HumanTask)
-            .where(HumanTask.id == task.id, HumanTask.state == "claimed",
-                   HumanTask.assigned_operator_id == operator.id)
+            .where(HumanTask.id == task.id, HumanTask.state == "claimed", HumanTask.assigned_operator_id == operator.id)
             .values(state="open", assigned_operator_id=None, updated_at=utcnow())
             .execution_options(synchronize_session=False)
         ).rowcount
         if moved != 1:
             raise ApiError(409, "task_not_released", "Only the operator who claimed this task can release it.")
         _release_claims(uow, task.id, "released")
-        uow.audit(task.installation_id, f"task-released:{task.id}:{utcnow().isoformat()}", "task.released",
-                  Actor("operator", operator.id), "human_task", task.id, {})
+        uow.audit(
+            task.installation_id,
+            f"task-released:{task.id}:{utcnow().isoformat()}",
+            "task.released",
+            Actor("operator", operator.id),
+            "human_task",
+            task.id,
+            {},
+        )
         uow.commit()
     return task

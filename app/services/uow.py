@@ -103,9 +103,7 @@ class UnitOfWork:
             action: e.g. ``action.approved``.
             details: JSON-compatible details, stored as canonical JSON.
         """
-        self._audits.append(
-            PendingAudit(installation_id, key, action, actor, target_type, target_id, details)
-        )
+        self._audits.append(PendingAudit(installation_id, key, action, actor, target_type, target_id, details))
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
         """Run `callback` once the transaction committed (enqueue jobs, wake runs)."""
@@ -123,9 +121,7 @@ class UnitOfWork:
         for installation_id in sorted({a.installation_id for a in self._audits}):
             _lock_chain(self.session, installation_id)
         for pending in self._audits:
-            exists = self.session.scalar(
-                select(AuditEvent.id).where(AuditEvent.idempotency_key == pending.key)
-            )
+            exists = self.session.scalar(select(AuditEvent.id).where(AuditEvent.idempotency_key == pending.key))
             if exists:
                 continue
             last = self.session.execute(

@@ -59,21 +59,35 @@ def create_run(
     tick = utcnow()
     now = tick.replace(microsecond=tick.microsecond // 1000 * 1000)
     run = WorkflowRun(
-        installation_id=version.installation_id, report_id=report_id,
-        workflow_version_id=version.id, decision_id=decision_id, appeal_id=appeal_id,
-        trigger_key=trigger_key, state="pending", current_node_id=version.graph.get("start"),
-        created_at=now, updated_at=now,
+        installation_id=version.installation_id,
+        report_id=report_id,
+        workflow_version_id=version.id,
+        decision_id=decision_id,
+        appeal_id=appeal_id,
+        trigger_key=trigger_key,
+        state="pending",
+        current_node_id=version.graph.get("start"),
+        created_at=now,
+        updated_at=now,
     )
     session.add(run)
     session.flush()
     uow.audit(
-        version.installation_id, f"workflow-run-started:{run.id}", "workflow.run_started",
-        Actor.system(), "workflow_run", run.id,
+        version.installation_id,
+        f"workflow-run-started:{run.id}",
+        "workflow.run_started",
+        Actor.system(),
+        "workflow_run",
+        run.id,
         {"workflow_version_id": version.id, "report_id": report_id, "trigger_key": trigger_key},
     )
     write_dispatch(
-        uow, dispatch_id=f"{run.id}:start", installation_id=run.installation_id, run_id=run.id,
-        operation="start", operation_key=f"workflow-start:{run.id}",
+        uow,
+        dispatch_id=f"{run.id}:start",
+        installation_id=run.installation_id,
+        run_id=run.id,
+        operation="start",
+        operation_key=f"workflow-start:{run.id}",
     )
     return run
 
@@ -83,8 +97,12 @@ def _step_run(uow: UnitOfWork, run: WorkflowRun, node_id: str) -> StepRun:
     step = uow.session.get(StepRun, step_id)
     if step is None:
         step = StepRun(
-            id=step_id, installation_id=run.installation_id, run_id=run.id, node_id=node_id,
-            branch_key=run.branch_key or "main", state="running",
+            id=step_id,
+            installation_id=run.installation_id,
+            run_id=run.id,
+            node_id=node_id,
+            branch_key=run.branch_key or "main",
+            state="running",
         )
         uow.session.add(step)
         uow.session.flush()
@@ -97,8 +115,13 @@ def _execute_node(uow: UnitOfWork, run: WorkflowRun, version: WorkflowVersion, s
     node = version.graph["nodes"][step.node_id]
     try:
         return prepare_action(
-            uow, run=run, node_id=step.node_id, node=node, step_run_id=step.id,
-            branch_key=run.branch_key or "main", authority_mode=version.authority_mode,
+            uow,
+            run=run,
+            node_id=step.node_id,
+            node=node,
+            step_run_id=step.id,
+            branch_key=run.branch_key or "main",
+            authority_mode=version.authority_mode,
             await_recovery=_awaits_recovery(node),
         )
     except ActionError as error:
@@ -156,8 +179,12 @@ def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
     run.finished_at = now
     run.updated_at = now
     uow.audit(
-        run.installation_id, f"workflow-run-finished:{run.id}", "workflow.run_finished",
-        Actor.system(), "workflow_run", run.id,
+        run.installation_id,
+        f"workflow-run-finished:{run.id}",
+        "workflow.run_finished",
+        Actor.system(),
+        "workflow_run",
+        run.id,
         {"state": run.state, "port": outcome.port, "error_code": outcome.error_code},
     )
 
@@ -189,9 +216,7 @@ def _resume(uow: UnitOfWork, run: WorkflowRun, timed_out: bool) -> None:
     node = uow.session.get(WorkflowVersion, run.workflow_version_id).graph["nodes"][run.current_node_id]
     run.waiting_event_type = None
     run.wait_deadline_at = None
-    outcome = complete_workflow_action(
-        uow, proposal_id, timed_out=timed_out, await_recovery=_awaits_recovery(node)
-    )
+    outcome = complete_workflow_action(uow, proposal_id, timed_out=timed_out, await_recovery=_awaits_recovery(node))
     _continue(uow, run, outcome)
 
 
@@ -217,9 +242,7 @@ def dispatch(dispatch_id: str) -> str:
                     _continue(uow, run, None)
             else:
                 event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
-                run = _take_run(
-                    uow, row.run_id, "waiting", WorkflowRun.waiting_event_type == event.event_type
-                )
+                run = _take_run(uow, row.run_id, "waiting", WorkflowRun.waiting_event_type == event.event_type)
                 if run is not None:
                     _resume(uow, run, timed_out=False)
                 event.delivered_at = utcnow()
@@ -266,9 +289,7 @@ def time_out_run(run_id: str) -> bool:
         True when this call moved the run.
     """
     with unit_of_work() as uow:
-        run = _take_run(
-            uow, run_id, "waiting", WorkflowRun.wait_deadline_at <= utcnow()
-        )
+        run = _take_run(uow, run_id, "waiting", WorkflowRun.wait_deadline_at <= utcnow())
         if run is None:
             return False
         _resume(uow, run, timed_out=True)

@@ -16,9 +16,16 @@ from .decorators import is_htmx
 log = logging.getLogger(__name__)
 
 HTTP_CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-    405: "method_not_allowed", 409: "conflict", 413: "request_too_large", 415: "unsupported_media_type",
-    422: "unprocessable", 429: "too_many_requests",
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+    429: "too_many_requests",
 }
 
 
@@ -44,7 +51,11 @@ def register_error_handlers(app) -> None:
 
     @app.errorhandler(CSRFError)
     def _csrf_error(error: CSRFError):
-        return render_error(ApiError(400, "csrf_invalid", "The form expired or was not sent from the console. Reload the page and try again."))
+        return render_error(
+            ApiError(
+                400, "csrf_invalid", "The form expired or was not sent from the console. Reload the page and try again."
+            )
+        )
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException):

@@ -9,8 +9,12 @@ IDENTITY = ProposalIdentity("run_1:node:main:proposal", "action:run_1:node:main:
 
 
 def receipt(**changes):
-    value = {"action_id": IDENTITY.action_id, "operation_id": IDENTITY.operation_id,
-             "payload_digest": IDENTITY.payload_digest, "status": "applied"}
+    value = {
+        "action_id": IDENTITY.action_id,
+        "operation_id": IDENTITY.operation_id,
+        "payload_digest": IDENTITY.payload_digest,
+        "status": "applied",
+    }
     value.update(changes)
     return {k: v for k, v in value.items() if v is not None}
 
@@ -33,12 +37,21 @@ def test_status_must_be_known(status):
     assert caught.value.code == "action_confirmation_required"
 
 
-@pytest.mark.parametrize("changes", [
-    {"terminal": "yes"}, {"retry_after_seconds": 0}, {"retry_after_seconds": 21_601},
-    {"retry_after_seconds": 2.5}, {"retry_after_seconds": True}, {"error_code": "has space"},
-    {"error_code": "x" * 201}, {"error_code": 5}, {"provider_request_id": "x" * 501},
-    {"provider_request_id": 7},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"terminal": "yes"},
+        {"retry_after_seconds": 0},
+        {"retry_after_seconds": 21_601},
+        {"retry_after_seconds": 2.5},
+        {"retry_after_seconds": True},
+        {"error_code": "has space"},
+        {"error_code": "x" * 201},
+        {"error_code": 5},
+        {"provider_request_id": "x" * 501},
+        {"provider_request_id": 7},
+    ],
+)
 def test_malformed_optional_fields_are_invalid(changes):
     """RCPT-1: optional fields have exact shapes."""
     with pytest.raises(ActionError) as caught:
@@ -56,7 +69,9 @@ def test_defaults_and_terminality():
     """RCPT-1, RCPT-2: failed is terminal unless terminal=false; defaults fill in."""
     failed = parse_receipt(receipt(status="failed"), IDENTITY)
     assert (failed.terminal, failed.error_code, failed.retry_after_seconds) == (True, "action_provider_failed", 30)
-    retry = parse_receipt(receipt(status="failed", terminal=False, retry_after_seconds=90, error_code="rate.limited:x"), IDENTITY)
+    retry = parse_receipt(
+        receipt(status="failed", terminal=False, retry_after_seconds=90, error_code="rate.limited:x"), IDENTITY
+    )
     assert (retry.terminal, retry.error_code, retry.retry_after_seconds) == (False, "rate.limited:x", 90)
     applied = parse_receipt(receipt(status="applied", terminal=False, error_code="ignored"), IDENTITY)
     assert (applied.terminal, applied.error_code) == (True, None)

@@ -11,10 +11,19 @@ from app.domain.preconditions import ReportSnapshot, check_preconditions
 from app.domain.states import TRANSITIONS, Move, ProposalState, can, is_terminal
 
 
-@pytest.mark.parametrize("base, attempt, expected", [
-    (15, 1, 15), (15, 2, 30), (15, 4, 120), (15, 8, 15 * 128), (15, 20, 15 * 128),
-    (0.2, 1, 1), (400, 8, 21_600), (1, 0, 1),
-])
+@pytest.mark.parametrize(
+    "base, attempt, expected",
+    [
+        (15, 1, 15),
+        (15, 2, 30),
+        (15, 4, 120),
+        (15, 8, 15 * 128),
+        (15, 20, 15 * 128),
+        (0.2, 1, 1),
+        (400, 8, 21_600),
+        (1, 0, 1),
+    ],
+)
 def test_backoff_doubles_per_attempt_and_is_clamped(base, attempt, expected):
     """DLV-6: delay × 2^min(n−1, 7), clamped to 1..21,600 s."""
     assert retry_delay(base, attempt) == expected
@@ -23,10 +32,16 @@ def test_backoff_doubles_per_attempt_and_is_clamped(base, attempt, expected):
 SNAPSHOT = ReportSnapshot("decided", "que_1", "dec_2", "remove_content", "post:1")
 
 
-@pytest.mark.parametrize("key, value", [
-    ("report_state", "open"), ("queue_id", "que_9"), ("latest_decision_id", "dec_1"),
-    ("decision_code", "no_violation"), ("target_reference", "post:2"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("report_state", "open"),
+        ("queue_id", "que_9"),
+        ("latest_decision_id", "dec_1"),
+        ("decision_code", "no_violation"),
+        ("target_reference", "post:2"),
+    ],
+)
 def test_any_named_precondition_that_differs_fails(key, value):
     """PRE-1: every compared field is checked when given."""
     check_preconditions({key: getattr(SNAPSHOT, {"decision_code": "latest_decision_code"}.get(key, key))}, SNAPSHOT)

@@ -21,13 +21,22 @@ from ..builders import approve, decide_report, login, make_due, point_connection
 
 def attempts(proposal):
     db.session.rollback()
-    return [(a.delivery_cycle, a.attempt_number, a.response_status, a.response_class, a.error_code)
-            for a in db.session.scalars(select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)
-                                        .order_by(ConnectionAttempt.attempt_number))]
+    return [
+        (a.delivery_cycle, a.attempt_number, a.response_status, a.response_class, a.error_code)
+        for a in db.session.scalars(
+            select(ConnectionAttempt)
+            .where(ConnectionAttempt.proposal_id == proposal.id)
+            .order_by(ConnectionAttempt.attempt_number)
+        )
+    ]
 
 
 def audit_actions(proposal):
-    return list(db.session.scalars(select(AuditEvent.action).where(AuditEvent.target_id == proposal.id).order_by(AuditEvent.seq)))
+    return list(
+        db.session.scalars(
+            select(AuditEvent.action).where(AuditEvent.target_id == proposal.id).order_by(AuditEvent.seq)
+        )
+    )
 
 
 def next_round(app, proposal):
@@ -51,7 +60,12 @@ def test_503_then_success(app, approved, scripted):
     next_round(app, approved)
     assert reload(approved).state == "applied"
     assert attempts(approved) == [(1, 1, 503, "server_error", "platform_server_error"), (1, 2, 200, "success", None)]
-    assert audit_actions(approved) == ["action.proposed", "action.approved", "action.delivery_failed", "workflow.action_applied"]
+    assert audit_actions(approved) == [
+        "action.proposed",
+        "action.approved",
+        "action.delivery_failed",
+        "workflow.action_applied",
+    ]
     assert script.effects == {approved.operation_id: 1}
 
 
@@ -137,8 +151,12 @@ def test_accepted_then_nothing_times_out(app, approved, scripted):
     script = scripted(s.accepted())
     run_worker(app)
     assert reload(approved).state == "queued"
-    set_row(ActionProposal, approved.id, confirmation_deadline_at=utcnow() - timedelta(seconds=1),
-            next_attempt_at=utcnow() - timedelta(seconds=1))
+    set_row(
+        ActionProposal,
+        approved.id,
+        confirmation_deadline_at=utcnow() - timedelta(seconds=1),
+        next_attempt_at=utcnow() - timedelta(seconds=1),
+    )
     sweeps.run_sweeps()
     run_worker(app)
     row = reload(approved)
@@ -157,8 +175,10 @@ def test_eight_failures_then_operator_retry_in_cycle_two(app, client, approved, 
     token = login(client, "reviewer@example.com")
     page = client.get(f"/proposals/{approved.id}").get_data(as_text=True)
     assert "Retry delivery (starts cycle 2)" in page
-    response = client.post(f"/proposals/{approved.id}/retry", data={
-        "payload_digest": approved.payload_digest, "idempotency_key": "retry-page-1", "csrf_token": token})
+    response = client.post(
+        f"/proposals/{approved.id}/retry",
+        data={"payload_digest": approved.payload_digest, "idempotency_key": "retry-page-1", "csrf_token": token},
+    )
     assert response.status_code == 303
     run_worker(app)
     row = reload(approved)

@@ -33,22 +33,39 @@ def bounded_world(app, platform, reports: int):
 
 
 def worker_process(app, tmp_path, name):
-    env = {**os.environ, "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"], "REDIS_URL": app.config["REDIS_URL"],
-           "EGRESS_ALLOW_PRIVATE": "1", "INSTANCE_PATH": str(tmp_path / name), "LOG_LEVEL": "WARNING"}
-    return subprocess.Popen([sys.executable, str(ROOT / "worker.py"), "--burst"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "REDIS_URL": app.config["REDIS_URL"],
+        "EGRESS_ALLOW_PRIVATE": "1",
+        "INSTANCE_PATH": str(tmp_path / name),
+        "LOG_LEVEL": "WARNING",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "worker.py"), "--burst"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def assert_each_applied_once(proposals, platform):
     db.session.rollback()
     rows = db.session.scalars(select(ActionProposal)).all()
     assert {r.state for r in rows} == {"applied"}
-    per_proposal = dict(db.session.execute(
-        select(ConnectionAttempt.proposal_id, func.count()).group_by(ConnectionAttempt.proposal_id)).all())
+    per_proposal = dict(
+        db.session.execute(
+            select(ConnectionAttempt.proposal_id, func.count()).group_by(ConnectionAttempt.proposal_id)
+        ).all()
+    )
     assert per_proposal == {p.id: 1 for p in proposals}, "an attempt was claimed twice"
     keys = [e["idempotency_key"] for e in platform.state.effects]
     assert sorted(keys) == sorted(p.operation_id for p in proposals)  # each effect once
-    applied_audits = db.session.scalar(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "workflow.action_applied"))
+    applied_audits = db.session.scalar(
+        select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "workflow.action_applied")
+    )
     assert applied_audits == len(proposals)
 
 

@@ -29,13 +29,25 @@ def snapshot(proposal_id):
     db.session.rollback()
     p = db.session.get(ActionProposal, proposal_id)
     count = lambda model: db.session.scalar(select(func.count()).select_from(model))  # noqa: E731
-    return (p.state, p.updated_at, count(ActionApproval), count(AuditEvent), count(WorkflowEventInbox),
-            count(WorkflowDispatchOutbox), db.session.scalar(select(HumanTask.state).where(HumanTask.action_proposal_id == proposal_id)))
+    return (
+        p.state,
+        p.updated_at,
+        count(ActionApproval),
+        count(AuditEvent),
+        count(WorkflowEventInbox),
+        count(WorkflowDispatchOutbox),
+        db.session.scalar(select(HumanTask.state).where(HumanTask.action_proposal_id == proposal_id)),
+    )
 
 
 def decide(world, proposal, who="reviewer", **overrides):
-    args = dict(decision="approved", payload_digest=proposal.payload_digest, reason=None,
-                idempotency_key="key-1", operator=world.user(who))
+    args = dict(
+        decision="approved",
+        payload_digest=proposal.payload_digest,
+        reason=None,
+        idempotency_key="key-1",
+        operator=world.user(who),
+    )
     args.update(overrides)
     return decide_proposal(proposal.id, **args)
 
@@ -48,7 +60,11 @@ def test_approval_writes_everything_in_one_transaction(app, world):
     result = decide(world, proposal, reason="  Clear violation  ")
     assert not result.idempotent_replay and result.state == "approved"
     approval = db.session.scalar(select(ActionApproval))
-    assert (approval.approver_id, approval.payload_digest, approval.reason) == (world.users["reviewer"].id, proposal.payload_digest, "Clear violation")
+    assert (approval.approver_id, approval.payload_digest, approval.reason) == (
+        world.users["reviewer"].id,
+        proposal.payload_digest,
+        "Clear violation",
+    )
     db.session.refresh(task)
     assert task.state == "completed" and task.completed_at is not None
     claim = db.session.scalar(select(HumanTaskClaim))

@@ -23,9 +23,15 @@ def test_every_change_is_audited_with_a_unique_key(app, world):
     assert len({e.idempotency_key for e in events}) == len(events)
     approved = next(e for e in events if e.action == "action.approved")
     assert (approved.actor_type, approved.actor_id, approved.target_type, approved.target_id) == (
-        "operator", world.users["reviewer"].id, "action_proposal", proposal.id)
-    assert approved.details_json == '{"approval_id":"%s","payload_digest":"%s","reason":null}' % (
-        approved.details["approval_id"], proposal.payload_digest)
+        "operator",
+        world.users["reviewer"].id,
+        "action_proposal",
+        proposal.id,
+    )
+    approval_id = approved.details["approval_id"]
+    assert approved.details_json == (
+        f'{{"approval_id":"{approval_id}","payload_digest":"{proposal.payload_digest}","reason":null}}'
+    )
 
 
 @pytest.mark.parametrize("statement", ["UPDATE audit_events SET action = 'forged'", "DELETE FROM audit_events"])
@@ -44,8 +50,9 @@ def test_chain_links_every_row_and_verifies(app, world):
     """AUD-2: seq 1..n, each prev_hash is the previous row's hash."""
     proposal = decide_report(world)
     approve(world, proposal)
-    events = db.session.scalars(select(AuditEvent).where(AuditEvent.installation_id == world.installation_id)
-                                .order_by(AuditEvent.seq)).all()
+    events = db.session.scalars(
+        select(AuditEvent).where(AuditEvent.installation_id == world.installation_id).order_by(AuditEvent.seq)
+    ).all()
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert events[0].prev_hash == GENESIS_HASH
     assert all(b.prev_hash == a.row_hash for a, b in zip(events, events[1:], strict=False))
@@ -60,11 +67,17 @@ def tamper(seq: int, installation_id: str) -> None:
         db.session.execute(text("SET LOCAL session_replication_role = replica"))
     else:
         db.session.execute(text("DROP TRIGGER audit_events_no_update"))
-    db.session.execute(text("UPDATE audit_events SET details_json = :forged WHERE seq = :seq AND installation_id = :i"),
-                       {"forged": '{"forged":true}', "seq": seq, "i": installation_id})
+    db.session.execute(
+        text("UPDATE audit_events SET details_json = :forged WHERE seq = :seq AND installation_id = :i"),
+        {"forged": '{"forged":true}', "seq": seq, "i": installation_id},
+    )
     if dialect == "sqlite":
-        db.session.execute(text("CREATE TRIGGER audit_events_no_update BEFORE UPDATE ON audit_events "
-                                "BEGIN SELECT RAISE(ABORT, 'audit_events is append-only'); END"))
+        db.session.execute(
+            text(
+                "CREATE TRIGGER audit_events_no_update BEFORE UPDATE ON audit_events "
+                "BEGIN SELECT RAISE(ABORT, 'audit_events is append-only'); END"
+            )
+        )
     db.session.commit()
 
 

@@ -42,15 +42,23 @@ def approved(app, world):
 
 def attempts(proposal):
     db.session.rollback()
-    return db.session.scalars(select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)
-                              .order_by(ConnectionAttempt.attempt_number)).all()
+    return db.session.scalars(
+        select(ConnectionAttempt)
+        .where(ConnectionAttempt.proposal_id == proposal.id)
+        .order_by(ConnectionAttempt.attempt_number)
+    ).all()
 
 
 def audit_actions(proposal):
-    return list(db.session.scalars(select(AuditEvent.action).where(AuditEvent.target_id == proposal.id).order_by(AuditEvent.seq)))
+    return list(
+        db.session.scalars(
+            select(AuditEvent.action).where(AuditEvent.target_id == proposal.id).order_by(AuditEvent.seq)
+        )
+    )
 
 
 # -- DLV-1: the claim -------------------------------------------------------------
+
 
 def test_claim_is_a_single_guarded_update(app, approved, scripted):
     """DLV-1: one claim per due attempt; duplicate jobs claim nothing."""
@@ -90,6 +98,7 @@ def test_lease_outlives_the_longest_connection(app, approved, scripted):
 
 
 # -- DLV-2: checks before sending ---------------------------------------------------
+
 
 def _expect_terminal_unsent(proposal, script, code):
     outcome = deliver(proposal.id)
@@ -149,18 +158,32 @@ def test_accepted_past_deadline_times_out(app, approved, scripted):
 def test_exhausted_cycle_fails_before_sending(app, approved, scripted):
     """DLV-2: a re-claimed lease past the cycle's 8 attempts fails exhausted."""
     script = scripted(s.applied())
-    set_row(ActionProposal, approved.id, state="applying", delivery_attempt_count=8,
-            lease_expires_at=utcnow() - timedelta(seconds=1))
+    set_row(
+        ActionProposal,
+        approved.id,
+        state="applying",
+        delivery_attempt_count=8,
+        lease_expires_at=utcnow() - timedelta(seconds=1),
+    )
     _expect_terminal_unsent(approved, script, "action_delivery_attempts_exhausted")
     assert reload(approved).delivery_attempt_count == 8
 
 
 # -- DLV-3: budgets ------------------------------------------------------------------
 
+
 def add_budget(world, scope_type, scope_id, limit, window=3600):
     with unit_of_work() as uow:
-        uow.session.add(Budget(installation_id=world.installation_id, scope_type=scope_type, scope_id=scope_id,
-                               metric="actions", limit_amount=limit, window_seconds=window))
+        uow.session.add(
+            Budget(
+                installation_id=world.installation_id,
+                scope_type=scope_type,
+                scope_id=scope_id,
+                metric="actions",
+                limit_amount=limit,
+                window_seconds=window,
+            )
+        )
         uow.commit()
 
 
@@ -206,6 +229,7 @@ def test_budget_is_consumed_on_timeout(app, approved, scripted, world):
 
 # -- DLV-4: the request ----------------------------------------------------------------
 
+
 def test_request_body_headers_signature_and_attempt_row(app, approved, scripted, world):
     """DLV-4: the body, Idempotency-Key, bearer token and Standard Webhooks signature."""
     script = scripted(s.applied())
@@ -213,9 +237,24 @@ def test_request_body_headers_signature_and_attempt_row(app, approved, scripted,
     headers, body = script.requests[0]
     assert headers["Idempotency-Key"] == approved.operation_id
     assert headers["Authorization"] == f"Bearer {world.platform_token}"
-    assert set(body) == {"schema_version", "action_id", "operation_id", "payload_digest", "action_code", "target",
-                         "payload", "preconditions", "workflow_version_id", "policy_version_id", "expires_at"}
-    assert (body["action_id"], body["payload_digest"], body["schema_version"]) == (approved.id, approved.payload_digest, "1")
+    assert set(body) == {
+        "schema_version",
+        "action_id",
+        "operation_id",
+        "payload_digest",
+        "action_code",
+        "target",
+        "payload",
+        "preconditions",
+        "workflow_version_id",
+        "policy_version_id",
+        "expires_at",
+    }
+    assert (body["action_id"], body["payload_digest"], body["schema_version"]) == (
+        approved.id,
+        approved.payload_digest,
+        "1",
+    )
     raw = json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     Webhook(world.signing_secret).verify(raw, headers)  # raises when the signature is wrong
     [attempt] = attempts(approved)
@@ -226,10 +265,14 @@ def test_request_body_headers_signature_and_attempt_row(app, approved, scripted,
 
 # -- DLV-5: the response -------------------------------------------------------------
 
+
 def test_response_must_match_output_schema(app, approved, scripted, world):
     """DLV-5: action_response_schema_invalid is terminal; the attempt is invalid_response."""
-    set_row(ComponentVersion, world.components["takedown"],
-            output_schema_json=json.dumps({"type": "object", "required": ["provider_request_id"]}))
+    set_row(
+        ComponentVersion,
+        world.components["takedown"],
+        output_schema_json=json.dumps({"type": "object", "required": ["provider_request_id"]}),
+    )
     scripted(s.applied())
     outcome = deliver(approved.id)
     assert (outcome.error_code, outcome.terminal) == ("action_response_schema_invalid", True)
@@ -248,8 +291,15 @@ def test_late_worker_cannot_overwrite_a_newer_attempt(app, approved, scripted):
     newer_lease = utcnow() + timedelta(seconds=150)
     assert claim(approved.id, utcnow(), newer_lease)  # attempt 2 by another worker
     row = reload(approved)
-    late = parse_receipt({"action_id": row.id, "operation_id": row.operation_id, "payload_digest": row.payload_digest,
-                          "status": "failed"}, row.identity)
+    late = parse_receipt(
+        {
+            "action_id": row.id,
+            "operation_id": row.operation_id,
+            "payload_digest": row.payload_digest,
+            "status": "failed",
+        },
+        row.identity,
+    )
     with unit_of_work() as uow:
         row = uow.session.get(ActionProposal, approved.id)
         changed = save_receipt(uow, row, late, Actor.system(), AttemptGuard(1, old_lease, "att_x", None))
@@ -260,6 +310,7 @@ def test_late_worker_cannot_overwrite_a_newer_attempt(app, approved, scripted):
 
 
 # -- DLV-6: failures and backoff -----------------------------------------------------
+
 
 def test_server_error_backs_off_then_succeeds(app, approved, scripted):
     """DLV-6: 503 is retryable with backoff; the second attempt applies it."""
@@ -325,6 +376,7 @@ def test_failure_write_is_guarded_by_lease(app, approved, scripted):
 
 # -- DLV-7 and RCPT-2: resolution ------------------------------------------------------
 
+
 def test_applied_emits_the_resolution_event(app, approved, scripted):
     """DLV-7, EVT-1: applied → `{id}:delivery-resolution`, key action-delivery:{id}:1."""
     scripted(s.applied())
@@ -383,12 +435,15 @@ def test_failed_receipt_with_terminal_false_retries(app, approved, scripted):
     assert (second.state, second.terminal, second.error_code) == ("failed", True, "action_provider_failed")
 
 
-@pytest.mark.parametrize("step, code", [
-    (s.raw("<html>ok</html>"), "action_response_invalid"),
-    (s.json_body({"status": "applied"}), "action_result_identity_mismatch"),
-    (s.json_body(["applied"]), "action_result_invalid"),
-    (s.receipt("done"), "action_confirmation_required"),
-])
+@pytest.mark.parametrize(
+    "step, code",
+    [
+        (s.raw("<html>ok</html>"), "action_response_invalid"),
+        (s.json_body({"status": "applied"}), "action_result_identity_mismatch"),
+        (s.json_body(["applied"]), "action_result_invalid"),
+        (s.receipt("done"), "action_confirmation_required"),
+    ],
+)
 def test_a_body_that_is_not_a_receipt_is_terminal(app, approved, scripted, world, step, code):
     """RCPT-1, §5: a 200 whose body is not this proposal's receipt is terminal."""
     set_row(ComponentVersion, world.components["takedown"], output_schema_json="{}")
@@ -400,8 +455,11 @@ def test_a_body_that_is_not_a_receipt_is_terminal(app, approved, scripted, world
 
 def test_receipt_for_another_action_is_refused(app, approved, scripted):
     """RCPT-1: a receipt naming another action or digest is an identity mismatch."""
-    scripted(lambda body, request, script: s.json_response(
-        s.receipt_for({**body, "payload_digest": "sha256:" + "0" * 64}, "applied")))
+    scripted(
+        lambda body, request, script: s.json_response(
+            s.receipt_for({**body, "payload_digest": "sha256:" + "0" * 64}, "applied")
+        )
+    )
     outcome = deliver(approved.id)
     assert (outcome.error_code, outcome.terminal) == ("action_result_identity_mismatch", True)
     assert reload(approved).confirmed_at is None

@@ -15,8 +15,15 @@ from .. import scripted as s
 
 
 def request(url: str, timeout: float = 2) -> EgressRequest:
-    return EgressRequest(method="POST", url=url, body=b'{"a":1}', message_id="msg_1", idempotency_key="op-1",
-                         timeout_seconds=timeout, signing_secret="whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    return EgressRequest(
+        method="POST",
+        url=url,
+        body=b'{"a":1}',
+        message_id="msg_1",
+        idempotency_key="op-1",
+        timeout_seconds=timeout,
+        signing_secret="whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    )
 
 
 def refused(url, policy) -> EgressError:
@@ -26,19 +33,35 @@ def refused(url, policy) -> EgressError:
     return caught.value
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:8080/x", "http://localhost/x", "http://[::1]/x", "http://10.1.2.3/x",
-    "http://192.168.1.1/x", "http://169.254.169.254/latest/meta-data", "http://[::ffff:127.0.0.1]/x",
-    "http://0.0.0.0/x", "http://100.64.0.1/x",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/x",
+        "http://localhost/x",
+        "http://[::1]/x",
+        "http://10.1.2.3/x",
+        "http://192.168.1.1/x",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::ffff:127.0.0.1]/x",
+        "http://0.0.0.0/x",
+        "http://100.64.0.1/x",
+    ],
+)
 def test_private_loopback_and_link_local_are_refused(url):
-    host = url.split("//")[1].split("/")[0].rsplit(":", 1)[0] if not url.split("//")[1].startswith("[") else url.split("[")[1].split("]")[0]
+    host = (
+        url.split("//")[1].split("/")[0].rsplit(":", 1)[0]
+        if not url.split("//")[1].startswith("[")
+        else url.split("[")[1].split("]")[0]
+    )
     error = refused(url, EgressPolicy(allowed_hosts=(host,), allow_private=False))
     assert error.code == "egress_destination_forbidden"
 
 
 def test_host_must_be_allowed():
-    assert refused("https://api.example.com/x", EgressPolicy(allowed_hosts=("other.example.com",))).code == "egress_host_not_allowed"
+    assert (
+        refused("https://api.example.com/x", EgressPolicy(allowed_hosts=("other.example.com",))).code
+        == "egress_host_not_allowed"
+    )
 
 
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1/x", "file:///etc/passwd", "http://user:pw@127.0.0.1/x", "http:///x"])
@@ -52,7 +75,8 @@ def policy(**overrides):
 
 def test_redirects_are_not_followed(httpserver):
     httpserver.expect_request("/go", method="POST").respond_with_handler(
-        lambda r: s.redirect("http://169.254.169.254/")(None, r, None))
+        lambda r: s.redirect("http://169.254.169.254/")(None, r, None)
+    )
     with pytest.raises(EgressError) as caught:
         egress.send(request(httpserver.url_for("/go")), policy())
     assert (caught.value.code, caught.value.retryable, caught.value.status) == ("platform_redirect_refused", False, 302)
@@ -68,23 +92,39 @@ def test_response_size_is_capped(httpserver):
 
 def test_read_timeout_may_have_been_sent(httpserver):
     httpserver.expect_request("/slow", method="POST").respond_with_handler(
-        lambda r: s.slow(1.0, s.json_body({}))({}, r, None))
+        lambda r: s.slow(1.0, s.json_body({}))({}, r, None)
+    )
     with pytest.raises(EgressError) as caught:
         egress.send(request(httpserver.url_for("/slow"), timeout=0.3), policy())
     assert (caught.value.code, caught.value.response_class, caught.value.sent, caught.value.retryable) == (
-        "connection_timeout", "timeout", True, True)
+        "connection_timeout",
+        "timeout",
+        True,
+        True,
+    )
 
 
 def test_refused_connection_was_not_sent():
     with pytest.raises(EgressError) as caught:
         egress.send(request("http://127.0.0.1:9/x"), policy())
-    assert (caught.value.code, caught.value.response_class, caught.value.sent) == ("connection_failed", "network_error", False)
+    assert (caught.value.code, caught.value.response_class, caught.value.sent) == (
+        "connection_failed",
+        "network_error",
+        False,
+    )
 
 
-@pytest.mark.parametrize("status, code, retryable", [
-    (408, "platform_request_timeout", True), (429, "platform_rate_limited", True), (500, "platform_server_error", True),
-    (503, "platform_server_error", True), (400, "platform_client_error", False), (404, "platform_client_error", False),
-])
+@pytest.mark.parametrize(
+    "status, code, retryable",
+    [
+        (408, "platform_request_timeout", True),
+        (429, "platform_rate_limited", True),
+        (500, "platform_server_error", True),
+        (503, "platform_server_error", True),
+        (400, "platform_client_error", False),
+        (404, "platform_client_error", False),
+    ],
+)
 def test_status_classes(httpserver, status, code, retryable):
     """§5: 408, 429 and 5xx are retryable; other 4xx are terminal."""
     httpserver.expect_request("/s", method="POST").respond_with_data("{}", status=status)

@@ -30,13 +30,22 @@ def run_for(world, report_index=0) -> WorkflowRun:
 
 def prepare_again(proposal_or_run, **overrides):
     """Run the action node of a run once more (a replay, PREP-7)."""
-    run = proposal_or_run if isinstance(proposal_or_run, WorkflowRun) else db.session.get(WorkflowRun, proposal_or_run.run_id)
+    run = (
+        proposal_or_run
+        if isinstance(proposal_or_run, WorkflowRun)
+        else db.session.get(WorkflowRun, proposal_or_run.run_id)
+    )
     version = db.session.get(WorkflowVersion, run.workflow_version_id)
     with unit_of_work() as uow:
         run = uow.session.get(WorkflowRun, run.id)
         outcome = prepare_action(
-            uow, run=run, node_id="takedown", node=node(version.graph), step_run_id=f"{run.id}:takedown:main",
-            branch_key="main", authority_mode=overrides.get("authority_mode", version.authority_mode),
+            uow,
+            run=run,
+            node_id="takedown",
+            node=node(version.graph),
+            step_run_id=f"{run.id}:takedown:main",
+            branch_key="main",
+            authority_mode=overrides.get("authority_mode", version.authority_mode),
             await_recovery=overrides.get("await_recovery", False),
         )
         uow.commit()
@@ -59,10 +68,16 @@ def test_new_human_proposal_has_task_digest_and_ids(app, world):
     assert proposal.state == "approval_required" and proposal.next_attempt_at is None
     assert proposal.expires_at == run.created_at + timedelta(seconds=86_400)
     material = {
-        "schema_version": "1", "action_id": proposal.id, "action_code": "takedown", "target": proposal.target,
-        "payload": proposal.payload, "preconditions": proposal.preconditions,
-        "component_version_id": proposal.component_version_id, "workflow_version_id": run.workflow_version_id,
-        "policy_version_id": "policy-2026-11", "expires_at": iso(proposal.expires_at),
+        "schema_version": "1",
+        "action_id": proposal.id,
+        "action_code": "takedown",
+        "target": proposal.target,
+        "payload": proposal.payload,
+        "preconditions": proposal.preconditions,
+        "component_version_id": proposal.component_version_id,
+        "workflow_version_id": run.workflow_version_id,
+        "policy_version_id": "policy-2026-11",
+        "expires_at": iso(proposal.expires_at),
         "installation_id": world.installation_id,
     }
     assert proposal.payload_digest == payload_digest(material)
@@ -113,15 +128,18 @@ def test_component_without_connection_is_invalid(app, world):
     failed_with(world, "action_component_implementation_invalid")
 
 
-@pytest.mark.parametrize("key, expression, code", [
-    ("idempotency_key", "'short'", "action_idempotency_key_invalid"),
-    ("idempotency_key", "`12345678`", "action_idempotency_key_invalid"),
-    ("target", "'post:1'", "action_target_invalid"),
-    ("payload", "[decision.id]", "action_payload_invalid"),
-    ("preconditions", "'x'", "action_preconditions_invalid"),
-    ("payload", "{reason_code: decision.decision_code}", "action_payload_schema_invalid"),
-    ("target", "targets[0].[", "action_configuration_invalid"),
-])
+@pytest.mark.parametrize(
+    "key, expression, code",
+    [
+        ("idempotency_key", "'short'", "action_idempotency_key_invalid"),
+        ("idempotency_key", "`12345678`", "action_idempotency_key_invalid"),
+        ("target", "'post:1'", "action_target_invalid"),
+        ("payload", "[decision.id]", "action_payload_invalid"),
+        ("preconditions", "'x'", "action_preconditions_invalid"),
+        ("payload", "{reason_code: decision.decision_code}", "action_payload_schema_invalid"),
+        ("target", "targets[0].[", "action_configuration_invalid"),
+    ],
+)
 def test_input_mapping_results_are_validated(app, world, key, expression, code):
     """PREP-4: idempotency key 8..200 chars; objects; payload matches the input schema."""
     set_graph(world, lambda g: node(g)["input_mapping"].__setitem__(key, expression))
@@ -146,9 +164,11 @@ def test_decision_code_precondition_pins_latest_decision(app, world):
 
 def test_decision_code_precondition_must_match_latest_decision(app, world):
     """PREP-5: a different latest decision code is a changed precondition."""
+
     def mutate(g):
         g["trigger"]["decision_codes"].append("restrict_account")
         node(g)["input_mapping"]["preconditions"] = "{decision_code: 'remove_content'}"
+
     set_graph(world, mutate)
     decide_report(world, code="restrict_account")
     failed_with(world, "action_precondition_changed")
@@ -156,21 +176,33 @@ def test_decision_code_precondition_must_match_latest_decision(app, world):
 
 def test_replay_reuses_the_pinned_decision(app, world):
     """PREP-5, PREP-7: a replay after a newer decision keeps the pinned one (same digest)."""
-    set_graph(world, lambda g: node(g)["input_mapping"].__setitem__("idempotency_key", "join(':', ['takedown', report.id])"))
+    set_graph(
+        world, lambda g: node(g)["input_mapping"].__setitem__("idempotency_key", "join(':', ['takedown', report.id])")
+    )
     proposal = decide_report(world)
     with unit_of_work() as uow:  # a newer decision with the same code, not through the workflow
-        uow.session.add(Decision(installation_id=world.installation_id, report_id=world.report_ids[0], seq=9,
-                                 decision_code="remove_content", maker_id=world.users["moderator"].id))
+        uow.session.add(
+            Decision(
+                installation_id=world.installation_id,
+                report_id=world.report_ids[0],
+                seq=9,
+                decision_code="remove_content",
+                maker_id=world.users["moderator"].id,
+            )
+        )
         uow.commit()
     outcome = prepare_again(proposal)
     assert outcome.waiting and outcome.idempotent_replay and outcome.payload_digest == proposal.payload_digest
 
 
-@pytest.mark.parametrize("policy, authority, code", [
-    ({"mode": "auto"}, "assist", "action_approval_policy_invalid"),
-    ("human", "assist", "action_approval_policy_invalid"),
-    ({"mode": "bounded_auto"}, "bounded_auto", "action_approval_policy_mismatch"),
-])
+@pytest.mark.parametrize(
+    "policy, authority, code",
+    [
+        ({"mode": "auto"}, "assist", "action_approval_policy_invalid"),
+        ("human", "assist", "action_approval_policy_invalid"),
+        ({"mode": "bounded_auto"}, "bounded_auto", "action_approval_policy_mismatch"),
+    ],
+)
 def test_approval_policy_rules(app, world, policy, authority, code):
     """PREP-6: node mode human|bounded_auto, equal to the component's."""
     set_row(WorkflowVersion, world.workflow_version_id, authority_mode=authority)
@@ -217,8 +249,15 @@ def test_new_operation_for_same_step_is_refused(app, world):
     """PREP-7: a step that already proposed cannot propose a second operation."""
     proposal = decide_report(world)
     with unit_of_work() as uow:
-        uow.session.add(Decision(installation_id=world.installation_id, report_id=world.report_ids[0], seq=9,
-                                 decision_code="remove_content", maker_id=world.users["moderator"].id))
+        uow.session.add(
+            Decision(
+                installation_id=world.installation_id,
+                report_id=world.report_ids[0],
+                seq=9,
+                decision_code="remove_content",
+                maker_id=world.users["moderator"].id,
+            )
+        )
         uow.commit()
     with pytest.raises(ActionError) as caught:
         prepare_again(proposal)  # the idempotency key names the newer decision
@@ -229,21 +268,36 @@ def test_new_operation_for_same_step_is_refused(app, world):
 def test_changed_payload_for_same_operation_is_refused(app, world):
     """PREP-7: same operation id, different digest."""
     proposal = decide_report(world)
-    set_graph(world, lambda g: node(g)["input_mapping"].__setitem__(
-        "payload", "{reason_code: 'other', report_reference: report.public_reference}"))
+    set_graph(
+        world,
+        lambda g: node(g)["input_mapping"].__setitem__(
+            "payload", "{reason_code: 'other', report_reference: report.public_reference}"
+        ),
+    )
     with pytest.raises(ActionError) as caught:
         prepare_again(proposal)
     assert caught.value.code == "action_operation_payload_changed"
 
 
-@pytest.mark.parametrize("state, terminal, port", [
-    ("applied", True, "applied"), ("rejected", False, "rejected"), ("cancelled", True, "timeout"),
-    ("failed", True, "error"),
-])
+@pytest.mark.parametrize(
+    "state, terminal, port",
+    [
+        ("applied", True, "applied"),
+        ("rejected", False, "rejected"),
+        ("cancelled", True, "timeout"),
+        ("failed", True, "error"),
+    ],
+)
 def test_replay_answers_the_stored_outcome(app, world, state, terminal, port):
     """PREP-7: applied, rejected, cancelled (timeout), terminal failure (error)."""
     proposal = decide_report(world)
-    set_row(ActionProposal, proposal.id, state=state, delivery_terminal=terminal, last_error_code="x_failed" if state == "failed" else None)
+    set_row(
+        ActionProposal,
+        proposal.id,
+        state=state,
+        delivery_terminal=terminal,
+        last_error_code="x_failed" if state == "failed" else None,
+    )
     outcome = prepare_again(proposal)
     assert outcome.port == port and outcome.proposal_id == proposal.id and outcome.idempotent_replay
     if state == "failed":

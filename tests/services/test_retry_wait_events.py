@@ -52,11 +52,13 @@ def failed(app, world, scripted):
 
 
 def retry(world, proposal, who="reviewer", key="retry-1", digest=None):
-    return retry_proposal(proposal.id, payload_digest=digest or proposal.payload_digest, idempotency_key=key,
-                          operator=world.user(who))
+    return retry_proposal(
+        proposal.id, payload_digest=digest or proposal.payload_digest, idempotency_key=key, operator=world.user(who)
+    )
 
 
 # -- RTRY --------------------------------------------------------------------------
+
 
 def test_retry_starts_a_new_cycle_with_its_own_attempts(app, world, failed):
     """RTRY-2: cycle +1, cycle_start_attempt = attempts so far, audit, enqueued, 8 new attempts."""
@@ -137,7 +139,12 @@ def test_retry_keys_are_per_operator(app, world, failed):
     with pytest.raises(ApiError) as caught:
         retry(world, other)
     assert caught.value.code == "idempotency_key_reused"
-    assert db.session.scalar(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "action.retry_requested")) == 1
+    assert (
+        db.session.scalar(
+            select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "action.retry_requested")
+        )
+        == 1
+    )
 
 
 def test_concurrent_retries_start_one_cycle(app, world, failed):
@@ -159,6 +166,7 @@ def test_concurrent_retries_start_one_cycle(app, world, failed):
 
 
 # -- WAIT ------------------------------------------------------------------------------
+
 
 def run_of(proposal) -> WorkflowRun:
     db.session.rollback()
@@ -183,11 +191,13 @@ def test_run_waits_for_approval_then_delivery(app, world, scripted):
 
 def test_port_leads_to_the_next_node(app, world, scripted):
     """WAIT-1: a port's next node runs (here: a second action after a rejection)."""
+
     def mutate(graph):
         second = json.loads(json.dumps(graph["nodes"]["takedown"]))
         second["input_mapping"]["idempotency_key"] = "join(':', ['second', decision.id])"
         graph["nodes"]["second"] = second
         graph["nodes"]["takedown"]["next"] = {"rejected": "second"}
+
     set_graph(world, mutate)
     proposal = decide_report(world)
     approve(world, proposal, decision="rejected")
@@ -236,14 +246,21 @@ def test_timeout_after_applied_answers_applied(app, world, scripted):
 
 # -- EVT ---------------------------------------------------------------------------------
 
+
 def test_approval_event_ids(app, world):
     """EVT-1: approval events are `action.{id}.resolved` keyed action-approval:{approval}."""
     proposal = decide_report(world)
     result = approve(world, proposal)
     event = db.session.get(WorkflowEventInbox, result.approval_id)
-    assert (event.event_type, event.event_key) == (f"action.{proposal.id}.resolved", f"action-approval:{result.approval_id}")
+    assert (event.event_type, event.event_key) == (
+        f"action.{proposal.id}.resolved",
+        f"action-approval:{result.approval_id}",
+    )
     outbox = db.session.get(WorkflowDispatchOutbox, result.approval_id)
-    assert outbox.state == "delivered" and outbox.operation_key == f"workflow-event:{proposal.run_id}:{event.event_type}:{event.event_key}"
+    assert (
+        outbox.state == "delivered"
+        and outbox.operation_key == f"workflow-event:{proposal.run_id}:{event.event_type}:{event.event_key}"
+    )
 
 
 def test_failed_wake_up_is_recorded_and_retried(app, world, monkeypatch):
@@ -326,5 +343,7 @@ def test_two_sweeps_at_once_are_safe(app, world, scripted):
     with ThreadPoolExecutor(max_workers=2) as pool:
         assert sum(pool.map(sweep, range(2))) == 3
     db.session.rollback()
-    audits = db.session.scalar(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "action.confirmation_timed_out"))
+    audits = db.session.scalar(
+        select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "action.confirmation_timed_out")
+    )
     assert audits == 3

@@ -32,14 +32,20 @@ def fingerprint():
 
 
 def result_like(proposal):
-    fields = st.fixed_dictionaries({}, optional={
-        "action_id": st.sampled_from([proposal.id, "x", ""]) | st.text(max_size=600) | json_values,
-        "operation_id": st.sampled_from([proposal.operation_id]) | json_values,
-        "payload_digest": st.sampled_from([proposal.payload_digest]) | json_values,
-        "status": st.sampled_from(["applied", "failed", "accepted", "bogus"]) | json_values,
-        "terminal": json_values, "retry_after_seconds": json_values, "error_code": json_values,
-        "provider_request_id": json_values, "unexpected": json_values,
-    })
+    fields = st.fixed_dictionaries(
+        {},
+        optional={
+            "action_id": st.sampled_from([proposal.id, "x", ""]) | st.text(max_size=600) | json_values,
+            "operation_id": st.sampled_from([proposal.operation_id]) | json_values,
+            "payload_digest": st.sampled_from([proposal.payload_digest]) | json_values,
+            "status": st.sampled_from(["applied", "failed", "accepted", "bogus"]) | json_values,
+            "terminal": json_values,
+            "retry_after_seconds": json_values,
+            "error_code": json_values,
+            "provider_request_id": json_values,
+            "unexpected": json_values,
+        },
+    )
     return fields | json_values
 
 
@@ -64,11 +70,21 @@ def test_action_results_never_500(app, client, world):
 def test_report_intake_never_500(app, client, world):
     headers = {"Authorization": f"Bearer {world.console_token}"}
     target = st.fixed_dictionaries({}, optional={"reference": st.text(max_size=60) | json_values, "kind": json_values})
-    intake = st.fixed_dictionaries({}, optional={
-        "external_id": st.text(max_size=210) | json_values, "targets": st.lists(target, max_size=3) | json_values,
-        "queue": st.sampled_from(["general", "nope"]) | json_values, "category": json_values,
-        "summary": json_values, "policy_version_id": json_values, "other": json_values,
-    }) | json_values
+    intake = (
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "external_id": st.text(max_size=210) | json_values,
+                "targets": st.lists(target, max_size=3) | json_values,
+                "queue": st.sampled_from(["general", "nope"]) | json_values,
+                "category": json_values,
+                "summary": json_values,
+                "policy_version_id": json_values,
+                "other": json_values,
+            },
+        )
+        | json_values
+    )
 
     @FUZZ
     @given(intake)

@@ -12,16 +12,23 @@ from ..builders import decide_report, login, reload
 
 
 def post_decision(client, proposal, token, **overrides):
-    data = {"decision": "approved", "payload_digest": proposal.payload_digest, "reason": "",
-            "idempotency_key": "page-key-1", "csrf_token": token}
+    data = {
+        "decision": "approved",
+        "payload_digest": proposal.payload_digest,
+        "reason": "",
+        "idempotency_key": "page-key-1",
+        "csrf_token": token,
+    }
     data.update(overrides)
     return client.post(f"/proposals/{proposal.id}/decision", data=data)
 
 
 def counts():
     db.session.rollback()
-    return (db.session.scalar(select(func.count()).select_from(ActionApproval)),
-            db.session.scalar(select(func.count()).select_from(AuditEvent)))
+    return (
+        db.session.scalar(select(func.count()).select_from(ActionApproval)),
+        db.session.scalar(select(func.count()).select_from(AuditEvent)),
+    )
 
 
 def test_maker_sees_why_and_cannot_forge_an_approval(app, client, world):
@@ -39,9 +46,16 @@ def test_maker_sees_why_and_cannot_forge_an_approval(app, client, world):
     assert "maker_checker_violation" in response.get_data(as_text=True)
     assert counts() == before and reload(proposal).state == "approval_required"
 
-    json_response = client.post(f"/proposals/{proposal.id}/decision", headers={"Accept": "application/json"},
-                                data={"decision": "approved", "payload_digest": proposal.payload_digest,
-                                      "idempotency_key": "k2", "csrf_token": token})
+    json_response = client.post(
+        f"/proposals/{proposal.id}/decision",
+        headers={"Accept": "application/json"},
+        data={
+            "decision": "approved",
+            "payload_digest": proposal.payload_digest,
+            "idempotency_key": "k2",
+            "csrf_token": token,
+        },
+    )
     assert json_response.status_code == 403
 
 

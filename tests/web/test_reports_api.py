@@ -19,14 +19,20 @@ def counts():
 
 
 def test_intake_creates_once(app, client, world):
-    value = {"external_id": "plat-9", "queue": "general", "category": "spam", "summary": "Spam link",
-             "targets": [{"reference": "post:42", "kind": "post"}, {"reference": "user:7", "kind": "account"}]}
+    value = {
+        "external_id": "plat-9",
+        "queue": "general",
+        "category": "spam",
+        "summary": "Spam link",
+        "targets": [{"reference": "post:42", "kind": "post"}, {"reference": "user:7", "kind": "account"}],
+    }
     first = post(client, world, value)
     assert first.status_code == 201 and first.get_json()["created"] is True
     report = db.session.get(Report, first.get_json()["report_id"])
     assert (report.state, report.integration_id, report.category) == ("open", world.integration_id, "spam")
-    targets = db.session.scalars(select(ReportTarget.target_reference).where(ReportTarget.report_id == report.id)
-                                 .order_by(ReportTarget.position)).all()
+    targets = db.session.scalars(
+        select(ReportTarget.target_reference).where(ReportTarget.report_id == report.id).order_by(ReportTarget.position)
+    ).all()
     assert targets == ["post:42", "user:7"]
     before = counts()
     again = post(client, world, value)
@@ -34,17 +40,20 @@ def test_intake_creates_once(app, client, world):
     assert counts() == before
 
 
-@pytest.mark.parametrize("value, field", [
-    ({"targets": [{"reference": "post:1"}]}, "external_id"),
-    ({"external_id": "x" * 201, "targets": [{"reference": "post:1"}]}, "external_id"),
-    ({"external_id": "e", "targets": []}, "targets"),
-    ({"external_id": "e", "targets": [{"reference": "no colon"}]}, "targets"),
-    ({"external_id": "e", "targets": [{"reference": "post:1", "extra": 1}]}, "targets"),
-    ({"external_id": "e", "targets": [{"reference": "post:1"}] * 51}, "targets"),
-    ({"external_id": "e", "targets": [{"reference": "post:1"}], "summary": "x" * 5001}, "summary"),
-    ({"external_id": "e", "targets": [{"reference": "post:1"}], "category": 5}, "category"),
-    ({"external_id": "e", "targets": [{"reference": "post:1"}], "surprise": True}, "surprise"),
-])
+@pytest.mark.parametrize(
+    "value, field",
+    [
+        ({"targets": [{"reference": "post:1"}]}, "external_id"),
+        ({"external_id": "x" * 201, "targets": [{"reference": "post:1"}]}, "external_id"),
+        ({"external_id": "e", "targets": []}, "targets"),
+        ({"external_id": "e", "targets": [{"reference": "no colon"}]}, "targets"),
+        ({"external_id": "e", "targets": [{"reference": "post:1", "extra": 1}]}, "targets"),
+        ({"external_id": "e", "targets": [{"reference": "post:1"}] * 51}, "targets"),
+        ({"external_id": "e", "targets": [{"reference": "post:1"}], "summary": "x" * 5001}, "summary"),
+        ({"external_id": "e", "targets": [{"reference": "post:1"}], "category": 5}, "category"),
+        ({"external_id": "e", "targets": [{"reference": "post:1"}], "surprise": True}, "surprise"),
+    ],
+)
 def test_bad_intake_is_400_and_changes_nothing(app, client, world, value, field):
     before = counts()
     response = post(client, world, value)

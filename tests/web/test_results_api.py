@@ -7,12 +7,12 @@ from sqlalchemy import func, select
 
 from app.extensions import db
 from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, Integration, Report, WorkflowEventInbox
+from app.services.delivery import deliver
 from app.services.integrations import issue_token
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s
 from ..builders import approve, decide_report, reload, set_row
-from app.services.delivery import deliver
 
 
 @pytest.fixture
@@ -28,8 +28,12 @@ def accepted(app, world, scripted):
 
 
 def body(proposal, **changes):
-    value = {"action_id": proposal.id, "operation_id": proposal.operation_id,
-             "payload_digest": proposal.payload_digest, "status": "applied"}
+    value = {
+        "action_id": proposal.id,
+        "operation_id": proposal.operation_id,
+        "payload_digest": proposal.payload_digest,
+        "status": "applied",
+    }
     value.update(changes)
     return {k: v for k, v in value.items() if v is not None}
 
@@ -66,7 +70,12 @@ def test_same_result_twice_is_a_replay_with_one_audit_row(app, client, world, ac
     again = post(client, world.console_token, body(accepted))
     assert again.status_code == 200 and again.get_json()["idempotent_replay"] is True
     assert state_of_world() == before
-    assert db.session.scalar(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "workflow.action_applied")) == 1
+    assert (
+        db.session.scalar(
+            select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "workflow.action_applied")
+        )
+        == 1
+    )
 
 
 def test_audit_key_names_operation_cycle_and_receipt_digest(app, client, world, accepted):
@@ -79,16 +88,27 @@ def test_audit_key_names_operation_cycle_and_receipt_digest(app, client, world, 
 
 def test_async_failed_non_terminal_schedules_a_retry(app, client, world, accepted):
     """RCPT-2: failed with terminal=false clears the acceptance and retries later."""
-    response = post(client, world.console_token, body(accepted, status="failed", terminal=False, retry_after_seconds=60))
+    response = post(
+        client, world.console_token, body(accepted, status="failed", terminal=False, retry_after_seconds=60)
+    )
     assert response.status_code == 200 and response.get_json()["state"] == "failed"
     row = reload(accepted)
     assert (row.delivery_terminal, row.accepted_at, row.confirmation_deadline_at) == (False, None, None)
 
 
-@pytest.mark.parametrize("payload", [
-    {}, {"status": "applied"}, {"action_id": "", "status": "applied"}, {"action_id": "x" * 501, "status": "applied"},
-    {"action_id": "a", "status": "accepted"}, {"action_id": 5, "status": "applied"}, [1, 2], "applied",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"status": "applied"},
+        {"action_id": "", "status": "applied"},
+        {"action_id": "x" * 501, "status": "applied"},
+        {"action_id": "a", "status": "accepted"},
+        {"action_id": 5, "status": "applied"},
+        [1, 2],
+        "applied",
+    ],
+)
 def test_identity_and_status_are_required(app, client, world, accepted, payload):
     """API-1: 400 action_result_invalid, nothing changed."""
     before = state_of_world()
@@ -128,8 +148,10 @@ def test_identity_mismatch_is_409(app, client, world, accepted, changes):
     assert state_of_world() == before
 
 
-@pytest.mark.parametrize("changes", [{"retry_after_seconds": 0}, {"error_code": "bad code"}, {"terminal": "no"},
-                                     {"provider_request_id": "x" * 501}])
+@pytest.mark.parametrize(
+    "changes",
+    [{"retry_after_seconds": 0}, {"error_code": "bad code"}, {"terminal": "no"}, {"provider_request_id": "x" * 501}],
+)
 def test_other_receipt_errors_are_400(app, client, world, accepted, changes):
     """API-3: other receipt errors are 400 with their code."""
     response = post(client, world.console_token, body(accepted, status="failed", **changes))
@@ -160,8 +182,15 @@ def test_lost_race_is_409_conflict(app, client, world, accepted, monkeypatch):
     assert reload(accepted).state == "queued"
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"},
-                                     {"Authorization": "Bearer sct_" + "x" * 300}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Basic abc"},
+        {"Authorization": "Bearer sct_" + "x" * 300},
+    ],
+)
 def test_missing_or_wrong_token_is_401(app, client, world, accepted, headers):
     before = state_of_world()
     response = client.post("/api/v1/action-results", json=body(accepted), headers=headers)
@@ -182,9 +211,15 @@ def test_not_json_is_refused(app, client, world, accepted):
     headers = {"Authorization": f"Bearer {world.console_token}"}
     wrong_type = client.post("/api/v1/action-results", data="status=applied", headers=headers)
     assert wrong_type.status_code == 415
-    broken = client.post("/api/v1/action-results", data="{not json", headers={**headers, "Content-Type": "application/json"})
+    broken = client.post(
+        "/api/v1/action-results", data="{not json", headers={**headers, "Content-Type": "application/json"}
+    )
     assert broken.status_code == 400 and broken.get_json()["error"]["code"] == "invalid_json"
-    huge = client.post("/api/v1/action-results", data="[" + "1," * 600_000 + "1]", headers={**headers, "Content-Type": "application/json"})
+    huge = client.post(
+        "/api/v1/action-results",
+        data="[" + "1," * 600_000 + "1]",
+        headers={**headers, "Content-Type": "application/json"},
+    )
     assert huge.status_code == 413
 
 

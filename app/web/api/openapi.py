@@ -4,14 +4,20 @@ from __future__ import annotations
 
 
 def _error(description: str) -> dict:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
 
 
 ERRORS = {
     "400": _error("Invalid request (error codes: invalid_json, action_result_invalid, report_invalid, ...)."),
     "401": _error("Missing or wrong bearer token (unauthorized)."),
     "404": _error("Not found or not this integration's (action_result_unavailable, queue_not_found)."),
-    "409": _error("Conflict with the action's state (action_result_identity_mismatch, action_result_terminal, action_result_conflict)."),
+    "409": _error(
+        "Conflict with the action's state (action_result_identity_mismatch, action_result_terminal,"
+        " action_result_conflict)."
+    ),
     "413": _error("Body too large (request_too_large)."),
     "415": _error("Not JSON (unsupported_media_type)."),
 }
@@ -21,18 +27,36 @@ def openapi_document() -> dict:
     digest = {"type": "string", "pattern": "^sha256:[a-f0-9]{64}$"}
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Action console platform API", "version": "1.0.0",
-                 "description": "Platforms send reports and asynchronous action results. Authenticate with an integration bearer token."},
+        "info": {
+            "title": "Action console platform API",
+            "version": "1.0.0",
+            "description": (
+                "Platforms send reports and asynchronous action results. Authenticate with an integration bearer token."
+            ),
+        },
         "servers": [{"url": "/api/v1"}],
         "security": [{"bearer": []}],
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
-                "Error": {"type": "object", "required": ["error"], "properties": {"error": {
-                    "type": "object", "required": ["code", "message"],
-                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "field": {"type": "string"}}}}},
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "required": ["code", "message"],
+                            "properties": {
+                                "code": {"type": "string"},
+                                "message": {"type": "string"},
+                                "field": {"type": "string"},
+                            },
+                        }
+                    },
+                },
                 "ActionResult": {
-                    "type": "object", "additionalProperties": False,
+                    "type": "object",
+                    "additionalProperties": False,
                     "required": ["action_id", "operation_id", "payload_digest", "status"],
                     "properties": {
                         "action_id": {"type": "string", "minLength": 1, "maxLength": 500},
@@ -45,50 +69,128 @@ def openapi_document() -> dict:
                         "provider_request_id": {"type": "string", "maxLength": 500},
                     },
                 },
-                "ActionResultAnswer": {"type": "object", "required": ["action_id", "state", "idempotent_replay"], "properties": {
-                    "action_id": {"type": "string"}, "state": {"type": "string"}, "idempotent_replay": {"type": "boolean"}}},
+                "ActionResultAnswer": {
+                    "type": "object",
+                    "required": ["action_id", "state", "idempotent_replay"],
+                    "properties": {
+                        "action_id": {"type": "string"},
+                        "state": {"type": "string"},
+                        "idempotent_replay": {"type": "boolean"},
+                    },
+                },
                 "ReportIntake": {
-                    "type": "object", "additionalProperties": False, "required": ["external_id", "targets"],
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["external_id", "targets"],
                     "properties": {
                         "external_id": {"type": "string", "minLength": 1, "maxLength": 200},
                         "queue": {"type": "string", "maxLength": 100},
                         "category": {"type": "string", "maxLength": 100},
                         "summary": {"type": "string", "maxLength": 5000},
                         "policy_version_id": {"type": "string", "maxLength": 200},
-                        "targets": {"type": "array", "minItems": 1, "maxItems": 50, "items": {
-                            "type": "object", "additionalProperties": False, "required": ["reference"],
-                            "properties": {"reference": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,50}:[^\\s]{1,440}$"},
-                                           "kind": {"type": "string", "minLength": 1, "maxLength": 50}}}},
+                        "targets": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": 50,
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["reference"],
+                                "properties": {
+                                    "reference": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,50}:[^\\s]{1,440}$"},
+                                    "kind": {"type": "string", "minLength": 1, "maxLength": 50},
+                                },
+                            },
+                        },
                     },
                 },
-                "ReportAnswer": {"type": "object", "required": ["report_id", "public_reference", "created"], "properties": {
-                    "report_id": {"type": "string"}, "public_reference": {"type": "string"}, "created": {"type": "boolean"}}},
-                "ActionStatus": {"type": "object", "required": ["action_id", "state"], "properties": {
-                    "action_id": {"type": "string"}, "operation_id": {"type": "string"}, "payload_digest": {"type": "string"},
-                    "action_code": {"type": "string"}, "state": {"type": "string"}, "delivery_cycle": {"type": "integer"},
-                    "delivery_terminal": {"type": "boolean"}, "last_error_code": {"type": ["string", "null"]}}},
+                "ReportAnswer": {
+                    "type": "object",
+                    "required": ["report_id", "public_reference", "created"],
+                    "properties": {
+                        "report_id": {"type": "string"},
+                        "public_reference": {"type": "string"},
+                        "created": {"type": "boolean"},
+                    },
+                },
+                "ActionStatus": {
+                    "type": "object",
+                    "required": ["action_id", "state"],
+                    "properties": {
+                        "action_id": {"type": "string"},
+                        "operation_id": {"type": "string"},
+                        "payload_digest": {"type": "string"},
+                        "action_code": {"type": "string"},
+                        "state": {"type": "string"},
+                        "delivery_cycle": {"type": "integer"},
+                        "delivery_terminal": {"type": "boolean"},
+                        "last_error_code": {"type": ["string", "null"]},
+                    },
+                },
             },
         },
         "paths": {
-            "/action-results": {"post": {
-                "operationId": "postActionResult", "summary": "Report the result of an action received earlier",
-                "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ActionResult"}}}},
-                "responses": {"200": {"description": "Recorded, or a replay of the recorded result",
-                                      "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ActionResultAnswer"}}}}, **ERRORS},
-            }},
-            "/reports": {"post": {
-                "operationId": "postReport", "summary": "Send a report (idempotent by external_id)",
-                "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportIntake"}}}},
-                "responses": {
-                    "201": {"description": "Created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportAnswer"}}}},
-                    "200": {"description": "Already received", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportAnswer"}}}},
-                    **ERRORS},
-            }},
-            "/actions/{action_id}": {"get": {
-                "operationId": "getAction", "summary": "The state of one of your actions",
-                "parameters": [{"name": "action_id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 700}}],
-                "responses": {"200": {"description": "The action", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ActionStatus"}}}},
-                              "401": ERRORS["401"], "404": ERRORS["404"]},
-            }},
+            "/action-results": {
+                "post": {
+                    "operationId": "postActionResult",
+                    "summary": "Report the result of an action received earlier",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ActionResult"}}},
+                    },
+                    "responses": {
+                        "200": {
+                            "description": "Recorded, or a replay of the recorded result",
+                            "content": {
+                                "application/json": {"schema": {"$ref": "#/components/schemas/ActionResultAnswer"}}
+                            },
+                        },
+                        **ERRORS,
+                    },
+                }
+            },
+            "/reports": {
+                "post": {
+                    "operationId": "postReport",
+                    "summary": "Send a report (idempotent by external_id)",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportIntake"}}},
+                    },
+                    "responses": {
+                        "201": {
+                            "description": "Created",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportAnswer"}}},
+                        },
+                        "200": {
+                            "description": "Already received",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReportAnswer"}}},
+                        },
+                        **ERRORS,
+                    },
+                }
+            },
+            "/actions/{action_id}": {
+                "get": {
+                    "operationId": "getAction",
+                    "summary": "The state of one of your actions",
+                    "parameters": [
+                        {
+                            "name": "action_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string", "maxLength": 700},
+                        }
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "The action",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ActionStatus"}}},
+                        },
+                        "401": ERRORS["401"],
+                        "404": ERRORS["404"],
+                    },
+                }
+            },
         },
     }

@@ -33,8 +33,9 @@ def json_body():
 def action_results():
     """A platform's later receipt for an action (SPEC API-1..4)."""
     answer = accept_async_result(json_body(), g.integration.id)
-    return jsonify({"action_id": answer.proposal_id, "state": answer.state,
-                    "idempotent_replay": answer.idempotent_replay}), 200
+    return jsonify(
+        {"action_id": answer.proposal_id, "state": answer.state, "idempotent_replay": answer.idempotent_replay}
+    ), 200
 
 
 @bp.route("/reports", methods=["POST"])
@@ -42,8 +43,9 @@ def action_results():
 def reports():
     """Report intake, idempotent by the platform's own report id."""
     result = intake_report(json_body(), g.integration.id)
-    return jsonify({"report_id": result.report_id, "public_reference": result.public_reference,
-                    "created": result.created}), 201 if result.created else 200
+    return jsonify(
+        {"report_id": result.report_id, "public_reference": result.public_reference, "created": result.created}
+    ), 201 if result.created else 200
 
 
 @bp.route("/actions/<path:action_id>", methods=["GET"])
@@ -54,14 +56,22 @@ def action_status(action_id: str):
     report = db.session.get(Report, proposal.report_id) if proposal else None
     if report is None or report.integration_id != g.integration.id:
         raise ApiError(404, "action_result_unavailable", "This action is not available to this integration.")
-    return jsonify({
-        "action_id": proposal.id, "operation_id": proposal.operation_id,
-        "payload_digest": proposal.payload_digest, "action_code": proposal.action_code,
-        "state": proposal.state, "delivery_cycle": proposal.delivery_cycle,
-        "delivery_terminal": proposal.delivery_terminal, "last_error_code": proposal.last_error_code,
-        "expires_at": iso(proposal.expires_at), "accepted_at": iso(proposal.accepted_at),
-        "confirmed_at": iso(proposal.confirmed_at), "report_reference": report.public_reference,
-    })
+    return jsonify(
+        {
+            "action_id": proposal.id,
+            "operation_id": proposal.operation_id,
+            "payload_digest": proposal.payload_digest,
+            "action_code": proposal.action_code,
+            "state": proposal.state,
+            "delivery_cycle": proposal.delivery_cycle,
+            "delivery_terminal": proposal.delivery_terminal,
+            "last_error_code": proposal.last_error_code,
+            "expires_at": iso(proposal.expires_at),
+            "accepted_at": iso(proposal.accepted_at),
+            "confirmed_at": iso(proposal.confirmed_at),
+            "report_reference": report.public_reference,
+        }
+    )
 
 
 @bp.route("/openapi.json", methods=["GET"])

@@ -15,8 +15,11 @@ def new_key() -> str:
 class DecisionForm(FlaskForm):
     """Approve or reject a proposal, confirming the digest that was reviewed."""
 
-    decision = RadioField("Decision", choices=[SelectChoice("approved", "Approve"), SelectChoice("rejected", "Reject")],
-                          validators=[DataRequired()])
+    decision = RadioField(
+        "Decision",
+        choices=[SelectChoice("approved", "Approve"), SelectChoice("rejected", "Reject")],
+        validators=[DataRequired()],
+    )
     payload_digest = StringField("Payload digest you reviewed", validators=[DataRequired(), Length(max=100)])
     reason = TextAreaField("Reason (optional, 3–2,000 characters)", validators=[Optional(), Length(max=2000)])
     idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)
@@ -28,11 +31,15 @@ class RetryForm(FlaskForm):
 
 
 class ReportDecisionForm(FlaskForm):
-    decision_code = SelectField("Decision", validators=[DataRequired()], choices=[
-        SelectChoice("remove_content", "Remove content"),
-        SelectChoice("restrict_account", "Restrict account"),
-        SelectChoice("no_violation", "No violation"),
-    ])
+    decision_code = SelectField(
+        "Decision",
+        validators=[DataRequired()],
+        choices=[
+            SelectChoice("remove_content", "Remove content"),
+            SelectChoice("restrict_account", "Restrict account"),
+            SelectChoice("no_violation", "No violation"),
+        ],
+    )
     rationale = TextAreaField("Rationale", validators=[Optional(), Length(max=5000)])
 
 

@@ -41,7 +41,11 @@ def index():
 def proposals():
     filters = _filters()
     page = readmodels.list_proposals(current_user, filters, request.args.get("after"))
-    next_url = url_for("console.proposals", **{**request.args.to_dict(), "after": page.next_cursor}) if page.next_cursor else None
+    next_url = (
+        url_for("console.proposals", **{**request.args.to_dict(), "after": page.next_cursor})
+        if page.next_cursor
+        else None
+    )
     template = "proposals/_rows.html" if is_htmx() else "proposals/list.html"
     return render_template(template, page=page, filters=filters, next_url=next_url)
 
@@ -57,8 +61,12 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
     decision_form = decision_form or DecisionForm(formdata=None)
     retry_form = retry_form or RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest)
     return render_template(
-        "proposals/detail.html", d=detail, decision_form=decision_form, retry_form=retry_form,
-        error=error, poll_seconds=POLL_SECONDS,
+        "proposals/detail.html",
+        d=detail,
+        decision_form=decision_form,
+        retry_form=retry_form,
+        error=error,
+        poll_seconds=POLL_SECONDS,
     ), status
 
 
@@ -73,9 +81,13 @@ def proposal(proposal_id: str):
 def proposal_live(proposal_id: str):
     """The self-refreshing part of the detail page; stops polling once terminal."""
     detail = _detail_or_404(proposal_id)
-    return render_template("proposals/_live.html", d=detail, poll_seconds=POLL_SECONDS,
-                           decision_form=DecisionForm(formdata=None),
-                           retry_form=RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest))
+    return render_template(
+        "proposals/_live.html",
+        d=detail,
+        poll_seconds=POLL_SECONDS,
+        decision_form=DecisionForm(formdata=None),
+        retry_form=RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest),
+    )
 
 
 @bp.route("/proposals/<proposal_id>/decision", methods=["POST"])
@@ -84,11 +96,20 @@ def decide(proposal_id: str):
     form = DecisionForm()
     detail = _detail_or_404(proposal_id)
     if not form.validate():
-        return _render_detail(detail, decision_form=form, error=ApiError(400, "form_invalid", "Choose approve or reject and confirm the digest."), status=400)
+        return _render_detail(
+            detail,
+            decision_form=form,
+            error=ApiError(400, "form_invalid", "Choose approve or reject and confirm the digest."),
+            status=400,
+        )
     try:
         decide_proposal(
-            proposal_id, decision=form.decision.data, payload_digest=form.payload_digest.data.strip(),
-            reason=form.reason.data, idempotency_key=form.idempotency_key.data, operator=current_user,
+            proposal_id,
+            decision=form.decision.data,
+            payload_digest=form.payload_digest.data.strip(),
+            reason=form.reason.data,
+            idempotency_key=form.idempotency_key.data,
+            operator=current_user,
         )
     except ApiError as error:
         return _render_detail(_detail_or_404(proposal_id), decision_form=form, error=error, status=error.status)
@@ -101,9 +122,16 @@ def retry(proposal_id: str):
     form = RetryForm()
     detail = _detail_or_404(proposal_id)
     if not form.validate():
-        return _render_detail(detail, retry_form=form, error=ApiError(400, "form_invalid", "Reload the page and try again."), status=400)
+        return _render_detail(
+            detail, retry_form=form, error=ApiError(400, "form_invalid", "Reload the page and try again."), status=400
+        )
     try:
-        retry_proposal(proposal_id, payload_digest=form.payload_digest.data, idempotency_key=form.idempotency_key.data, operator=current_user)
+        retry_proposal(
+            proposal_id,
+            payload_digest=form.payload_digest.data,
+            idempotency_key=form.idempotency_key.data,
+            operator=current_user,
+        )
     except ApiError as error:
         return _render_detail(_detail_or_404(proposal_id), retry_form=form, error=error, status=error.status)
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)

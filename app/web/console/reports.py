@@ -24,7 +24,9 @@ def _render(report_id: str, form=None, error=None, status=200):
     detail = readmodels.report_detail(current_user, report_id)
     if detail is None:
         abort(404)
-    return render_template("reports/detail.html", d=detail, form=form or ReportDecisionForm(formdata=None), error=error), status
+    return render_template(
+        "reports/detail.html", d=detail, form=form or ReportDecisionForm(formdata=None), error=error
+    ), status
 
 
 @bp.route("/reports/<report_id>")
@@ -40,7 +42,9 @@ def report_decide(report_id: str):
     if not form.validate():
         return _render(report_id, form, ApiError(400, "form_invalid", "Choose a decision."), 400)
     try:
-        record_decision(report_id, decision_code=form.decision_code.data, rationale=form.rationale.data or "", operator=current_user)
+        record_decision(
+            report_id, decision_code=form.decision_code.data, rationale=form.rationale.data or "", operator=current_user
+        )
     except ApiError as error:
         return _render(report_id, form, error, error.status)
     return redirect(url_for("console.report", report_id=report_id), code=303)
