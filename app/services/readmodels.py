@@ -283,3 +283,16 @@ def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None
         else {}
     )
     return ReportDetail(report, list(targets), list(decisions), list(runs), list(proposals), makers)
+
+
+def list_appeals(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any]]:
+    from app.models import Appeal
+
+    appeals = db.session.scalars(
+        select(Appeal).where(Appeal.installation_id == operator.installation_id)
+        .order_by(Appeal.created_at.desc(), Appeal.id.desc()).limit(limit)
+    ).all()
+    references = dict(db.session.execute(
+        select(Report.id, Report.public_reference).where(Report.id.in_({a.report_id for a in appeals}))
+    ).all()) if appeals else {}
+    return [{"appeal": a, "report_reference": references.get(a.report_id)} for a in appeals]

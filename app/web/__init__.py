@@ -37,6 +37,7 @@ def pretty_json(value) -> str:
 
 
 def register_web(app: Flask) -> None:
+    from .admin import bp as admin_bp
     from .api import bp as api_bp
     from .auth import bp as auth_bp
     from .console import bp as console_bp
@@ -46,6 +47,7 @@ def register_web(app: Flask) -> None:
     login_manager.session_protection = "basic"
     app.register_blueprint(auth_bp)
     app.register_blueprint(console_bp)
+    app.register_blueprint(admin_bp, url_prefix="/admin")
     app.register_blueprint(api_bp, url_prefix="/api/v1")
     csrf.exempt(api_bp)  # platforms authenticate with bearer tokens, not cookies
     register_error_handlers(app)

@@ -5,4 +5,4 @@ from flask import Blueprint
 
 bp = Blueprint("console", __name__)
 
-from . import proposals, reports, tasks  # noqa: E402,F401
+from . import appeals, operations, proposals, reports, tasks  # noqa: E402,F401

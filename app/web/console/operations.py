@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from flask import render_template
+from flask_login import current_user
+
+from app.queueing import delivery_queue
+from app.services.operations import operations_view
+
+from ..decorators import role_required
+from . import bp
+
+
+@bp.route("/operations")
+@role_required("admin", "reviewer", "auditor")
+def operations():
+    view = operations_view(current_user.installation_id, delivery_queue())
+    return render_template("operations/index.html", v=view)
