@@ -36,13 +36,13 @@ class World:
     components: dict[str, str]  # slug -> component version id
     connection_version_id: str
     report_ids: list[str]
-    users: dict[str, OperatorUser] = field(default_factory=dict)  # short name -> operator
+    users: dict[str, str] = field(default_factory=dict)  # short name -> operator id
     console_token: str | None = None
     signing_secret: str | None = None
     platform_token: str | None = None
 
     def user(self, name: str) -> OperatorUser:
-        return db.session.get(OperatorUser, self.users[name].id)
+        return db.session.get(OperatorUser, self.users[name])
 
 
 def make_world(platform_url: str, approval_mode: str = "human", slug: str = "demo") -> World:
@@ -59,7 +59,7 @@ def make_world(platform_url: str, approval_mode: str = "human", slug: str = "dem
         )
     }
     users = {
-        u.email.split("@")[0].removeprefix(f"{slug}-"): u
+        u.email.split("@")[0].removeprefix(f"{slug}-"): u.id
         for u in db.session.scalars(select(OperatorUser).where(OperatorUser.installation_id == iid))
     }
     return World(

@@ -27,6 +27,7 @@ from app.models import (
     Decision,
     HumanTask,
     OperatorUser,
+    Queue,
     Report,
     WorkflowRun,
 )
@@ -63,6 +64,21 @@ def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
         return None
 
 
+def operator_names(ids) -> dict[str, str]:
+    """Display names by operator id (one query, even for no ids: page cost stays fixed)."""
+    ids = {i for i in ids if i}
+    return dict(
+        db.session.execute(select(OperatorUser.id, OperatorUser.display_name).where(OperatorUser.id.in_(ids))).all()
+    )
+
+
+def report_references(report_ids) -> dict[str, str]:
+    """Public references by report id (one query)."""
+    return dict(
+        db.session.execute(select(Report.id, Report.public_reference).where(Report.id.in_(set(report_ids)))).all()
+    )
+
+
 def _mine(operator_id: str):
     """Proposals this operator made or whose decision they made (maker/checker)."""
     decision_maker = exists().where(
@@ -97,6 +113,7 @@ class ProposalPage:
     rows: list[dict[str, Any]]
     next_cursor: str | None
     counts: dict[str, int]
+    queues: list[tuple[str, str]] = field(default_factory=list)  # (id, name) for the filter
 
 
 def list_proposals(
@@ -111,19 +128,17 @@ def list_proposals(
     proposals = db.session.scalars(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
     more = len(proposals) > limit
     proposals = proposals[:limit]
-    references = (
-        dict(
-            db.session.execute(
-                select(Report.id, Report.public_reference).where(Report.id.in_({p.report_id for p in proposals}))
-            ).all()
-        )
-        if proposals
-        else {}
-    )
+    references = report_references(p.report_id for p in proposals)
     rows = [{"proposal": p, "report_reference": references.get(p.report_id)} for p in proposals]
     last = proposals[-1] if proposals and more else None
+    queues = db.session.execute(
+        select(Queue.id, Queue.name).where(Queue.installation_id == operator.installation_id).order_by(Queue.name)
+    ).all()
     return ProposalPage(
-        rows, encode_cursor(last.created_at, last.id) if last else None, state_counts(operator.installation_id)
+        rows,
+        encode_cursor(last.created_at, last.id) if last else None,
+        state_counts(operator.installation_id),
+        [tuple(q) for q in queues],
     )
 
 
@@ -179,15 +194,7 @@ def proposal_detail(operator: OperatorUser, proposal_id: str) -> ProposalDetail 
     actor_ids = {a.actor_id for a in audit if a.actor_type == "operator"}
     if approval:
         actor_ids.add(approval.approver_id)
-    actors = (
-        dict(
-            db.session.execute(
-                select(OperatorUser.id, OperatorUser.display_name).where(OperatorUser.id.in_(actor_ids))
-            ).all()
-        )
-        if actor_ids
-        else {}
-    )
+    actors = operator_names(actor_ids)
     return ProposalDetail(
         proposal=proposal,
         report=report,
@@ -202,34 +209,23 @@ def proposal_detail(operator: OperatorUser, proposal_id: str) -> ProposalDetail 
     )
 
 
-def open_tasks(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any]]:
+def open_tasks(operator: OperatorUser, limit: int = 200, task_id: str | None = None) -> list[dict[str, Any]]:
     """Open and claimed approval tasks, soonest due first, with the claimant's name."""
-    tasks = db.session.scalars(
-        select(HumanTask)
-        .where(HumanTask.installation_id == operator.installation_id, HumanTask.state.in_(("open", "claimed")))
-        .order_by(HumanTask.due_at, HumanTask.id)
-        .limit(limit)
-    ).all()
-    proposals = (
-        {p.id: p for p in db.session.scalars(select(P).where(P.id.in_({t.action_proposal_id for t in tasks})))}
-        if tasks
-        else {}
-    )
-    names = (
-        dict(
-            db.session.execute(
-                select(OperatorUser.id, OperatorUser.display_name).where(
-                    OperatorUser.id.in_({t.assigned_operator_id for t in tasks if t.assigned_operator_id})
-                )
-            ).all()
-        )
-        if tasks
-        else {}
-    )
+    query = select(HumanTask).where(HumanTask.installation_id == operator.installation_id)
+    query = query.where(HumanTask.id == task_id) if task_id else query.where(HumanTask.state.in_(("open", "claimed")))
+    tasks = db.session.scalars(query.order_by(HumanTask.due_at, HumanTask.id).limit(limit)).all()
+    proposals = {p.id: p for p in db.session.scalars(select(P).where(P.id.in_({t.action_proposal_id for t in tasks})))}
+    names = operator_names(t.assigned_operator_id for t in tasks)
     return [
         {"task": t, "proposal": proposals.get(t.action_proposal_id), "assignee": names.get(t.assigned_operator_id)}
         for t in tasks
     ]
+
+
+def open_task(operator: OperatorUser, task_id: str) -> dict[str, Any] | None:
+    """One task row (any state) of the operator's installation."""
+    rows = open_tasks(operator, limit=1, task_id=task_id)
+    return rows[0] if rows else None
 
 
 def list_reports(operator: OperatorUser, limit: int = 200) -> list[Report]:
@@ -271,17 +267,7 @@ def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None
         select(WorkflowRun).where(WorkflowRun.report_id == report.id).order_by(WorkflowRun.created_at.desc())
     ).all()
     proposals = db.session.scalars(select(P).where(P.report_id == report.id).order_by(P.created_at.desc())).all()
-    makers = (
-        dict(
-            db.session.execute(
-                select(OperatorUser.id, OperatorUser.display_name).where(
-                    OperatorUser.id.in_({d.maker_id for d in decisions})
-                )
-            ).all()
-        )
-        if decisions
-        else {}
-    )
+    makers = operator_names(d.maker_id for d in decisions)
     return ReportDetail(report, list(targets), list(decisions), list(runs), list(proposals), makers)
 
 
@@ -289,10 +275,10 @@ def list_appeals(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any
     from app.models import Appeal
 
     appeals = db.session.scalars(
-        select(Appeal).where(Appeal.installation_id == operator.installation_id)
-        .order_by(Appeal.created_at.desc(), Appeal.id.desc()).limit(limit)
+        select(Appeal)
+        .where(Appeal.installation_id == operator.installation_id)
+        .order_by(Appeal.created_at.desc(), Appeal.id.desc())
+        .limit(limit)
     ).all()
-    references = dict(db.session.execute(
-        select(Report.id, Report.public_reference).where(Report.id.in_({a.report_id for a in appeals}))
-    ).all()) if appeals else {}
+    references = report_references(a.report_id for a in appeals)
     return [{"appeal": a, "report_reference": references.get(a.report_id)} for a in appeals]

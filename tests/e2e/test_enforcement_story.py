@@ -62,7 +62,7 @@ def test_decision_is_approved_by_second_person_and_delivered(app, client, world,
     assert proposal.last_receipt["operation_id"] == proposal.operation_id
     assert (
         db.session.scalar(select(ActionApproval.approver_id).where(ActionApproval.proposal_id == proposal.id))
-        == world.users["reviewer"].id
+        == world.users["reviewer"]
     )
     assert audit_actions(proposal.id) == ["action.proposed", "action.approved", "workflow.action_applied"]
     run = db.session.get(WorkflowRun, proposal.run_id)

@@ -61,7 +61,7 @@ def test_approval_writes_everything_in_one_transaction(app, world):
     assert not result.idempotent_replay and result.state == "approved"
     approval = db.session.scalar(select(ActionApproval))
     assert (approval.approver_id, approval.payload_digest, approval.reason) == (
-        world.users["reviewer"].id,
+        world.users["reviewer"],
         proposal.payload_digest,
         "Clear violation",
     )
@@ -72,7 +72,7 @@ def test_approval_writes_everything_in_one_transaction(app, world):
     event = db.session.get(WorkflowEventInbox, approval.id)
     assert event.event_type == f"action.{proposal.id}.resolved" and event.event_key == f"action-approval:{approval.id}"
     audit = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "action.approved"))
-    assert audit.actor_id == world.users["reviewer"].id and audit.details["payload_digest"] == proposal.payload_digest
+    assert audit.actor_id == world.users["reviewer"] and audit.details["payload_digest"] == proposal.payload_digest
 
 
 def test_rejection_ends_the_proposal_and_the_run(app, world, platform):

@@ -24,7 +24,7 @@ def test_every_change_is_audited_with_a_unique_key(app, world):
     approved = next(e for e in events if e.action == "action.approved")
     assert (approved.actor_type, approved.actor_id, approved.target_type, approved.target_id) == (
         "operator",
-        world.users["reviewer"].id,
+        world.users["reviewer"],
         "action_proposal",
         proposal.id,
     )

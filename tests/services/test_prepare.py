@@ -187,7 +187,7 @@ def test_replay_reuses_the_pinned_decision(app, world):
                 report_id=world.report_ids[0],
                 seq=9,
                 decision_code="remove_content",
-                maker_id=world.users["moderator"].id,
+                maker_id=world.users["moderator"],
             )
         )
         uow.commit()
@@ -255,7 +255,7 @@ def test_new_operation_for_same_step_is_refused(app, world):
                 report_id=world.report_ids[0],
                 seq=9,
                 decision_code="remove_content",
-                maker_id=world.users["moderator"].id,
+                maker_id=world.users["moderator"],
             )
         )
         uow.commit()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from flask import abort, redirect, render_template, request, url_for
+from flask import abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
@@ -14,7 +14,6 @@ from . import bp
 from .forms import DecisionForm, RetryForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
-POLL_SECONDS = 2
 
 
 def _filters() -> readmodels.ProposalFilters:
@@ -66,7 +65,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         decision_form=decision_form,
         retry_form=retry_form,
         error=error,
-        poll_seconds=POLL_SECONDS,
+        poll_seconds=current_app.config['CONSOLE_POLL_SECONDS'],
     ), status
 
 
@@ -84,7 +83,7 @@ def proposal_live(proposal_id: str):
     return render_template(
         "proposals/_live.html",
         d=detail,
-        poll_seconds=POLL_SECONDS,
+        poll_seconds=current_app.config['CONSOLE_POLL_SECONDS'],
         decision_form=DecisionForm(formdata=None),
         retry_form=RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest),
     )

@@ -6,7 +6,7 @@ from flask_login import current_user
 from app.services import readmodels
 from app.services.tasks import claim_task, release_task
 
-from ..decorators import role_required
+from ..decorators import is_htmx, role_required
 from . import bp
 from .forms import EmptyForm
 
@@ -18,15 +18,23 @@ def tasks():
     return render_template("tasks/list.html", rows=rows, form=EmptyForm())
 
 
+def _answer(task_id: str):
+    """htmx: the task's row, re-rendered in place; otherwise back to the list."""
+    if is_htmx():
+        row = readmodels.open_task(current_user, task_id)
+        return render_template("tasks/_row.html", row=row, form=EmptyForm())
+    return redirect(url_for("console.tasks"), code=303)
+
+
 @bp.route("/tasks/<path:task_id>/claim", methods=["POST"])
 @role_required("reviewer")
 def claim(task_id: str):
     claim_task(task_id, current_user)
-    return redirect(url_for("console.tasks"), code=303)
+    return _answer(task_id)
 
 
 @bp.route("/tasks/<path:task_id>/release", methods=["POST"])
 @role_required("reviewer")
 def release(task_id: str):
     release_task(task_id, current_user)
-    return redirect(url_for("console.tasks"), code=303)
+    return _answer(task_id)

@@ -1,0 +1,92 @@
+"""Each console page runs a bounded number of SQL queries, whatever the number of
+attempts, receipts, audit rows or proposals."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from sqlalchemy import event
+
+from app.domain.clock import utcnow
+from app.extensions import db
+from app.models import ActionReceiptRecord, ConnectionAttempt, new_id
+from app.services.uow import Actor, unit_of_work
+
+from ..builders import add_reports, decide_report, login
+
+
+@contextmanager
+def counting(app):
+    statements = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    engine = db.engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+def grow_history(world, proposal, n: int) -> None:
+    """n attempts, receipts and audit rows more on one proposal."""
+    with unit_of_work() as uow:
+        for i in range(n):
+            uow.session.add(ConnectionAttempt(
+                installation_id=world.installation_id, proposal_id=proposal.id, attempt_number=100 + i,
+                delivery_cycle=1 + i % 3, connection_version_id=world.connection_version_id, method="POST",
+                url="http://x/", request_digest="sha256:" + "0" * 64, response_status=503,
+                response_class="server_error", error_code="platform_server_error", finished_at=utcnow(), duration_ms=5,
+            ))
+            uow.session.add(ActionReceiptRecord(
+                id=new_id("rcp"), installation_id=world.installation_id, proposal_id=proposal.id, delivery_cycle=1,
+                attempt_number=i, source="async", status="accepted", receipt_json="{}", receipt_digest=f"sha256:{i}",
+            ))
+            uow.audit(world.installation_id, f"test-history:{i}", "test.event", Actor("operator", world.users["admin"]),
+                      "action_proposal", proposal.id, {"i": i})
+        uow.commit()
+
+
+def queries_for(app, client, url) -> int:
+    db.session.remove()  # the request shares the test's app context: start it with an empty session
+    with counting(app) as statements:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(statements)
+
+
+def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
+    proposal = decide_report(world)
+    login(client, "reviewer@example.com")
+    small = queries_for(app, client, f"/proposals/{proposal.id}")
+    live_small = queries_for(app, client, f"/proposals/{proposal.id}/live")
+    grow_history(world, proposal, 50)
+    assert queries_for(app, client, f"/proposals/{proposal.id}") == small
+    assert queries_for(app, client, f"/proposals/{proposal.id}/live") == live_small
+    assert small <= 25
+
+
+def test_lists_do_not_grow_with_rows(app, client, world):
+    decide_report(world, 0)
+    login(client, "reviewer@example.com")
+    pages = ["/proposals", "/proposals?state=approval_required", "/proposals?mine=1", "/tasks", "/reports", "/operations"]
+    before = {url: queries_for(app, client, url) for url in pages}
+    add_reports(world, 12)
+    for index in range(1, 18):
+        decide_report(world, index)
+    after = {url: queries_for(app, client, url) for url in pages}
+    assert after == before
+    assert max(after.values()) <= 25
+
+
+def test_report_detail_is_bounded(app, client, world):
+    decide_report(world, 0)
+    login(client, "moderator@example.com")
+    first = queries_for(app, client, f"/reports/{world.report_ids[0]}")
+    for _ in range(3):
+        from app.services.reports import record_decision
+
+        record_decision(world.report_ids[0], decision_code="no_violation", rationale="", operator=world.user("moderator"))
+    assert queries_for(app, client, f"/reports/{world.report_ids[0]}") == first
