@@ -75,7 +75,13 @@ def enforcement_graph(component_version_id: str, restore_version_id: str, approv
                     "action_code": "takedown",
                     "approval_policy": {"mode": approval_mode},
                     "expiry_seconds": 86400,
-                    "correction": {"component_version_id": restore_version_id, "action_code": "restore"},
+                    # An overturned decision is corrected by restoring the post (SPEC CORR).
+                    "correction": {
+                        "component_version_id": restore_version_id,
+                        "action_code": "restore",
+                        "payload": "{reason_code: join('_', ['appeal', appeal_decision.outcome]),"
+                        " report_reference: report.public_reference}",
+                    },
                 },
                 "input_mapping": {
                     "idempotency_key": "join(':', ['takedown', decision.id])",

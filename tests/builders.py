@@ -161,7 +161,7 @@ def approve(world: World, proposal, reviewer: str = "reviewer", decision: str = 
         decision=decision,
         payload_digest=proposal.payload_digest,
         reason=None,
-        idempotency_key=key or f"{reviewer}-{proposal.run_id}-{decision}",
+        idempotency_key=key or f"{reviewer}-{abs(hash(proposal.id))}-{decision}",
         operator=world.user(reviewer),
     )
 

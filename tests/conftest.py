@@ -11,6 +11,7 @@ starts from empty tables and an empty Redis database.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ from app.extensions import db
 from app.jobs import bind_app
 
 ROOT = Path(__file__).resolve().parent.parent
+logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines in test output
 DATABASE_URL = os.environ.get("TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("TEST_REDIS_URL")
 BACKEND = "postgresql" if DATABASE_URL else "sqlite"

@@ -76,6 +76,30 @@ def approval_verdict(session, proposal: ActionProposal, operator: OperatorUser) 
     return approver_verdict(operator.id, operator.roles, makers_of(session, proposal))
 
 
+def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: OperatorUser) -> None:
+    """Corrections and compensations have no run waiting for the approval: an
+    approved one is queued at once; a correction records who approved it (CORR-2)."""
+    from app.queueing import enqueue_delivery
+
+    from .corrections import correction_problems
+
+    correction = uow.session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
+    if correction is not None:
+        now = utcnow()
+        correction.approved_by, correction.approved_at, correction.updated_at = operator.id, now, now
+        if decision == "rejected":
+            correction.state = "rejected"
+        elif correction_problems(uow.session, correction, proposal.target_json, proposal.preconditions):
+            raise ApiError(409, "appeal_correction_precondition_changed",
+                           "The appeal or the original action changed; this correction no longer applies.")
+    if decision != "approved":
+        return
+    move_proposal(uow.session, proposal.id, Move.ENQUEUE_APPROVED,
+                  values=dict(next_attempt_at=utcnow(), lease_expires_at=None, delivery_terminal=False))
+    proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
+    uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts))
+
+
 def validate_reason(reason: str | None) -> str | None:
     """Trim an optional reason; 3..2,000 characters when given (APPR-1).
 
@@ -199,7 +223,10 @@ def decide_proposal(
             {"payload_digest": proposal.payload_digest, "reason": reason, "approval_id": approval_id},
         )
         session.refresh(proposal)
-        emit_approval_event(uow, proposal, approval_id, decision, operator.id)
+        if proposal.appeal_id or proposal.compensates_proposal_id:
+            _decide_without_run(uow, proposal, decision, operator)
+        else:
+            emit_approval_event(uow, proposal, approval_id, decision, operator.id)
         try:
             uow.commit()
         except IntegrityError as error:  # another decision won the race

@@ -1,19 +1,175 @@
-"""Appeal corrections (SPEC CORR). Eligibility is completed by the appeals work;
-until then a correction proposal is never eligible."""
+"""Appeal corrections: undo the enforcement of a decision an appeal overturned
+(SPEC CORR-1..4).
+
+A correction is prepared when an appeal decision is ``modified`` or ``reversed``.
+Its eligibility (`correction_problems`) is checked when preparing, before every
+delivery attempt, and inside the guarded receipt write; when any condition stops
+holding the correction fails with ``appeal_correction_precondition_changed`` and
+nothing is sent.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.domain.clock import utcnow
 from app.domain.errors import ActionError
+from app.domain.maker_checker import REVIEWER_ROLE
+from app.models import (
+    ActionProposal,
+    Appeal,
+    AppealCorrection,
+    AppealDecision,
+    Decision,
+    OperatorUser,
+    Report,
+)
+
+from .cases import latest_decision
+
+CORRECTABLE_OUTCOMES = ("modified", "reversed")
 
 
-def check_correction_eligible(session, proposal, lock: bool = False) -> None:
-    """Raise unless an appeal correction may still be delivered (CORR-1, CORR-3).
+@dataclass(frozen=True)
+class CorrectionContext:
+    correction: AppealCorrection
+    appeal_decision: AppealDecision
+    appeal: Appeal
+    report: Report
+    original: ActionProposal
+
+
+def load_context(session, correction: AppealCorrection, lock: bool = False) -> CorrectionContext:
+    """The rows a correction's eligibility depends on (locked on PostgreSQL when asked)."""
+
+    def get(model, id):
+        return session.get(model, id, with_for_update=lock) if lock else session.get(model, id)
+
+    return CorrectionContext(
+        correction=correction,
+        appeal_decision=get(AppealDecision, correction.appeal_decision_id),
+        appeal=get(Appeal, correction.appeal_id),
+        report=get(Report, correction.report_id),
+        original=session.get(ActionProposal, correction.original_proposal_id),
+    )
+
+
+def reviewer_problem(session, correction: AppealCorrection, ctx: CorrectionContext, reviewer_id: str | None) -> str | None:
+    """Why the reviewer may not approve this correction (CORR-2), or None."""
+    if reviewer_id is None:
+        return None
+    reviewer = session.get(OperatorUser, reviewer_id)
+    if reviewer is None or not reviewer.active or REVIEWER_ROLE not in reviewer.roles:
+        return "The approver must be an active reviewer."
+    original_decision = session.get(Decision, ctx.appeal.decision_id)
+    if original_decision is not None and original_decision.maker_id == reviewer_id:
+        return "The approver made the decision the appeal overturned."
+    if ctx.appeal_decision.maker_id == reviewer_id:
+        return "The approver made the appeal decision."
+    return None
+
+
+def correction_problems(session, correction: AppealCorrection, target_json: str | None = None,
+                        preconditions: dict | None = None, lock: bool = False) -> list[str]:
+    """Every CORR-1/CORR-2 condition that does not hold (empty: eligible).
+
+    Args:
+        correction: the correction row.
+        target_json: the correction proposal's canonical target, when one exists.
+        preconditions: the correction proposal's preconditions, when one exists.
+        lock: lock the appeal decision, appeal and report rows (the receipt write).
+    """
+    ctx = load_context(session, correction, lock)
+    ad, report, original = ctx.appeal_decision, ctx.report, ctx.original
+    problems = []
+    if report.state != "appealed":
+        problems.append("The report is no longer appealed.")
+    if ad.outcome not in CORRECTABLE_OUTCOMES or ad.completion_state != "waiting" or ad.correction_confirmed_at:
+        problems.append("The appeal decision is no longer waiting for a correction.")
+    if ad.rationale_redacted_at is not None:
+        problems.append("The appeal decision's rationale was redacted.")
+    if original is None or original.state != "applied" or original.confirmed_at is None:
+        problems.append("The original action is not applied and confirmed.")
+    elif (original.operation_id, original.target_json) != (correction.original_operation_id, correction.original_target_json) \
+            or original.payload_digest != correction.original_payload_digest:
+        problems.append("The original action is not the one recorded on the correction.")
+    if target_json is not None and target_json != correction.original_target_json:
+        problems.append("The correction's target is not the original action's target.")
+    latest = latest_decision(session, report.id)
+    if latest is None or latest.id != ctx.appeal.decision_id:
+        problems.append("The appeal no longer contests the report's latest decision.")
+    if preconditions is not None and (
+        preconditions.get("appeal_decision_id") != ad.id
+        or preconditions.get("original_payload_digest") != correction.original_payload_digest
+        or preconditions.get("latest_decision_id") != ctx.appeal.decision_id
+    ):
+        problems.append("The correction's preconditions do not name this appeal decision and original action.")
+    if _newer_upheld(session, report.id, ad):
+        problems.append("A newer appeal decision upheld the original decision.")
+    if correction.integration_id != report.integration_id:
+        problems.append("The correction belongs to another integration.")
+    reviewer = reviewer_problem(session, correction, ctx, correction.approved_by)
+    if reviewer:
+        problems.append(reviewer)
+    return problems
+
+
+def _newer_upheld(session, report_id: str, ad: AppealDecision) -> bool:
+    return session.scalar(
+        select(AppealDecision.id)
+        .join(Appeal, Appeal.id == AppealDecision.appeal_id)
+        .where(Appeal.report_id == report_id, AppealDecision.created_at > ad.created_at,
+               AppealDecision.outcome == "upheld")
+        .limit(1)
+    ) is not None
+
+
+def check_correction_eligible(session, proposal: ActionProposal, lock: bool = False) -> None:
+    """Raise unless an appeal correction proposal may still be delivered (CORR-1, CORR-3).
 
     Raises:
         ActionError: ``appeal_correction_precondition_changed``.
     """
-    raise ActionError("appeal_correction_precondition_changed")
+    correction = session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
+    if correction is None or correction.mode != "automated" or correction.appeal_id != proposal.appeal_id:
+        raise ActionError("appeal_correction_precondition_changed")
+    if correction_problems(session, correction, proposal.target_json, proposal.preconditions, lock=lock):
+        raise ActionError("appeal_correction_precondition_changed")
 
 
 def reconcile_appeal_completion(uow, report_id: str) -> None:
-    """Complete appeal decisions whose correction was confirmed (CORR-4)."""
+    """Complete appeal decisions whose corrections are all confirmed (CORR-4).
+
+    A correction is confirmed when its proposal is applied (automated) or a reviewer
+    recorded it (manual); a correction whose proposal failed for good is marked
+    failed. When every correction of a waiting appeal decision is confirmed, the
+    decision is completed and the report closed.
+    """
+    from .uow import Actor
+
+    session = uow.session
+    now = utcnow()
+    corrections = session.scalars(select(AppealCorrection).where(AppealCorrection.report_id == report_id)).all()
+    for correction in corrections:
+        if correction.mode != "automated" or correction.proposal_id is None or correction.state in ("confirmed", "failed"):
+            continue
+        proposal = session.get(ActionProposal, correction.proposal_id)
+        if proposal.state == "applied":
+            correction.state, correction.confirmed_at, correction.updated_at = "confirmed", now, now
+        elif proposal.is_terminal:
+            correction.state, correction.last_error_code, correction.updated_at = "failed", proposal.last_error_code, now
+    by_decision: dict[str, list[AppealCorrection]] = {}
+    for correction in corrections:
+        by_decision.setdefault(correction.appeal_decision_id, []).append(correction)
+    for decision_id, group in by_decision.items():
+        ad = session.get(AppealDecision, decision_id)
+        if ad.completion_state != "waiting" or not all(c.state == "confirmed" for c in group):
+            continue
+        ad.correction_confirmed_at, ad.completion_state, ad.updated_at = now, "completed", now
+        report = session.get(Report, report_id)
+        report.state, report.updated_at = "closed", now
+        uow.audit(ad.installation_id, f"appeal-decision-completed:{ad.id}", "appeal.decision_completed",
+                  Actor.system("corrections"), "appeal_decision", ad.id,
+                  {"corrections": [c.id for c in group], "report_state": "closed"})

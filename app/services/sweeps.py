@@ -45,6 +45,7 @@ class SweepCounts:
     resolutions_emitted: int = 0
     dispatches_retried: int = 0
     runs_timed_out: int = 0
+    corrections_reconciled: int = 0
 
 
 def due_proposals(now, limit: int = BATCH) -> list[tuple[str, int, int]]:
@@ -145,6 +146,27 @@ def emit_missing_resolutions() -> int:
     return len(ids)
 
 
+def reconcile_corrections() -> int:
+    """Finish appeal corrections whose proposal resolved without reconciling (CORR-4)."""
+    from app.extensions import db
+    from app.models import AppealCorrection
+
+    from .corrections import reconcile_appeal_completion
+
+    resolved = or_(P.state == S.APPLIED, P.delivery_terminal.is_(True), P.state.in_([S.REJECTED, S.CANCELLED]))
+    report_ids = db.session.scalars(
+        select(AppealCorrection.report_id).distinct()
+        .join(P, P.id == AppealCorrection.proposal_id)
+        .where(AppealCorrection.state == "proposed", resolved).limit(BATCH)
+    ).all()
+    db.session.rollback()
+    for report_id in report_ids:
+        with unit_of_work() as uow:
+            reconcile_appeal_completion(uow, report_id)
+            uow.commit()
+    return len(report_ids)
+
+
 def retry_dispatches(now) -> int:
     """Retry wake-ups that failed, or that no one delivered in time (EVT-2)."""
     from app.extensions import db
@@ -187,6 +209,7 @@ def run_sweeps() -> SweepCounts:
         counts.confirmations_timed_out = time_out_confirmations(started)
         counts.runs_timed_out = time_out_runs(started)
         counts.resolutions_emitted = emit_missing_resolutions()
+        counts.corrections_reconciled = reconcile_corrections()
         counts.dispatches_retried = retry_dispatches(started)
         counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
     except Exception as exc:

@@ -1,0 +1,328 @@
+"""Appeals: filing, deciding, redacting, and preparing the corrections an
+overturned decision needs (SPEC CORR; §2 appeal, appeal_decision, appeal_correction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from app.domain.clock import iso, parse_iso, utcnow
+from app.domain.digests import canonical_json, json_digest, payload_digest
+from app.domain.errors import ActionError, ApiError
+from app.domain.expressions import evaluate_mapping, schema_errors
+from app.domain.states import ProposalState
+from app.models import (
+    ActionProposal,
+    Appeal,
+    AppealCorrection,
+    AppealDecision,
+    Decision,
+    HumanTask,
+    OperatorUser,
+    Report,
+    WorkflowRun,
+    WorkflowVersion,
+)
+
+from .cases import latest_decision
+from .components import load_action_component
+from .corrections import CORRECTABLE_OUTCOMES, correction_problems
+from .prepare import APPROVAL_RESPONSE_SCHEMA
+from .uow import Actor, UnitOfWork, unit_of_work
+
+OUTCOMES = ("upheld", "modified", "reversed")
+CORRECTION_EXPIRY_SECONDS = 7 * 86_400
+DEFAULT_CORRECTION_PAYLOAD = "original.payload"
+
+
+def _text(value: Any, field: str, limit: int, required: bool = False) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str) or len(value.strip()) > limit or (required and not value.strip()):
+        raise ApiError(400, f"appeal_{field}_invalid", f"{field.replace('_', ' ').capitalize()} must be text of at most {limit:,} characters.", field)
+    return value.strip()
+
+
+def _audit(uow: UnitOfWork, installation_id: str, key: str, action: str, actor: Actor, target_type: str, target_id: str, details: dict) -> None:
+    uow.audit(installation_id, key, action, actor, target_type, target_id, details)
+
+
+@dataclass(frozen=True)
+class AppealResult:
+    appeal_id: str
+    created: bool
+
+
+def file_appeal(report_id: str, *, statement: str, actor: Actor, installation_id: str,
+                external_id: str | None = None, integration_id: str | None = None) -> AppealResult:
+    """File an appeal against the report's latest decision.
+
+    Args:
+        report_id: the report.
+        statement: the appellant's statement, up to 5,000 characters.
+        actor: the operator entering it, or the platform (service identity).
+        installation_id: the caller's tenant (another tenant's report is 404).
+        external_id: the platform's own appeal id (a repeat returns the same appeal).
+        integration_id: set for platform calls: the report must be theirs.
+
+    Raises:
+        ApiError: 400 ``appeal_statement_invalid``; 404 ``report_not_found``; 409
+            ``report_not_appealable`` (no decision, closed, or an open appeal exists).
+    """
+    statement = _text(statement, "statement", 5000)
+    if external_id is not None and (not isinstance(external_id, str) or not 1 <= len(external_id) <= 200):
+        raise ApiError(400, "appeal_external_id_invalid", "external_id must be 1 to 200 characters.", "external_id")
+    with unit_of_work() as uow:
+        session = uow.session
+        report = session.get(Report, report_id)
+        if report is None or report.installation_id != installation_id or (integration_id and report.integration_id != integration_id):
+            raise ApiError(404, "report_not_found", "No such report.")
+        if external_id:
+            existing = session.scalar(select(Appeal).where(Appeal.report_id == report.id, Appeal.external_id == external_id))
+            if existing is not None:
+                return AppealResult(existing.id, False)
+        decision = latest_decision(session, report.id)
+        if decision is None or report.state != "decided":
+            raise ApiError(409, "report_not_appealable", f"The report is {report.state}; only a decided report can be appealed.")
+        now = utcnow()
+        appeal = Appeal(installation_id=report.installation_id, report_id=report.id, decision_id=decision.id,
+                        external_id=external_id, state="open", statement=statement,
+                        created_by_type=actor.type, created_by_id=actor.id, created_at=now, updated_at=now)
+        session.add(appeal)
+        report.state, report.updated_at = "appealed", now
+        session.flush()
+        _audit(uow, report.installation_id, f"appeal-filed:{appeal.id}", "appeal.filed", actor, "appeal", appeal.id,
+               {"report_id": report.id, "decision_id": decision.id, "external_id": external_id})
+        result = AppealResult(appeal.id, True)
+        uow.commit()
+    return result
+
+
+@dataclass(frozen=True)
+class AppealDecisionResult:
+    appeal_decision_id: str
+    correction_ids: list[str]
+
+
+def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: OperatorUser) -> AppealDecisionResult:
+    """Record a reviewer's outcome on an appeal and prepare the corrections it needs.
+
+    ``upheld`` closes the case. ``modified`` and ``reversed`` keep it appealed and
+    create one correction per applied action that enforced the contested decision:
+    ``automated`` when the workflow names a correcting component for it (a proposal
+    that an eligible reviewer must approve), ``manual`` otherwise.
+
+    Raises:
+        ApiError: 400 ``appeal_outcome_invalid`` / ``appeal_rationale_invalid``; 404
+            ``appeal_not_found``; 403 ``maker_checker_violation`` (not a reviewer, or
+            the maker of the contested decision); 409 ``appeal_not_open``.
+    """
+    if outcome not in OUTCOMES:
+        raise ApiError(400, "appeal_outcome_invalid", "The outcome must be upheld, modified or reversed.", "outcome")
+    rationale = _text(rationale, "rationale", 5000)
+    actor = Actor("operator", operator.id)
+    with unit_of_work() as uow:
+        session = uow.session
+        appeal = session.get(Appeal, appeal_id)
+        if appeal is None or appeal.installation_id != operator.installation_id:
+            raise ApiError(404, "appeal_not_found", "No such appeal.")
+        contested = session.get(Decision, appeal.decision_id)
+        if "reviewer" not in operator.roles or contested.maker_id == operator.id:
+            raise ApiError(403, "maker_checker_violation", "A reviewer who did not make the contested decision must decide the appeal.")
+        if appeal.state != "open":
+            raise ApiError(409, "appeal_not_open", "This appeal was already decided.")
+        now = utcnow()
+        ad = AppealDecision(installation_id=appeal.installation_id, appeal_id=appeal.id, outcome=outcome,
+                            maker_id=operator.id, rationale=rationale or None,
+                            completion_state="waiting" if outcome in CORRECTABLE_OUTCOMES else "completed",
+                            created_at=now, updated_at=now)
+        session.add(ad)
+        appeal.state, appeal.updated_at = "decided", now
+        report = session.get(Report, appeal.report_id)
+        session.flush()
+        _audit(uow, appeal.installation_id, f"appeal-decided:{ad.id}", "appeal.decided", actor, "appeal", appeal.id,
+               {"appeal_decision_id": ad.id, "outcome": outcome, "rationale": rationale or None})
+        corrections: list[str] = []
+        if outcome in CORRECTABLE_OUTCOMES:
+            corrections = [prepare_correction(uow, appeal, ad, report, original).id for original in _originals(session, appeal)]
+            if not corrections:  # nothing was enforced: nothing to correct
+                ad.completion_state, ad.correction_confirmed_at = "completed", now
+                report.state = "closed"
+        else:
+            report.state = "closed"
+        report.updated_at = now
+        result = AppealDecisionResult(ad.id, corrections)
+        uow.commit()
+    return result
+
+
+def _originals(session, appeal: Appeal) -> list[ActionProposal]:
+    """Actions that enforced the contested decision and took effect."""
+    return list(session.scalars(
+        select(ActionProposal).where(
+            ActionProposal.report_id == appeal.report_id, ActionProposal.decision_id == appeal.decision_id,
+            ActionProposal.appeal_id.is_(None), ActionProposal.compensates_proposal_id.is_(None),
+            ActionProposal.state.in_([ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED]),
+        ).order_by(ActionProposal.created_at)
+    ))
+
+
+def correction_config(session, original: ActionProposal) -> dict | None:
+    """The node's ``correction`` config: {component_version_id, action_code, payload?}."""
+    run = session.get(WorkflowRun, original.run_id)
+    version = session.get(WorkflowVersion, run.workflow_version_id) if run else None
+    node_id = original.step_run_id.split(":")[1] if original.step_run_id.count(":") >= 2 else None
+    node = (version.graph.get("nodes", {}).get(node_id) if version and node_id else None) or {}
+    config = (node.get("config") or {}).get("correction")
+    return config if isinstance(config, dict) else None
+
+
+def prepare_correction(uow: UnitOfWork, appeal: Appeal, ad: AppealDecision, report: Report, original: ActionProposal) -> AppealCorrection:
+    """Create a correction for one original action, and its proposal when automated.
+
+    The proposal awaits an eligible reviewer's approval (CORR-2). When the
+    correction is not eligible now (CORR-3), it is recorded as failed with
+    ``appeal_correction_precondition_changed`` and nothing is proposed.
+    """
+    session = uow.session
+    config = correction_config(session, original)
+    now = utcnow()
+    correction = AppealCorrection(
+        installation_id=appeal.installation_id, appeal_id=appeal.id, appeal_decision_id=ad.id, report_id=report.id,
+        integration_id=report.integration_id, original_proposal_id=original.id,
+        original_operation_id=original.operation_id, original_target_json=original.target_json,
+        original_payload_digest=original.payload_digest, mode="automated" if config else "manual",
+        state="pending", created_at=now, updated_at=now,
+    )
+    session.add(correction)
+    session.flush()
+    actor = Actor.system("appeals")
+    _audit(uow, appeal.installation_id, f"correction-prepared:{correction.id}", "appeal.correction_prepared", actor,
+           "appeal_correction", correction.id, {"original_proposal_id": original.id, "mode": correction.mode})
+    if correction.mode == "manual":
+        return correction
+    try:
+        if correction_problems(session, correction):
+            raise ActionError("appeal_correction_precondition_changed")
+        proposal = _correction_proposal(uow, correction, config, appeal, ad, report, original)
+    except ActionError as error:
+        correction.state, correction.last_error_code = "failed", error.code
+        return correction
+    correction.proposal_id, correction.state = proposal.id, "proposed"
+    return correction
+
+
+def _correction_proposal(uow, correction, config, appeal, ad, report, original) -> ActionProposal:
+    session = uow.session
+    component = load_action_component(session, config.get("component_version_id") or "")
+    action_code = config.get("action_code")
+    if not isinstance(action_code, str) or not 1 <= len(action_code) <= 200:
+        raise ActionError("action_configuration_invalid")
+    context = {
+        "original": {"action_code": original.action_code, "target": original.target, "payload": original.payload},
+        "appeal": {"id": appeal.id, "statement": appeal.statement},
+        "appeal_decision": {"id": ad.id, "outcome": ad.outcome},
+        "report": {"id": report.id, "public_reference": report.public_reference, "state": report.state},
+    }
+    payload = evaluate_mapping({"payload": config.get("payload") or DEFAULT_CORRECTION_PAYLOAD}, context)["payload"]
+    if not isinstance(payload, dict):
+        raise ActionError("action_payload_invalid")
+    if schema_errors(payload, component.input_schema):
+        raise ActionError("action_payload_schema_invalid")
+    proposal_id = f"{correction.id}:proposal"
+    expires_at = parse_iso(iso(ad.created_at + timedelta(seconds=CORRECTION_EXPIRY_SECONDS)))
+    preconditions = {"appeal_decision_id": ad.id, "original_payload_digest": original.payload_digest,
+                     "latest_decision_id": appeal.decision_id}
+    digest = payload_digest({
+        "schema_version": "1", "action_id": proposal_id, "action_code": action_code, "target": original.target,
+        "payload": payload, "preconditions": preconditions, "component_version_id": component.id,
+        "workflow_version_id": original.workflow_version_id, "policy_version_id": report.policy_version_id,
+        "expires_at": iso(expires_at), "installation_id": report.installation_id,
+    })
+    policy = {"mode": "human", "expires_at": iso(expires_at), "appeal_correction": correction.id}
+    proposal = ActionProposal(
+        id=proposal_id, installation_id=report.installation_id, report_id=report.id, run_id=original.run_id,
+        step_run_id=original.step_run_id, appeal_id=appeal.id, decision_id=appeal.decision_id,
+        action_code=action_code, target_json=original.target_json, payload_json=canonical_json(payload),
+        preconditions_json=canonical_json(preconditions), payload_digest=digest, component_version_id=component.id,
+        workflow_version_id=original.workflow_version_id, policy_version_id=report.policy_version_id,
+        authority_mode="assist", approval_mode="human", approval_policy_json=canonical_json(policy),
+        expires_at=expires_at, state=ProposalState.APPROVAL_REQUIRED,
+        operation_id=f"correction:{original.operation_id}:{ad.id}", created_by_type="system",
+        created_by_id=f"appeal-decision:{ad.id}",
+    )
+    session.add(proposal)
+    session.flush()
+    context_json = {"action_code": action_code, "target": original.target, "payload": payload,
+                    "preconditions": preconditions, "payload_digest": digest}
+    session.add(HumanTask(
+        id=f"{proposal_id}:approval-task", installation_id=report.installation_id, report_id=report.id,
+        run_id=original.run_id, step_run_id=original.step_run_id, task_type="approval", state="open",
+        queue_id=report.queue_id, context_json=canonical_json(context_json), context_digest=json_digest(context_json),
+        response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA), action_proposal_id=proposal_id, due_at=expires_at,
+    ))
+    uow.audit(report.installation_id, f"action-proposed:{proposal.operation_id}", "action.proposed",
+              Actor.system("appeals"), "action_proposal", proposal_id,
+              {"action_code": action_code, "payload_digest": digest, "approval_mode": "human",
+               "operation_id": proposal.operation_id, "appeal_correction_id": correction.id})
+    return proposal
+
+
+def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser) -> None:
+    """Remove an appeal decision's rationale (e.g. it held personal data).
+
+    A redacted decision can no longer drive an automated correction (CORR-1).
+
+    Raises:
+        ApiError: 404 ``appeal_decision_not_found``; 403 ``forbidden``; 409
+            ``appeal_rationale_already_redacted``.
+    """
+    if not operator.has_role("reviewer", "admin"):
+        raise ApiError(403, "forbidden", "Only reviewers and admins can redact a rationale.")
+    with unit_of_work() as uow:
+        ad = uow.session.get(AppealDecision, appeal_decision_id)
+        if ad is None or ad.installation_id != operator.installation_id:
+            raise ApiError(404, "appeal_decision_not_found", "No such appeal decision.")
+        if ad.rationale_redacted_at is not None:
+            raise ApiError(409, "appeal_rationale_already_redacted", "The rationale was already redacted.")
+        now = utcnow()
+        ad.rationale, ad.rationale_redacted_at, ad.updated_at = None, now, now
+        uow.audit(ad.installation_id, f"appeal-rationale-redacted:{ad.id}", "appeal.rationale_redacted",
+                  Actor("operator", operator.id), "appeal_decision", ad.id, {})
+        uow.commit()
+
+
+def record_manual_correction(correction_id: str, *, note: str, operator: OperatorUser) -> None:
+    """A reviewer records that a manual correction was done by hand (CORR-2, CORR-4).
+
+    Raises:
+        ApiError: 404 ``correction_not_found``; 409 ``correction_not_manual`` /
+            ``correction_not_pending``; 403 ``maker_checker_violation``; 409
+            ``appeal_correction_precondition_changed``; 400 ``appeal_note_invalid``.
+    """
+    from .corrections import load_context, reconcile_appeal_completion, reviewer_problem
+
+    note = _text(note, "note", 2000, required=True)
+    with unit_of_work() as uow:
+        session = uow.session
+        correction = session.get(AppealCorrection, correction_id)
+        if correction is None or correction.installation_id != operator.installation_id:
+            raise ApiError(404, "correction_not_found", "No such correction.")
+        if correction.mode != "manual":
+            raise ApiError(409, "correction_not_manual", "This correction is delivered by the workers; approve its proposal.")
+        if correction.state != "pending":
+            raise ApiError(409, "correction_not_pending", "This correction was already recorded.")
+        problem = reviewer_problem(session, correction, load_context(session, correction), operator.id)
+        if problem:
+            raise ApiError(403, "maker_checker_violation", problem)
+        correction.approved_by, correction.approved_at = operator.id, utcnow()
+        if correction_problems(session, correction):
+            raise ApiError(409, "appeal_correction_precondition_changed", "The case changed; this correction no longer applies.")
+        correction.state, correction.note, correction.confirmed_at, correction.updated_at = "confirmed", note, utcnow(), utcnow()
+        uow.audit(correction.installation_id, f"correction-recorded:{correction.id}", "appeal.correction_recorded",
+                  Actor("operator", operator.id), "appeal_correction", correction.id, {"note": note})
+        reconcile_appeal_completion(uow, correction.report_id)
+        uow.commit()
