@@ -42,11 +42,25 @@ def _text(value: Any, field: str, limit: int, required: bool = False) -> str:
     if value is None:
         value = ""
     if not isinstance(value, str) or len(value.strip()) > limit or (required and not value.strip()):
-        raise ApiError(400, f"appeal_{field}_invalid", f"{field.replace('_', ' ').capitalize()} must be text of at most {limit:,} characters.", field)
+        raise ApiError(
+            400,
+            f"appeal_{field}_invalid",
+            f"{field.replace('_', ' ').capitalize()} must be text of at most {limit:,} characters.",
+            field,
+        )
     return value.strip()
 
 
-def _audit(uow: UnitOfWork, installation_id: str, key: str, action: str, actor: Actor, target_type: str, target_id: str, details: dict) -> None:
+def _audit(
+    uow: UnitOfWork,
+    installation_id: str,
+    key: str,
+    action: str,
+    actor: Actor,
+    target_type: str,
+    target_id: str,
+    details: dict,
+) -> None:
     uow.audit(installation_id, key, action, actor, target_type, target_id, details)
 
 
@@ -56,8 +70,15 @@ class AppealResult:
     created: bool
 
 
-def file_appeal(report_id: str, *, statement: str, actor: Actor, installation_id: str,
-                external_id: str | None = None, integration_id: str | None = None) -> AppealResult:
+def file_appeal(
+    report_id: str,
+    *,
+    statement: str,
+    actor: Actor,
+    installation_id: str,
+    external_id: str | None = None,
+    integration_id: str | None = None,
+) -> AppealResult:
     """File an appeal against the report's latest decision.
 
     Args:
@@ -78,24 +99,49 @@ def file_appeal(report_id: str, *, statement: str, actor: Actor, installation_id
     with unit_of_work() as uow:
         session = uow.session
         report = session.get(Report, report_id)
-        if report is None or report.installation_id != installation_id or (integration_id and report.integration_id != integration_id):
+        if (
+            report is None
+            or report.installation_id != installation_id
+            or (integration_id and report.integration_id != integration_id)
+        ):
             raise ApiError(404, "report_not_found", "No such report.")
         if external_id:
-            existing = session.scalar(select(Appeal).where(Appeal.report_id == report.id, Appeal.external_id == external_id))
+            existing = session.scalar(
+                select(Appeal).where(Appeal.report_id == report.id, Appeal.external_id == external_id)
+            )
             if existing is not None:
                 return AppealResult(existing.id, False)
         decision = latest_decision(session, report.id)
         if decision is None or report.state != "decided":
-            raise ApiError(409, "report_not_appealable", f"The report is {report.state}; only a decided report can be appealed.")
+            raise ApiError(
+                409, "report_not_appealable", f"The report is {report.state}; only a decided report can be appealed."
+            )
         now = utcnow()
-        appeal = Appeal(installation_id=report.installation_id, report_id=report.id, decision_id=decision.id,
-                        external_id=external_id, state="open", statement=statement,
-                        created_by_type=actor.type, created_by_id=actor.id, created_at=now, updated_at=now)
+        appeal = Appeal(
+            installation_id=report.installation_id,
+            report_id=report.id,
+            decision_id=decision.id,
+            external_id=external_id,
+            state="open",
+            statement=statement,
+            created_by_type=actor.type,
+            created_by_id=actor.id,
+            created_at=now,
+            updated_at=now,
+        )
         session.add(appeal)
         report.state, report.updated_at = "appealed", now
         session.flush()
-        _audit(uow, report.installation_id, f"appeal-filed:{appeal.id}", "appeal.filed", actor, "appeal", appeal.id,
-               {"report_id": report.id, "decision_id": decision.id, "external_id": external_id})
+        _audit(
+            uow,
+            report.installation_id,
+            f"appeal-filed:{appeal.id}",
+            "appeal.filed",
+            actor,
+            "appeal",
+            appeal.id,
+            {"report_id": report.id, "decision_id": decision.id, "external_id": external_id},
+        )
         result = AppealResult(appeal.id, True)
         uow.commit()
     return result
@@ -131,23 +177,43 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
             raise ApiError(404, "appeal_not_found", "No such appeal.")
         contested = session.get(Decision, appeal.decision_id)
         if "reviewer" not in operator.roles or contested.maker_id == operator.id:
-            raise ApiError(403, "maker_checker_violation", "A reviewer who did not make the contested decision must decide the appeal.")
+            raise ApiError(
+                403,
+                "maker_checker_violation",
+                "A reviewer who did not make the contested decision must decide the appeal.",
+            )
         if appeal.state != "open":
             raise ApiError(409, "appeal_not_open", "This appeal was already decided.")
         now = utcnow()
-        ad = AppealDecision(installation_id=appeal.installation_id, appeal_id=appeal.id, outcome=outcome,
-                            maker_id=operator.id, rationale=rationale or None,
-                            completion_state="waiting" if outcome in CORRECTABLE_OUTCOMES else "completed",
-                            created_at=now, updated_at=now)
+        ad = AppealDecision(
+            installation_id=appeal.installation_id,
+            appeal_id=appeal.id,
+            outcome=outcome,
+            maker_id=operator.id,
+            rationale=rationale or None,
+            completion_state="waiting" if outcome in CORRECTABLE_OUTCOMES else "completed",
+            created_at=now,
+            updated_at=now,
+        )
         session.add(ad)
         appeal.state, appeal.updated_at = "decided", now
         report = session.get(Report, appeal.report_id)
         session.flush()
-        _audit(uow, appeal.installation_id, f"appeal-decided:{ad.id}", "appeal.decided", actor, "appeal", appeal.id,
-               {"appeal_decision_id": ad.id, "outcome": outcome, "rationale": rationale or None})
+        _audit(
+            uow,
+            appeal.installation_id,
+            f"appeal-decided:{ad.id}",
+            "appeal.decided",
+            actor,
+            "appeal",
+            appeal.id,
+            {"appeal_decision_id": ad.id, "outcome": outcome, "rationale": rationale or None},
+        )
         corrections: list[str] = []
         if outcome in CORRECTABLE_OUTCOMES:
-            corrections = [prepare_correction(uow, appeal, ad, report, original).id for original in _originals(session, appeal)]
+            corrections = [
+                prepare_correction(uow, appeal, ad, report, original).id for original in _originals(session, appeal)
+            ]
             if not corrections:  # nothing was enforced: nothing to correct
                 ad.completion_state, ad.correction_confirmed_at = "completed", now
                 report.state = "closed"
@@ -161,13 +227,19 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
 
 def _originals(session, appeal: Appeal) -> list[ActionProposal]:
     """Actions that enforced the contested decision and took effect."""
-    return list(session.scalars(
-        select(ActionProposal).where(
-            ActionProposal.report_id == appeal.report_id, ActionProposal.decision_id == appeal.decision_id,
-            ActionProposal.appeal_id.is_(None), ActionProposal.compensates_proposal_id.is_(None),
-            ActionProposal.state.in_([ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED]),
-        ).order_by(ActionProposal.created_at)
-    ))
+    return list(
+        session.scalars(
+            select(ActionProposal)
+            .where(
+                ActionProposal.report_id == appeal.report_id,
+                ActionProposal.decision_id == appeal.decision_id,
+                ActionProposal.appeal_id.is_(None),
+                ActionProposal.compensates_proposal_id.is_(None),
+                ActionProposal.state.in_([ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED]),
+            )
+            .order_by(ActionProposal.created_at)
+        )
+    )
 
 
 def correction_config(session, original: ActionProposal) -> dict | None:
@@ -180,7 +252,9 @@ def correction_config(session, original: ActionProposal) -> dict | None:
     return config if isinstance(config, dict) else None
 
 
-def prepare_correction(uow: UnitOfWork, appeal: Appeal, ad: AppealDecision, report: Report, original: ActionProposal) -> AppealCorrection:
+def prepare_correction(
+    uow: UnitOfWork, appeal: Appeal, ad: AppealDecision, report: Report, original: ActionProposal
+) -> AppealCorrection:
     """Create a correction for one original action, and its proposal when automated.
 
     The proposal awaits an eligible reviewer's approval (CORR-2). When the
@@ -191,17 +265,33 @@ def prepare_correction(uow: UnitOfWork, appeal: Appeal, ad: AppealDecision, repo
     config = correction_config(session, original)
     now = utcnow()
     correction = AppealCorrection(
-        installation_id=appeal.installation_id, appeal_id=appeal.id, appeal_decision_id=ad.id, report_id=report.id,
-        integration_id=report.integration_id, original_proposal_id=original.id,
-        original_operation_id=original.operation_id, original_target_json=original.target_json,
-        original_payload_digest=original.payload_digest, mode="automated" if config else "manual",
-        state="pending", created_at=now, updated_at=now,
+        installation_id=appeal.installation_id,
+        appeal_id=appeal.id,
+        appeal_decision_id=ad.id,
+        report_id=report.id,
+        integration_id=report.integration_id,
+        original_proposal_id=original.id,
+        original_operation_id=original.operation_id,
+        original_target_json=original.target_json,
+        original_payload_digest=original.payload_digest,
+        mode="automated" if config else "manual",
+        state="pending",
+        created_at=now,
+        updated_at=now,
     )
     session.add(correction)
     session.flush()
     actor = Actor.system("appeals")
-    _audit(uow, appeal.installation_id, f"correction-prepared:{correction.id}", "appeal.correction_prepared", actor,
-           "appeal_correction", correction.id, {"original_proposal_id": original.id, "mode": correction.mode})
+    _audit(
+        uow,
+        appeal.installation_id,
+        f"correction-prepared:{correction.id}",
+        "appeal.correction_prepared",
+        actor,
+        "appeal_correction",
+        correction.id,
+        {"original_proposal_id": original.id, "mode": correction.mode},
+    )
     if correction.mode == "manual":
         return correction
     try:
@@ -234,40 +324,93 @@ def _correction_proposal(uow, correction, config, appeal, ad, report, original) 
         raise ActionError("action_payload_schema_invalid")
     proposal_id = f"{correction.id}:proposal"
     expires_at = parse_iso(iso(ad.created_at + timedelta(seconds=CORRECTION_EXPIRY_SECONDS)))
-    preconditions = {"appeal_decision_id": ad.id, "original_payload_digest": original.payload_digest,
-                     "latest_decision_id": appeal.decision_id}
-    digest = payload_digest({
-        "schema_version": "1", "action_id": proposal_id, "action_code": action_code, "target": original.target,
-        "payload": payload, "preconditions": preconditions, "component_version_id": component.id,
-        "workflow_version_id": original.workflow_version_id, "policy_version_id": report.policy_version_id,
-        "expires_at": iso(expires_at), "installation_id": report.installation_id,
-    })
+    preconditions = {
+        "appeal_decision_id": ad.id,
+        "original_payload_digest": original.payload_digest,
+        "latest_decision_id": appeal.decision_id,
+    }
+    digest = payload_digest(
+        {
+            "schema_version": "1",
+            "action_id": proposal_id,
+            "action_code": action_code,
+            "target": original.target,
+            "payload": payload,
+            "preconditions": preconditions,
+            "component_version_id": component.id,
+            "workflow_version_id": original.workflow_version_id,
+            "policy_version_id": report.policy_version_id,
+            "expires_at": iso(expires_at),
+            "installation_id": report.installation_id,
+        }
+    )
     policy = {"mode": "human", "expires_at": iso(expires_at), "appeal_correction": correction.id}
     proposal = ActionProposal(
-        id=proposal_id, installation_id=report.installation_id, report_id=report.id, run_id=original.run_id,
-        step_run_id=original.step_run_id, appeal_id=appeal.id, decision_id=appeal.decision_id,
-        action_code=action_code, target_json=original.target_json, payload_json=canonical_json(payload),
-        preconditions_json=canonical_json(preconditions), payload_digest=digest, component_version_id=component.id,
-        workflow_version_id=original.workflow_version_id, policy_version_id=report.policy_version_id,
-        authority_mode="assist", approval_mode="human", approval_policy_json=canonical_json(policy),
-        expires_at=expires_at, state=ProposalState.APPROVAL_REQUIRED,
-        operation_id=f"correction:{original.operation_id}:{ad.id}", created_by_type="system",
+        id=proposal_id,
+        installation_id=report.installation_id,
+        report_id=report.id,
+        run_id=original.run_id,
+        step_run_id=original.step_run_id,
+        appeal_id=appeal.id,
+        decision_id=appeal.decision_id,
+        action_code=action_code,
+        target_json=original.target_json,
+        payload_json=canonical_json(payload),
+        preconditions_json=canonical_json(preconditions),
+        payload_digest=digest,
+        component_version_id=component.id,
+        workflow_version_id=original.workflow_version_id,
+        policy_version_id=report.policy_version_id,
+        authority_mode="assist",
+        approval_mode="human",
+        approval_policy_json=canonical_json(policy),
+        expires_at=expires_at,
+        state=ProposalState.APPROVAL_REQUIRED,
+        operation_id=f"correction:{original.operation_id}:{ad.id}",
+        created_by_type="system",
         created_by_id=f"appeal-decision:{ad.id}",
     )
     session.add(proposal)
     session.flush()
-    context_json = {"action_code": action_code, "target": original.target, "payload": payload,
-                    "preconditions": preconditions, "payload_digest": digest}
-    session.add(HumanTask(
-        id=f"{proposal_id}:approval-task", installation_id=report.installation_id, report_id=report.id,
-        run_id=original.run_id, step_run_id=original.step_run_id, task_type="approval", state="open",
-        queue_id=report.queue_id, context_json=canonical_json(context_json), context_digest=json_digest(context_json),
-        response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA), action_proposal_id=proposal_id, due_at=expires_at,
-    ))
-    uow.audit(report.installation_id, f"action-proposed:{proposal.operation_id}", "action.proposed",
-              Actor.system("appeals"), "action_proposal", proposal_id,
-              {"action_code": action_code, "payload_digest": digest, "approval_mode": "human",
-               "operation_id": proposal.operation_id, "appeal_correction_id": correction.id})
+    context_json = {
+        "action_code": action_code,
+        "target": original.target,
+        "payload": payload,
+        "preconditions": preconditions,
+        "payload_digest": digest,
+    }
+    session.add(
+        HumanTask(
+            id=f"{proposal_id}:approval-task",
+            installation_id=report.installation_id,
+            report_id=report.id,
+            run_id=original.run_id,
+            step_run_id=original.step_run_id,
+            task_type="approval",
+            state="open",
+            queue_id=report.queue_id,
+            context_json=canonical_json(context_json),
+            context_digest=json_digest(context_json),
+            response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
+            action_proposal_id=proposal_id,
+            due_at=expires_at,
+        )
+    )
+    uow.audit(
+        report.installation_id,
+        f"action-proposed:{proposal.operation_id}",
+        "action.proposed",
+        Actor.system("appeals"),
+        "action_proposal",
+        proposal_id,
+        {
+            "action_code": action_code,
+            "payload_digest": digest,
+            "approval_mode": "human",
+            "operation_id": proposal.operation_id,
+            "appeal_correction_id": correction.id,
+        },
+    )
     return proposal
 
 
@@ -290,8 +433,15 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser) -> None
             raise ApiError(409, "appeal_rationale_already_redacted", "The rationale was already redacted.")
         now = utcnow()
         ad.rationale, ad.rationale_redacted_at, ad.updated_at = None, now, now
-        uow.audit(ad.installation_id, f"appeal-rationale-redacted:{ad.id}", "appeal.rationale_redacted",
-                  Actor("operator", operator.id), "appeal_decision", ad.id, {})
+        uow.audit(
+            ad.installation_id,
+            f"appeal-rationale-redacted:{ad.id}",
+            "appeal.rationale_redacted",
+            Actor("operator", operator.id),
+            "appeal_decision",
+            ad.id,
+            {},
+        )
         uow.commit()
 
 
@@ -312,7 +462,9 @@ def record_manual_correction(correction_id: str, *, note: str, operator: Operato
         if correction is None or correction.installation_id != operator.installation_id:
             raise ApiError(404, "correction_not_found", "No such correction.")
         if correction.mode != "manual":
-            raise ApiError(409, "correction_not_manual", "This correction is delivered by the workers; approve its proposal.")
+            raise ApiError(
+                409, "correction_not_manual", "This correction is delivered by the workers; approve its proposal."
+            )
         if correction.state != "pending":
             raise ApiError(409, "correction_not_pending", "This correction was already recorded.")
         problem = reviewer_problem(session, correction, load_context(session, correction), operator.id)
@@ -320,9 +472,23 @@ def record_manual_correction(correction_id: str, *, note: str, operator: Operato
             raise ApiError(403, "maker_checker_violation", problem)
         correction.approved_by, correction.approved_at = operator.id, utcnow()
         if correction_problems(session, correction):
-            raise ApiError(409, "appeal_correction_precondition_changed", "The case changed; this correction no longer applies.")
-        correction.state, correction.note, correction.confirmed_at, correction.updated_at = "confirmed", note, utcnow(), utcnow()
-        uow.audit(correction.installation_id, f"correction-recorded:{correction.id}", "appeal.correction_recorded",
-                  Actor("operator", operator.id), "appeal_correction", correction.id, {"note": note})
+            raise ApiError(
+                409, "appeal_correction_precondition_changed", "The case changed; this correction no longer applies."
+            )
+        correction.state, correction.note, correction.confirmed_at, correction.updated_at = (
+            "confirmed",
+            note,
+            utcnow(),
+            utcnow(),
+        )
+        uow.audit(
+            correction.installation_id,
+            f"correction-recorded:{correction.id}",
+            "appeal.correction_recorded",
+            Actor("operator", operator.id),
+            "appeal_correction",
+            correction.id,
+            {"note": note},
+        )
         reconcile_appeal_completion(uow, correction.report_id)
         uow.commit()

@@ -90,12 +90,19 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
         if decision == "rejected":
             correction.state = "rejected"
         elif correction_problems(uow.session, correction, proposal.target_json, proposal.preconditions):
-            raise ApiError(409, "appeal_correction_precondition_changed",
-                           "The appeal or the original action changed; this correction no longer applies.")
+            raise ApiError(
+                409,
+                "appeal_correction_precondition_changed",
+                "The appeal or the original action changed; this correction no longer applies.",
+            )
     if decision != "approved":
         return
-    move_proposal(uow.session, proposal.id, Move.ENQUEUE_APPROVED,
-                  values=dict(next_attempt_at=utcnow(), lease_expires_at=None, delivery_terminal=False))
+    move_proposal(
+        uow.session,
+        proposal.id,
+        Move.ENQUEUE_APPROVED,
+        values=dict(next_attempt_at=utcnow(), lease_expires_at=None, delivery_terminal=False),
+    )
     proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
     uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts))
 

@@ -37,9 +37,17 @@ def _object(value: Any, code: str, field: str) -> dict:
     return value
 
 
-def propose_compensation(proposal_id: str, *, component_version_id: Any, action_code: Any, target: Any,
-                         payload: Any, preconditions: Any = None, idempotency_key: str,
-                         operator: OperatorUser) -> CompensationResult:
+def propose_compensation(
+    proposal_id: str,
+    *,
+    component_version_id: Any,
+    action_code: Any,
+    target: Any,
+    payload: Any,
+    preconditions: Any = None,
+    idempotency_key: str,
+    operator: OperatorUser,
+) -> CompensationResult:
     """Propose an action that compensates an applied one; it always needs approval.
 
     Args:
@@ -71,13 +79,27 @@ def propose_compensation(proposal_id: str, *, component_version_id: Any, action_
         if existing is not None:
             return CompensationResult(existing.id, existing.payload_digest, existing.state, True)
         if original.state not in (ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED):
-            raise ApiError(409, "action_compensation_unavailable", "Only an applied or compensation-required action can be compensated.")
+            raise ApiError(
+                409,
+                "action_compensation_unavailable",
+                "Only an applied or compensation-required action can be compensated.",
+            )
         target = _object(target, "action_target_invalid", "target")
         payload = _object(payload, "action_payload_invalid", "payload")
-        preconditions = _object({} if preconditions is None else preconditions, "action_preconditions_invalid", "preconditions")
-        if not isinstance(component_version_id, str) or not component_version_id or not isinstance(action_code, str) \
-                or not 1 <= len(action_code) <= 200:
-            raise ApiError(400, "action_compensation_invalid", "component_version_id and an action_code of 1 to 200 characters are required.")
+        preconditions = _object(
+            {} if preconditions is None else preconditions, "action_preconditions_invalid", "preconditions"
+        )
+        if (
+            not isinstance(component_version_id, str)
+            or not component_version_id
+            or not isinstance(action_code, str)
+            or not 1 <= len(action_code) <= 200
+        ):
+            raise ApiError(
+                400,
+                "action_compensation_invalid",
+                "component_version_id and an action_code of 1 to 200 characters are required.",
+            )
         try:
             component = load_action_component(session, component_version_id)
         except ActionError as error:
@@ -85,45 +107,105 @@ def propose_compensation(proposal_id: str, *, component_version_id: Any, action_
         if component.installation_id != original.installation_id:
             raise ApiError(409, "action_component_unavailable", "That component cannot act.", "component_version_id")
         if schema_errors(payload, component.input_schema):
-            raise ApiError(422, "action_payload_schema_invalid", "The payload does not match the component's input schema.", "payload")
+            raise ApiError(
+                422,
+                "action_payload_schema_invalid",
+                "The payload does not match the component's input schema.",
+                "payload",
+            )
         new_proposal_id = f"cmp_{uuid.uuid4().hex}"
         now = utcnow()
         expires_at = parse_iso(iso(now + timedelta(seconds=COMPENSATION_EXPIRY_SECONDS)))
-        digest = payload_digest({
-            "schema_version": "1", "action_id": new_proposal_id, "action_code": action_code, "target": target,
-            "payload": payload, "preconditions": preconditions, "component_version_id": component.id,
-            "compensates_proposal_id": original.id, "expires_at": iso(expires_at),
-            "installation_id": original.installation_id,
-        })
+        digest = payload_digest(
+            {
+                "schema_version": "1",
+                "action_id": new_proposal_id,
+                "action_code": action_code,
+                "target": target,
+                "payload": payload,
+                "preconditions": preconditions,
+                "component_version_id": component.id,
+                "compensates_proposal_id": original.id,
+                "expires_at": iso(expires_at),
+                "installation_id": original.installation_id,
+            }
+        )
         report = session.get(Report, original.report_id)
-        session.add(ActionProposal(
-            id=new_proposal_id, installation_id=original.installation_id, report_id=original.report_id,
-            run_id=original.run_id, step_run_id=original.step_run_id, action_code=action_code,
-            target_json=canonical_json(target), payload_json=canonical_json(payload),
-            preconditions_json=canonical_json(preconditions), payload_digest=digest, component_version_id=component.id,
-            workflow_version_id=original.workflow_version_id, policy_version_id=report.policy_version_id,
-            authority_mode="assist", approval_mode="human",
-            approval_policy_json=canonical_json({"mode": "human", "expires_at": iso(expires_at), "compensation": True}),
-            expires_at=expires_at, state=ProposalState.APPROVAL_REQUIRED, operation_id=operation_id,
-            compensates_proposal_id=original.id, created_by_type="operator", created_by_id=operator.id,
-            created_at=now, updated_at=now,
-        ))
+        session.add(
+            ActionProposal(
+                id=new_proposal_id,
+                installation_id=original.installation_id,
+                report_id=original.report_id,
+                run_id=original.run_id,
+                step_run_id=original.step_run_id,
+                action_code=action_code,
+                target_json=canonical_json(target),
+                payload_json=canonical_json(payload),
+                preconditions_json=canonical_json(preconditions),
+                payload_digest=digest,
+                component_version_id=component.id,
+                workflow_version_id=original.workflow_version_id,
+                policy_version_id=report.policy_version_id,
+                authority_mode="assist",
+                approval_mode="human",
+                approval_policy_json=canonical_json(
+                    {"mode": "human", "expires_at": iso(expires_at), "compensation": True}
+                ),
+                expires_at=expires_at,
+                state=ProposalState.APPROVAL_REQUIRED,
+                operation_id=operation_id,
+                compensates_proposal_id=original.id,
+                created_by_type="operator",
+                created_by_id=operator.id,
+                created_at=now,
+                updated_at=now,
+            )
+        )
         session.flush()
-        context = {"action_code": action_code, "target": target, "payload": payload, "preconditions": preconditions,
-                   "payload_digest": digest, "compensates_proposal_id": original.id}
-        session.add(HumanTask(
-            id=f"{new_proposal_id}:approval-task", installation_id=original.installation_id, report_id=original.report_id,
-            run_id=original.run_id, step_run_id=original.step_run_id, task_type="approval", state="open",
-            queue_id=report.queue_id, context_json=canonical_json(context), context_digest=json_digest(context),
-            response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA), action_proposal_id=new_proposal_id,
-            due_at=expires_at,
-        ))
+        context = {
+            "action_code": action_code,
+            "target": target,
+            "payload": payload,
+            "preconditions": preconditions,
+            "payload_digest": digest,
+            "compensates_proposal_id": original.id,
+        }
+        session.add(
+            HumanTask(
+                id=f"{new_proposal_id}:approval-task",
+                installation_id=original.installation_id,
+                report_id=original.report_id,
+                run_id=original.run_id,
+                step_run_id=original.step_run_id,
+                task_type="approval",
+                state="open",
+                queue_id=report.queue_id,
+                context_json=canonical_json(context),
+                context_digest=json_digest(context),
+                response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
+                action_proposal_id=new_proposal_id,
+                due_at=expires_at,
+            )
+        )
         if move_proposal(session, original.id, Move.COMPENSATE, where=(ActionProposal.state == ProposalState.APPLIED,)):
-            uow.audit(original.installation_id, f"action-compensation-required:{original.id}", "action.compensation_required",
-                      Actor("operator", operator.id), "action_proposal", original.id, {"compensation_proposal_id": new_proposal_id})
-        uow.audit(original.installation_id, f"action-compensation:{operator.id}:{idempotency_key}",
-                  "workflow.compensation_proposed", Actor("operator", operator.id), "action_proposal", new_proposal_id,
-                  {"compensates_proposal_id": original.id, "payload_digest": digest, "action_code": action_code})
+            uow.audit(
+                original.installation_id,
+                f"action-compensation-required:{original.id}",
+                "action.compensation_required",
+                Actor("operator", operator.id),
+                "action_proposal",
+                original.id,
+                {"compensation_proposal_id": new_proposal_id},
+            )
+        uow.audit(
+            original.installation_id,
+            f"action-compensation:{operator.id}:{idempotency_key}",
+            "workflow.compensation_proposed",
+            Actor("operator", operator.id),
+            "action_proposal",
+            new_proposal_id,
+            {"compensates_proposal_id": original.id, "payload_digest": digest, "action_code": action_code},
+        )
         result = CompensationResult(new_proposal_id, digest, ProposalState.APPROVAL_REQUIRED, False)
         uow.commit()
     return result

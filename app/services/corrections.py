@@ -56,7 +56,9 @@ def load_context(session, correction: AppealCorrection, lock: bool = False) -> C
     )
 
 
-def reviewer_problem(session, correction: AppealCorrection, ctx: CorrectionContext, reviewer_id: str | None) -> str | None:
+def reviewer_problem(
+    session, correction: AppealCorrection, ctx: CorrectionContext, reviewer_id: str | None
+) -> str | None:
     """Why the reviewer may not approve this correction (CORR-2), or None."""
     if reviewer_id is None:
         return None
@@ -71,8 +73,13 @@ def reviewer_problem(session, correction: AppealCorrection, ctx: CorrectionConte
     return None
 
 
-def correction_problems(session, correction: AppealCorrection, target_json: str | None = None,
-                        preconditions: dict | None = None, lock: bool = False) -> list[str]:
+def correction_problems(
+    session,
+    correction: AppealCorrection,
+    target_json: str | None = None,
+    preconditions: dict | None = None,
+    lock: bool = False,
+) -> list[str]:
     """Every CORR-1/CORR-2 condition that does not hold (empty: eligible).
 
     Args:
@@ -92,8 +99,10 @@ def correction_problems(session, correction: AppealCorrection, target_json: str 
         problems.append("The appeal decision's rationale was redacted.")
     if original is None or original.state != "applied" or original.confirmed_at is None:
         problems.append("The original action is not applied and confirmed.")
-    elif (original.operation_id, original.target_json) != (correction.original_operation_id, correction.original_target_json) \
-            or original.payload_digest != correction.original_payload_digest:
+    elif (original.operation_id, original.target_json) != (
+        correction.original_operation_id,
+        correction.original_target_json,
+    ) or original.payload_digest != correction.original_payload_digest:
         problems.append("The original action is not the one recorded on the correction.")
     if target_json is not None and target_json != correction.original_target_json:
         problems.append("The correction's target is not the original action's target.")
@@ -117,13 +126,19 @@ def correction_problems(session, correction: AppealCorrection, target_json: str 
 
 
 def _newer_upheld(session, report_id: str, ad: AppealDecision) -> bool:
-    return session.scalar(
-        select(AppealDecision.id)
-        .join(Appeal, Appeal.id == AppealDecision.appeal_id)
-        .where(Appeal.report_id == report_id, AppealDecision.created_at > ad.created_at,
-               AppealDecision.outcome == "upheld")
-        .limit(1)
-    ) is not None
+    return (
+        session.scalar(
+            select(AppealDecision.id)
+            .join(Appeal, Appeal.id == AppealDecision.appeal_id)
+            .where(
+                Appeal.report_id == report_id,
+                AppealDecision.created_at > ad.created_at,
+                AppealDecision.outcome == "upheld",
+            )
+            .limit(1)
+        )
+        is not None
+    )
 
 
 def check_correction_eligible(session, proposal: ActionProposal, lock: bool = False) -> None:
@@ -153,13 +168,21 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
     now = utcnow()
     corrections = session.scalars(select(AppealCorrection).where(AppealCorrection.report_id == report_id)).all()
     for correction in corrections:
-        if correction.mode != "automated" or correction.proposal_id is None or correction.state in ("confirmed", "failed"):
+        if (
+            correction.mode != "automated"
+            or correction.proposal_id is None
+            or correction.state in ("confirmed", "failed")
+        ):
             continue
         proposal = session.get(ActionProposal, correction.proposal_id)
         if proposal.state == "applied":
             correction.state, correction.confirmed_at, correction.updated_at = "confirmed", now, now
         elif proposal.is_terminal:
-            correction.state, correction.last_error_code, correction.updated_at = "failed", proposal.last_error_code, now
+            correction.state, correction.last_error_code, correction.updated_at = (
+                "failed",
+                proposal.last_error_code,
+                now,
+            )
     by_decision: dict[str, list[AppealCorrection]] = {}
     for correction in corrections:
         by_decision.setdefault(correction.appeal_decision_id, []).append(correction)
@@ -170,6 +193,12 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
         ad.correction_confirmed_at, ad.completion_state, ad.updated_at = now, "completed", now
         report = session.get(Report, report_id)
         report.state, report.updated_at = "closed", now
-        uow.audit(ad.installation_id, f"appeal-decision-completed:{ad.id}", "appeal.decision_completed",
-                  Actor.system("corrections"), "appeal_decision", ad.id,
-                  {"corrections": [c.id for c in group], "report_state": "closed"})
+        uow.audit(
+            ad.installation_id,
+            f"appeal-decision-completed:{ad.id}",
+            "appeal.decision_completed",
+            Actor.system("corrections"),
+            "appeal_decision",
+            ad.id,
+            {"corrections": [c.id for c in group], "report_state": "closed"},
+        )

@@ -155,9 +155,11 @@ def reconcile_corrections() -> int:
 
     resolved = or_(P.state == S.APPLIED, P.delivery_terminal.is_(True), P.state.in_([S.REJECTED, S.CANCELLED]))
     report_ids = db.session.scalars(
-        select(AppealCorrection.report_id).distinct()
+        select(AppealCorrection.report_id)
+        .distinct()
         .join(P, P.id == AppealCorrection.proposal_id)
-        .where(AppealCorrection.state == "proposed", resolved).limit(BATCH)
+        .where(AppealCorrection.state == "proposed", resolved)
+        .limit(BATCH)
     ).all()
     db.session.rollback()
     for report_id in report_ids:

@@ -35,8 +35,15 @@ def browser():
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-quic"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
         )
         yield browser
         browser.close()
@@ -54,10 +61,21 @@ def console(app, world, platform, tmp_path):
     """The console on a loopback port plus one real RQ worker process."""
     app.config["CONSOLE_POLL_SECONDS"] = POLL_SECONDS
     server, url = serve(app)
-    env = {**os.environ, "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"], "REDIS_URL": app.config["REDIS_URL"],
-           "EGRESS_ALLOW_PRIVATE": "1", "INSTANCE_PATH": str(tmp_path / "worker"), "LOG_LEVEL": "WARNING"}
-    worker = subprocess.Popen([sys.executable, str(ROOT / "worker.py"), "--no-cron"], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "REDIS_URL": app.config["REDIS_URL"],
+        "EGRESS_ALLOW_PRIVATE": "1",
+        "INSTANCE_PATH": str(tmp_path / "worker"),
+        "LOG_LEVEL": "WARNING",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, str(ROOT / "worker.py"), "--no-cron"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     yield url
     worker.terminate()
     worker.wait(timeout=30)

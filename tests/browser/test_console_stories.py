@@ -51,7 +51,9 @@ def test_decide_approve_and_watch_it_apply(page, world, platform, screenshots):
     page.screenshot(path=str(screenshots / "approval-queue.png"), full_page=True)
 
     live_requests: list[float] = []
-    page.on("request", lambda request: live_requests.append(time.monotonic()) if request.url.endswith("/live") else None)
+    page.on(
+        "request", lambda request: live_requests.append(time.monotonic()) if request.url.endswith("/live") else None
+    )
     navigations: list[str] = []
     approve_in_page(page, proposal.id)
     page.on("framenavigated", lambda frame: navigations.append(frame.url))

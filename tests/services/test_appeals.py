@@ -32,8 +32,12 @@ def applied_takedown(world, report_index=0):
 
 
 def appeal(world, report_index=0):
-    return file_appeal(world.report_ids[report_index], statement="It was satire.", actor=Actor("operator", world.users["moderator"]),
-                       installation_id=world.installation_id).appeal_id
+    return file_appeal(
+        world.report_ids[report_index],
+        statement="It was satire.",
+        actor=Actor("operator", world.users["moderator"]),
+        installation_id=world.installation_id,
+    ).appeal_id
 
 
 def overturn(world, appeal_id, outcome="reversed", who="reviewer2"):
@@ -61,10 +65,16 @@ def correction_proposal(correction) -> ActionProposal:
 def test_reversed_appeal_restores_the_post(app, world, platform, correction):
     """CORR-1..4: the eligible reviewer approves; the post is restored; the appeal completes."""
     proposal = correction_proposal(correction)
-    assert (proposal.action_code, proposal.target, proposal.state) == ("restore", {"kind": "post", "reference": "post:1001"}, "approval_required")
-    assert proposal.preconditions == {"appeal_decision_id": correction.appeal_decision_id,
-                                      "latest_decision_id": correction.original.decision_id,
-                                      "original_payload_digest": correction.original.payload_digest}
+    assert (proposal.action_code, proposal.target, proposal.state) == (
+        "restore",
+        {"kind": "post", "reference": "post:1001"},
+        "approval_required",
+    )
+    assert proposal.preconditions == {
+        "appeal_decision_id": correction.appeal_decision_id,
+        "latest_decision_id": correction.original.decision_id,
+        "original_payload_digest": correction.original.payload_digest,
+    }
     approve(world, proposal, reviewer="admin")
     assert reload(proposal).state == "queued"
     assert deliver(proposal.id).state == "applied"
@@ -76,17 +86,42 @@ def test_reversed_appeal_restores_the_post(app, world, platform, correction):
     assert (ad.completion_state, ad.correction_confirmed_at is not None) == ("completed", True)  # CORR-4
     assert db.session.get(Report, world.report_ids[0]).state == "closed"
     actions = db.session.scalars(select(AuditEvent.action).order_by(AuditEvent.seq)).all()
-    story = [a for a in actions if a in ("report.decided", "action.approved", "workflow.action_applied", "appeal.filed",
-                                         "appeal.decided", "appeal.correction_prepared", "appeal.decision_completed")]
-    assert story == ["report.decided", "action.approved", "workflow.action_applied", "appeal.filed", "appeal.decided",
-                     "appeal.correction_prepared", "action.approved", "workflow.action_applied", "appeal.decision_completed"]
+    story = [
+        a
+        for a in actions
+        if a
+        in (
+            "report.decided",
+            "action.approved",
+            "workflow.action_applied",
+            "appeal.filed",
+            "appeal.decided",
+            "appeal.correction_prepared",
+            "appeal.decision_completed",
+        )
+    ]
+    assert story == [
+        "report.decided",
+        "action.approved",
+        "workflow.action_applied",
+        "appeal.filed",
+        "appeal.decided",
+        "appeal.correction_prepared",
+        "action.approved",
+        "workflow.action_applied",
+        "appeal.decision_completed",
+    ]
 
 
 @pytest.mark.parametrize("who", ["moderator", "reviewer2"])
 def test_makers_of_either_decision_cannot_approve_the_correction(app, world, correction, who):
     """CORR-2: not the original decision's maker, not the appeal decision's maker."""
     proposal = correction_proposal(correction)
-    set_row(__import__("app.models", fromlist=["OperatorUser"]).OperatorUser, world.users["moderator"], roles_text="moderator,reviewer")
+    set_row(
+        __import__("app.models", fromlist=["OperatorUser"]).OperatorUser,
+        world.users["moderator"],
+        roles_text="moderator,reviewer",
+    )
     with pytest.raises(ApiError) as caught:
         approve(world, proposal, reviewer=who)
     assert (caught.value.status, caught.value.code) == (403, "maker_checker_violation")
@@ -113,8 +148,15 @@ def newer_upheld(world, correction):
         from app.models import Appeal
 
         appeal = uow.session.get(Appeal, correction.appeal_id)
-        uow.session.add(AppealDecision(installation_id=world.installation_id, appeal_id=appeal.id, outcome="upheld",
-                                       maker_id=world.users["admin"], completion_state="completed"))
+        uow.session.add(
+            AppealDecision(
+                installation_id=world.installation_id,
+                appeal_id=appeal.id,
+                outcome="upheld",
+                maker_id=world.users["admin"],
+                completion_state="completed",
+            )
+        )
         uow.commit()
 
 
@@ -130,8 +172,15 @@ BREAKERS = {
 
 def _new_decision(world, correction):
     with unit_of_work() as uow:
-        uow.session.add(Decision(installation_id=world.installation_id, report_id=correction.report_id, seq=99,
-                                 decision_code="no_violation", maker_id=world.users["moderator"]))
+        uow.session.add(
+            Decision(
+                installation_id=world.installation_id,
+                report_id=correction.report_id,
+                seq=99,
+                decision_code="no_violation",
+                maker_id=world.users["moderator"],
+            )
+        )
         uow.commit()
 
 
@@ -187,7 +236,11 @@ def test_correction_not_prepared_when_ineligible(app, world, platform):
     set_row(ActionProposal, original.id, confirmed_at=None)
     result = overturn(world, appeal(world))
     row = db.session.get(AppealCorrection, result.correction_ids[0])
-    assert (row.state, row.last_error_code, row.proposal_id) == ("failed", "appeal_correction_precondition_changed", None)
+    assert (row.state, row.last_error_code, row.proposal_id) == (
+        "failed",
+        "appeal_correction_precondition_changed",
+        None,
+    )
 
 
 def test_upheld_appeal_closes_the_case_without_corrections(app, world, platform):
@@ -229,10 +282,16 @@ def test_appeal_needs_a_decided_report_and_an_uninvolved_reviewer(app, world, pl
 
 # -- COMP --------------------------------------------------------------------------------
 
+
 def compensate(world, original, key="comp-1", who="reviewer", **overrides):
-    args = dict(component_version_id=world.components["restore"], action_code="restore", target=original.target,
-                payload={"reason_code": "mistake", "report_reference": "R-DEMO01"}, idempotency_key=key,
-                operator=world.user(who))
+    args = dict(
+        component_version_id=world.components["restore"],
+        action_code="restore",
+        target=original.target,
+        payload={"reason_code": "mistake", "report_reference": "R-DEMO01"},
+        idempotency_key=key,
+        operator=world.user(who),
+    )
     args.update(overrides)
     return propose_compensation(original.id, **args)
 
@@ -245,10 +304,17 @@ def test_compensation_is_proposed_replayed_and_approved_by_someone_else(app, wor
     assert (again.proposal_id, again.idempotent_replay) == (first.proposal_id, True)
     proposal = db.session.get(ActionProposal, first.proposal_id)
     assert proposal.operation_id == f"compensation:{original.operation_id}:comp-1"
-    assert (proposal.compensates_proposal_id, proposal.state, proposal.approval_mode) == (original.id, "approval_required", "human")
+    assert (proposal.compensates_proposal_id, proposal.state, proposal.approval_mode) == (
+        original.id,
+        "approval_required",
+        "human",
+    )
     assert (proposal.expires_at - proposal.created_at).total_seconds() == pytest.approx(86_400, abs=1)
     assert reload(original).state == "compensation_required"
-    assert db.session.scalar(select(AuditEvent.action).where(AuditEvent.target_id == proposal.id)) == "workflow.compensation_proposed"
+    assert (
+        db.session.scalar(select(AuditEvent.action).where(AuditEvent.target_id == proposal.id))
+        == "workflow.compensation_proposed"
+    )
     with pytest.raises(ApiError) as caught:
         approve(world, proposal, reviewer="reviewer")
     assert caught.value.code == "maker_checker_violation"
@@ -273,13 +339,16 @@ def test_compensation_needs_an_applied_original(app, world):
     assert (caught.value.status, caught.value.code) == (409, "action_compensation_unavailable")
 
 
-@pytest.mark.parametrize("overrides, status, code", [
-    ({"action_code": "x" * 201}, 400, "action_compensation_invalid"),
-    ({"action_code": ""}, 400, "action_compensation_invalid"),
-    ({"target": "post:1"}, 400, "action_target_invalid"),
-    ({"payload": ["x"]}, 400, "action_payload_invalid"),
-    ({"payload": {"reason_code": 5}}, 422, "action_payload_schema_invalid"),
-])
+@pytest.mark.parametrize(
+    "overrides, status, code",
+    [
+        ({"action_code": "x" * 201}, 400, "action_compensation_invalid"),
+        ({"action_code": ""}, 400, "action_compensation_invalid"),
+        ({"target": "post:1"}, 400, "action_target_invalid"),
+        ({"payload": ["x"]}, 400, "action_payload_invalid"),
+        ({"payload": {"reason_code": 5}}, 422, "action_payload_schema_invalid"),
+    ],
+)
 def test_compensation_input_is_validated(app, world, platform, overrides, status, code):
     """COMP-1: and nothing changes when refused."""
     original = applied_takedown(world)
