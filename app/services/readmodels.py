@@ -247,6 +247,7 @@ class ReportDetail:
     runs: list
     proposals: list
     makers: dict[str, str]
+    appeals: list = field(default_factory=list)
 
 
 def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None:
@@ -268,7 +269,9 @@ def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None
     ).all()
     proposals = db.session.scalars(select(P).where(P.report_id == report.id).order_by(P.created_at.desc())).all()
     makers = operator_names(d.maker_id for d in decisions)
-    return ReportDetail(report, list(targets), list(decisions), list(runs), list(proposals), makers)
+    return ReportDetail(
+        report, list(targets), list(decisions), list(runs), list(proposals), makers, report_appeals(report.id)
+    )
 
 
 def list_appeals(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any]]:
@@ -282,3 +285,102 @@ def list_appeals(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any
     ).all()
     references = report_references(a.report_id for a in appeals)
     return [{"appeal": a, "report_reference": references.get(a.report_id)} for a in appeals]
+
+
+@dataclass
+class CorrectionView:
+    correction: Any
+    original: ActionProposal | None
+    proposal: ActionProposal | None
+    problems: list[str]
+    verdict: Verdict | None  # may the viewing operator approve or record it
+
+
+@dataclass
+class AppealDetail:
+    appeal: Any
+    report: Report
+    contested: Decision | None
+    decisions: list
+    corrections: list[CorrectionView]
+    names: dict[str, str]
+    can_decide: Verdict
+
+
+def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None:
+    """An appeal with its decisions and each correction: original action, correction
+    proposal, what blocks it, and whether this operator may approve it."""
+    from app.models import Appeal, AppealCorrection, AppealDecision
+
+    from .corrections import correction_problems, load_context, reviewer_problem
+
+    appeal = db.session.get(Appeal, appeal_id)
+    if appeal is None or appeal.installation_id != operator.installation_id:
+        return None
+    report = db.session.get(Report, appeal.report_id)
+    contested = db.session.get(Decision, appeal.decision_id)
+    decisions = db.session.scalars(
+        select(AppealDecision).where(AppealDecision.appeal_id == appeal.id).order_by(AppealDecision.created_at)
+    ).all()
+    corrections = db.session.scalars(
+        select(AppealCorrection).where(AppealCorrection.appeal_id == appeal.id).order_by(AppealCorrection.created_at)
+    ).all()
+    proposals = {
+        p.id: p
+        for p in db.session.scalars(
+            select(P).where(
+                P.id.in_({c.proposal_id for c in corrections} | {c.original_proposal_id for c in corrections})
+            )
+        )
+    }
+    views = []
+    for c in corrections:
+        proposal = proposals.get(c.proposal_id)
+        open_ = c.state in ("pending", "proposed")
+        problems = (
+            correction_problems(
+                db.session, c, proposal.target_json if proposal else None, proposal.preconditions if proposal else None
+            )
+            if open_
+            else []
+        )
+        problem = reviewer_problem(db.session, c, load_context(db.session, c), operator.id) if open_ else None
+        verdict = Verdict(False, problem) if problem else Verdict(True)
+        views.append(CorrectionView(c, proposals.get(c.original_proposal_id), proposal, problems, verdict))
+    names = operator_names(
+        [d.maker_id for d in decisions]
+        + [c.approved_by for c in corrections]
+        + [contested.maker_id if contested else None]
+    )
+    if "reviewer" not in operator.roles:
+        can_decide = Verdict(False, "Only reviewers decide appeals.")
+    elif contested is not None and contested.maker_id == operator.id:
+        can_decide = Verdict(False, "You made the decision this appeal contests; another reviewer must decide it.")
+    else:
+        can_decide = Verdict(True)
+    return AppealDetail(appeal, report, contested, list(decisions), views, names, can_decide)
+
+
+def report_appeals(report_id: str) -> list:
+    from app.models import Appeal
+
+    return list(
+        db.session.scalars(select(Appeal).where(Appeal.report_id == report_id).order_by(Appeal.created_at.desc()))
+    )
+
+
+def action_components(installation_id: str) -> list[tuple[str, str]]:
+    """(component version id, label) of the versions that can act, for forms."""
+    from app.models import ComponentDefinition, ComponentVersion
+
+    rows = db.session.execute(
+        select(ComponentVersion.id, ComponentDefinition.name, ComponentVersion.version)
+        .join(ComponentDefinition, ComponentDefinition.id == ComponentVersion.definition_id)
+        .where(
+            ComponentVersion.installation_id == installation_id,
+            ComponentVersion.retired_at.is_(None),
+            ComponentDefinition.status == "active",
+        )
+        .order_by(ComponentDefinition.name, ComponentVersion.version.desc())
+    ).all()
+    return [(id, f"{name} v{version}") for id, name, version in rows]

@@ -170,6 +170,34 @@ def openapi_document() -> dict:
                     },
                 }
             },
+            "/appeals": {
+                "post": {
+                    "operationId": "postAppeal",
+                    "summary": "File a user's appeal against a report's latest decision",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "required": ["report_external_id"],
+                                    "properties": {
+                                        "report_external_id": {"type": "string", "minLength": 1, "maxLength": 200},
+                                        "external_id": {"type": "string", "minLength": 1, "maxLength": 200},
+                                        "statement": {"type": "string", "maxLength": 5000},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "201": {"description": "Filed"},
+                        "200": {"description": "Already filed (same external_id)"},
+                        **ERRORS,
+                    },
+                }
+            },
             "/actions/{action_id}": {
                 "get": {
                     "operationId": "getAction",

@@ -48,6 +48,40 @@ def reports():
     ), 201 if result.created else 200
 
 
+APPEAL_FIELDS = frozenset({"report_external_id", "external_id", "statement"})
+
+
+@bp.route("/appeals", methods=["POST"])
+@integration_required
+def appeals():
+    """An appeal the platform received from a user, against the report's latest decision."""
+    from sqlalchemy import select
+
+    from app.services.appeals import file_appeal
+    from app.services.uow import Actor
+
+    body = json_body()
+    if not isinstance(body, dict) or set(body) - APPEAL_FIELDS:
+        raise ApiError(400, "appeal_invalid", "Send a JSON object with report_external_id, external_id and statement.")
+    reference = body.get("report_external_id")
+    if not isinstance(reference, str) or not 1 <= len(reference) <= 200:
+        raise ApiError(400, "appeal_invalid", "report_external_id must be 1 to 200 characters.", "report_external_id")
+    report_id = db.session.scalar(
+        select(Report.id).where(Report.integration_id == g.integration.id, Report.external_id == reference)
+    )
+    if report_id is None:
+        raise ApiError(404, "report_not_found", "No report with that external id.")
+    result = file_appeal(
+        report_id,
+        statement=body.get("statement"),
+        actor=Actor("service_identity", g.integration.id),
+        installation_id=g.integration.installation_id,
+        external_id=body.get("external_id"),
+        integration_id=g.integration.id,
+    )
+    return jsonify({"appeal_id": result.appeal_id, "created": result.created}), 201 if result.created else 200
+
+
 @bp.route("/actions/<path:action_id>", methods=["GET"])
 @integration_required
 def action_status(action_id: str):

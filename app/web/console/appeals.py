@@ -1,12 +1,16 @@
 from __future__ import annotations
 
-from flask import render_template
+from flask import abort, redirect, render_template, url_for
 from flask_login import current_user
 
+from app.domain.errors import ApiError
 from app.services import readmodels
+from app.services.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
+from app.services.uow import Actor
 
 from ..decorators import role_required
 from . import bp
+from .forms import AppealDecisionForm, AppealForm, EmptyForm, ManualCorrectionForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
 
@@ -15,3 +19,79 @@ VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
 @role_required(*VIEW_ROLES)
 def appeals():
     return render_template("appeals/list.html", rows=readmodels.list_appeals(current_user))
+
+
+def _render(appeal_id: str, decision_form=None, manual_form=None, error=None, status=200):
+    detail = readmodels.appeal_detail(current_user, appeal_id)
+    if detail is None:
+        abort(404)
+    return render_template(
+        "appeals/detail.html",
+        d=detail,
+        error=error,
+        empty_form=EmptyForm(),
+        decision_form=decision_form or AppealDecisionForm(formdata=None),
+        manual_form=manual_form or ManualCorrectionForm(formdata=None),
+    ), status
+
+
+@bp.route("/appeals/<appeal_id>")
+@role_required(*VIEW_ROLES)
+def appeal(appeal_id: str):
+    return _render(appeal_id)
+
+
+@bp.route("/reports/<report_id>/appeals", methods=["POST"])
+@role_required("moderator", "reviewer")
+def file_appeal_view(report_id: str):
+    form = AppealForm()
+    if not form.validate():
+        raise ApiError(400, "form_invalid", "Write the appellant's statement (up to 5,000 characters).")
+    result = file_appeal(
+        report_id,
+        statement=form.statement.data or "",
+        actor=Actor("operator", current_user.id),
+        installation_id=current_user.installation_id,
+    )
+    return redirect(url_for("console.appeal", appeal_id=result.appeal_id), code=303)
+
+
+@bp.route("/appeals/<appeal_id>/decision", methods=["POST"])
+@role_required("reviewer")
+def appeal_decide(appeal_id: str):
+    form = AppealDecisionForm()
+    if not form.validate():
+        return _render(
+            appeal_id, decision_form=form, error=ApiError(400, "form_invalid", "Choose an outcome."), status=400
+        )
+    try:
+        decide_appeal(appeal_id, outcome=form.outcome.data, rationale=form.rationale.data or "", operator=current_user)
+    except ApiError as error:
+        return _render(appeal_id, decision_form=form, error=error, status=error.status)
+    return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
+
+
+@bp.route("/appeals/<appeal_id>/decisions/<decision_id>/redact", methods=["POST"])
+@role_required("reviewer", "admin")
+def redact(appeal_id: str, decision_id: str):
+    EmptyForm().validate()
+    try:
+        redact_rationale(decision_id, operator=current_user)
+    except ApiError as error:
+        return _render(appeal_id, error=error, status=error.status)
+    return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
+
+
+@bp.route("/appeals/<appeal_id>/corrections/<correction_id>/record", methods=["POST"])
+@role_required("reviewer")
+def record_correction(appeal_id: str, correction_id: str):
+    form = ManualCorrectionForm()
+    if not form.validate():
+        return _render(
+            appeal_id, manual_form=form, error=ApiError(400, "form_invalid", "Describe what was done."), status=400
+        )
+    try:
+        record_manual_correction(correction_id, note=form.note.data or "", operator=current_user)
+    except ApiError as error:
+        return _render(appeal_id, manual_form=form, error=error, status=error.status)
+    return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)

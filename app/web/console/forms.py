@@ -45,3 +45,34 @@ class ReportDecisionForm(FlaskForm):
 
 class EmptyForm(FlaskForm):
     """A POST-only button: carries nothing but the CSRF token."""
+
+
+class AppealForm(FlaskForm):
+    statement = TextAreaField("Appellant's statement", validators=[Optional(), Length(max=5000)])
+
+
+class AppealDecisionForm(FlaskForm):
+    outcome = RadioField(
+        "Outcome",
+        validators=[DataRequired()],
+        choices=[
+            SelectChoice("upheld", "Upheld (the decision stands)"),
+            SelectChoice("modified", "Modified (correct the enforcement)"),
+            SelectChoice("reversed", "Reversed (undo the enforcement)"),
+        ],
+    )
+    rationale = TextAreaField("Rationale", validators=[Optional(), Length(max=5000)])
+
+
+class ManualCorrectionForm(FlaskForm):
+    note = TextAreaField("What was done by hand", validators=[DataRequired(), Length(max=2000)])
+
+
+class CompensationForm(FlaskForm):
+    """Propose an action that undoes an applied one (COMP)."""
+
+    component_version_id = SelectField("Compensating component", validators=[DataRequired()], choices=[])
+    action_code = StringField("Action code", validators=[DataRequired(), Length(max=200)])
+    target = TextAreaField("Target (JSON)", validators=[DataRequired(), Length(max=20000)])
+    payload = TextAreaField("Payload (JSON)", validators=[DataRequired(), Length(max=20000)])
+    idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from flask import abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user
 
@@ -7,11 +9,13 @@ from app.domain.errors import ApiError
 from app.domain.states import ProposalState
 from app.services import readmodels
 from app.services.approval import decide_proposal
+from app.services.compensation import propose_compensation
 from app.services.retry import retry_proposal
+from app.web import pretty_json
 
 from ..decorators import is_htmx, role_required
 from . import bp
-from .forms import DecisionForm, RetryForm
+from .forms import CompensationForm, DecisionForm, RetryForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
 
@@ -56,16 +60,25 @@ def _detail_or_404(proposal_id: str) -> readmodels.ProposalDetail:
     return detail
 
 
-def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200):
+def _compensation_form(detail, formdata=None) -> CompensationForm:
+    p = detail.proposal
+    form = CompensationForm(formdata=formdata, target=pretty_json(p.target), payload=pretty_json(p.payload))
+    form.component_version_id.choices = readmodels.action_components(current_user.installation_id)
+    return form
+
+
+def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200, compensation_form=None):
     decision_form = decision_form or DecisionForm(formdata=None)
     retry_form = retry_form or RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest)
+    compensation_form = compensation_form or _compensation_form(detail)
     return render_template(
         "proposals/detail.html",
         d=detail,
         decision_form=decision_form,
         retry_form=retry_form,
+        compensation_form=compensation_form,
         error=error,
-        poll_seconds=current_app.config['CONSOLE_POLL_SECONDS'],
+        poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
     ), status
 
 
@@ -83,7 +96,7 @@ def proposal_live(proposal_id: str):
     return render_template(
         "proposals/_live.html",
         d=detail,
-        poll_seconds=current_app.config['CONSOLE_POLL_SECONDS'],
+        poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
         decision_form=DecisionForm(formdata=None),
         retry_form=RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest),
     )
@@ -134,3 +147,34 @@ def retry(proposal_id: str):
     except ApiError as error:
         return _render_detail(_detail_or_404(proposal_id), retry_form=form, error=error, status=error.status)
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
+
+
+@bp.route("/proposals/<proposal_id>/compensate", methods=["POST"])
+@role_required("reviewer", "admin")
+def compensate(proposal_id: str):
+    """Propose a compensating action for an applied one (COMP-1..3)."""
+    detail = _detail_or_404(proposal_id)
+    form = _compensation_form(detail, formdata=request.form)
+    if not form.validate():
+        error = ApiError(400, "form_invalid", "Choose a component and give an action code, target and payload.")
+        return _render_detail(detail, compensation_form=form, error=error, status=400)
+    try:
+        result = propose_compensation(
+            proposal_id,
+            component_version_id=form.component_version_id.data,
+            action_code=form.action_code.data.strip(),
+            target=_json_field(form.target.data, "action_target_invalid", "target"),
+            payload=_json_field(form.payload.data, "action_payload_invalid", "payload"),
+            idempotency_key=form.idempotency_key.data,
+            operator=current_user,
+        )
+    except ApiError as error:
+        return _render_detail(_detail_or_404(proposal_id), compensation_form=form, error=error, status=error.status)
+    return redirect(url_for("console.proposal", proposal_id=result.proposal_id), code=303)
+
+
+def _json_field(text: str, code: str, field: str):
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise ApiError(400, code, f"The {field} is not valid JSON: {error}", field) from error

@@ -9,7 +9,7 @@ from app.services.reports import record_decision
 
 from ..decorators import role_required
 from . import bp
-from .forms import ReportDecisionForm
+from .forms import AppealForm, ReportDecisionForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
 
@@ -25,7 +25,11 @@ def _render(report_id: str, form=None, error=None, status=200):
     if detail is None:
         abort(404)
     return render_template(
-        "reports/detail.html", d=detail, form=form or ReportDecisionForm(formdata=None), error=error
+        "reports/detail.html",
+        d=detail,
+        form=form or ReportDecisionForm(formdata=None),
+        appeal_form=AppealForm(formdata=None),
+        error=error,
     ), status
 
 
