@@ -34,6 +34,10 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     app.config.from_object(Config(app.instance_path))
     if overrides:
         app.config.update(overrides)
+    if app.config["CONFIGURE_LOGGING"]:
+        from .observability import configure_logging
+
+        configure_logging(os.environ.get("PROCESS_ROLE", "web"), app.config["LOG_LEVEL"], app.config["LOG_FORMAT"])
     install_engine_hooks()
     db.init_app(app)
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..", "migrations"))

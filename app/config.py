@@ -65,6 +65,8 @@ class Config:
         self.REMEMBER_COOKIE_HTTPONLY = True
         self.PERMANENT_SESSION_LIFETIME = int(os.environ.get("SESSION_LIFETIME_SECONDS", "43200"))
         self.LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+        self.LOG_FORMAT = os.environ.get("LOG_FORMAT", "json")  # json | text
+        self.CONFIGURE_LOGGING = True  # tests keep pytest's handlers
         # How often a proposal page that is not terminal refreshes itself (htmx polling).
         self.CONSOLE_POLL_SECONDS = float(os.environ.get("CONSOLE_POLL_SECONDS", "2"))
         self.MAX_CONTENT_LENGTH = int(os.environ.get("MAX_REQUEST_BYTES", str(1024 * 1024)))

@@ -21,6 +21,8 @@ import pytest
 import redis
 from sqlalchemy import create_engine, text
 
+from flask.testing import FlaskClient
+
 from app import create_app
 from app.extensions import db
 from app.jobs import bind_app
@@ -39,7 +41,7 @@ def pytest_report_header(config):
 def _migrate(url: str, instance: Path) -> None:
     from flask_migrate import upgrade
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": url, "INSTANCE_PATH": str(instance)})
+    app = create_app({"SQLALCHEMY_DATABASE_URI": url, "INSTANCE_PATH": str(instance), "CONFIGURE_LOGGING": False})
     with app.app_context():
         upgrade(directory=str(ROOT / "migrations"))
         db.engine.dispose()
@@ -117,6 +119,7 @@ def app(database_url, redis_url, tmp_path):
     app = create_app(
         {
             "TESTING": True,
+            "CONFIGURE_LOGGING": False,
             "SQLALCHEMY_DATABASE_URI": database_url,
             "REDIS_URL": redis_url,
             "EGRESS_ALLOW_PRIVATE": True,
@@ -135,8 +138,18 @@ def app(database_url, redis_url, tmp_path):
         db.engine.dispose()
 
 
+class FreshSessionClient(FlaskClient):
+    """The test client shares the test's app context and so its session: end the
+    test's read transaction first, so each request sees what workers committed."""
+
+    def open(self, *args, **kwargs):
+        db.session.rollback()
+        return super().open(*args, **kwargs)
+
+
 @pytest.fixture
 def client(app):
+    app.test_client_class = FreshSessionClient
     return app.test_client()
 
 

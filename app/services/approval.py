@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -22,11 +23,13 @@ from app.models import (
     move_proposal,
     new_id,
 )
+from app.observability import bind
 
 from .events import emit_approval_event
 from .tasks import finish_task_for_proposal
 from .uow import Actor, unit_of_work
 
+log = logging.getLogger(__name__)
 DECISIONS = ("approved", "rejected")
 
 
@@ -205,6 +208,7 @@ def decide_proposal(
                 "The proposal changed or its authorization expired. Refresh it before deciding.",
             )
         approval_id = new_id("apv")
+        operation_id = proposal.operation_id
         session.add(
             ActionApproval(
                 id=approval_id,
@@ -240,4 +244,6 @@ def decide_proposal(
             raise ApiError(
                 409, "action_approval_changed", "Another decision was recorded first. Refresh the action."
             ) from error
+    with bind(proposal_id=proposal_id, operation_id=operation_id):
+        log.info("action %s", decision, extra={"approval_id": approval_id})
     return ApprovalResult(proposal_id, approval_id, decision, False)

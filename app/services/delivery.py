@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,9 @@ from app.domain.expressions import schema_errors
 from app.domain.preconditions import check_preconditions
 from app.domain.receipts import parse_receipt
 from app.domain.states import LEASE_SECONDS, MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
+from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, Report, move_proposal, new_id
+from app.observability import bind
 
 from . import budgets
 from .cases import report_snapshot
@@ -191,6 +194,12 @@ class _Attempt:
     def record(self, **values: Any) -> None:
         self.finish.update(values)
 
+    @property
+    def seconds(self) -> float | None:
+        """How long the HTTP request took, once it finished."""
+        duration = self.finish.get("duration_ms")
+        return None if duration is None else duration / 1000
+
     def write(self, session) -> None:
         row = session.get(ConnectionAttempt, self.id)
         if row is None or not self.finish:
@@ -212,13 +221,52 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     now = utcnow()
     lease = now + timedelta(seconds=LEASE_SECONDS)
     if not claim(proposal_id, now, lease):
+        log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
         return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
     from app.extensions import db
 
-    session = db.session
-    session.rollback()
-    proposal = session.get(ActionProposal, proposal_id)
-    session.refresh(proposal)
+    db.session.rollback()
+    proposal = db.session.get(ActionProposal, proposal_id)
+    db.session.refresh(proposal)
+    fields = dict(
+        proposal_id=proposal.id,
+        operation_id=proposal.operation_id,
+        attempt=proposal.delivery_attempt_count,
+        cycle=proposal.delivery_cycle,
+    )
+    with bind(**fields):
+        log.info("delivery attempt claimed")
+        started = time.monotonic()
+        outcome = _deliver_claimed(db.session, proposal, now, lease)
+        _observe(outcome, time.monotonic() - started)
+        return outcome
+
+
+def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
+    """Log and count the outcome of one claimed attempt."""
+    if outcome.state == S.APPLIED:
+        result = "applied"
+    elif outcome.error_code == "budget_exhausted":
+        result = "deferred"
+    elif outcome.state == S.FAILED:
+        result = "failed" if outcome.terminal else "retry"
+    else:
+        result = "accepted" if outcome.state == S.QUEUED else (outcome.state or "unknown")
+    record_delivery(result, outcome.error_code, outcome.extra.get("http_seconds"))
+    log.info(
+        "delivery attempt finished",
+        extra={
+            "outcome": result,
+            "error_code": outcome.error_code,
+            "state": outcome.state,
+            "duration_ms": round(seconds * 1000, 1),
+        },
+    )
+
+
+def _deliver_claimed(session, proposal: ActionProposal, now, lease) -> DeliveryOutcome:
+    """The rest of one attempt, once this worker holds the lease."""
+    proposal_id = proposal.id
     attempt_number, cycle = proposal.delivery_attempt_count, proposal.delivery_cycle
     reservations: list[str] = []
     sent = False
@@ -312,7 +360,7 @@ def _save_sync_receipt(proposal, receipt, attempt: _Attempt, lease, attempt_numb
         attempt_number=attempt_number,
         error_code=proposal.last_error_code,
         terminal=proposal.delivery_terminal,
-        extra={"receipt_status": receipt.status, "changed": changed},
+        extra={"receipt_status": receipt.status, "changed": changed, "http_seconds": attempt.seconds},
     )
 
 
@@ -384,4 +432,5 @@ def _record_failure(proposal_id, error: ActionError, attempt, attempt_number, cy
         attempt_number=attempt_number,
         error_code=error.code,
         terminal=proposal.delivery_terminal,
+        extra={"http_seconds": attempt.seconds if attempt else None},
     )

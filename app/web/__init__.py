@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
+import time
+import uuid
 
-from flask import Flask, request
-from flask_login import AnonymousUserMixin
+from flask import Flask, g, request
+from flask_login import AnonymousUserMixin, current_user
 
 from app.domain.clock import iso
 from app.domain.states import is_terminal
 from app.extensions import csrf, db, login_manager
 from app.models import OperatorUser
+from app.observability import pop, push
 
 from .errors import register_error_handlers
 
@@ -36,11 +41,52 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
+
+
+def register_request_logging(app: Flask) -> None:
+    """One JSON line per request, with its request id and operator (issue: observability)."""
+    log = logging.getLogger("app.web.request")
+
+    @app.before_request
+    def _bind_request() -> None:
+        supplied = request.headers.get("X-Request-ID", "")
+        g.request_id = supplied if REQUEST_ID.match(supplied) else uuid.uuid4().hex
+        g.request_started = time.monotonic()
+        g.log_token = push(request_id=g.request_id)
+
+    @app.after_request
+    def _log_request(response):
+        response.headers["X-Request-ID"] = getattr(g, "request_id", "")
+        if not request.path.startswith("/static/"):
+            operator = current_user.get_id() if current_user and current_user.is_authenticated else None
+            log.info(
+                "request",
+                extra={
+                    "method": request.method,
+                    "path": request.path,
+                    "status": response.status_code,
+                    "duration_ms": round(
+                        (time.monotonic() - getattr(g, "request_started", time.monotonic())) * 1000, 1
+                    ),
+                    "operator_id": operator.rsplit(":", 1)[0] if operator else None,
+                },
+            )
+        return response
+
+    @app.teardown_request
+    def _unbind(_error=None) -> None:
+        token = g.pop("log_token", None)
+        if token is not None:
+            pop(token)
+
+
 def register_web(app: Flask) -> None:
     from .admin import bp as admin_bp
     from .api import bp as api_bp
     from .auth import bp as auth_bp
     from .console import bp as console_bp
+    from .health import bp as health_bp
 
     login_manager.login_view = "auth.login"
     login_manager.anonymous_user = Anonymous
@@ -48,6 +94,8 @@ def register_web(app: Flask) -> None:
     app.register_blueprint(auth_bp)
     app.register_blueprint(console_bp)
     app.register_blueprint(admin_bp, url_prefix="/admin")
+    app.register_blueprint(health_bp)
+    register_request_logging(app)
     app.register_blueprint(api_bp, url_prefix="/api/v1")
     csrf.exempt(api_bp)  # platforms authenticate with bearer tokens, not cookies
     register_error_handlers(app)

@@ -1,0 +1,95 @@
+"""Prometheus metrics (prometheus-client).
+
+Counters and histograms are written by whichever process does the work (web or
+worker). Under gunicorn and for workers on the same host, set
+PROMETHEUS_MULTIPROC_DIR (gunicorn.conf.py does) so every process writes to one
+directory that `/metrics` aggregates. Gauges about the database (proposals by
+state, approvals waiting, sweep lag, budget usage) are read at scrape time.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+DELIVERIES = Counter(
+    "console_deliveries_total",
+    "Delivery attempts by outcome (applied, accepted, retry, failed, deferred) and error code.",
+    ["outcome", "error_code"],
+)
+ATTEMPT_SECONDS = Histogram(
+    "console_delivery_attempt_seconds",
+    "Duration of one HTTP attempt to a platform, in seconds.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+SWEEPS = Counter("console_sweeps_total", "Sweeps run, by result.", ["result"])
+
+
+def record_delivery(outcome: str, error_code: str | None, seconds: float | None) -> None:
+    DELIVERIES.labels(outcome=outcome, error_code=error_code or "").inc()
+    if seconds is not None:
+        ATTEMPT_SECONDS.observe(seconds)
+
+
+class DatabaseCollector:
+    """Gauges computed from the database when Prometheus scrapes."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def collect(self):
+        from sqlalchemy import func, select
+
+        from app.extensions import db
+        from app.models import ActionProposal, Budget, HumanTask, SweepRun
+
+        states = GaugeMetricFamily("console_proposals", "Action proposals by state.", labels=["state"])
+        for state, count in db.session.execute(
+            select(ActionProposal.state, func.count()).group_by(ActionProposal.state)
+        ).all():
+            states.add_metric([state], count)
+        yield states
+        waiting, oldest = db.session.execute(
+            select(func.count(), func.min(HumanTask.created_at)).where(
+                HumanTask.task_type == "approval", HumanTask.state.in_(("open", "claimed"))
+            )
+        ).one()
+        yield GaugeMetricFamily("console_approvals_waiting", "Approval tasks open or claimed.", value=waiting)
+        age = (self.now - _aware(oldest)).total_seconds() if oldest else 0
+        yield GaugeMetricFamily("console_approval_oldest_age_seconds", "Age of the oldest waiting approval.", value=age)
+        last = db.session.scalar(select(func.max(SweepRun.started_at)))
+        lag = (self.now - _aware(last)).total_seconds() if last else -1
+        yield GaugeMetricFamily(
+            "console_sweep_lag_seconds", "Seconds since the last sweep started (-1: never).", value=lag
+        )
+        usage = GaugeMetricFamily(
+            "console_budget_used_ratio", "Used share of each budget's window.", labels=["budget_id", "scope_type"]
+        )
+        for budget in db.session.scalars(select(Budget).where(Budget.active.is_(True))):
+            usage.add_metric([budget.id, budget.scope_type], budget.used_amount / max(budget.limit_amount, 1))
+        yield usage
+        db.session.rollback()
+
+
+def _aware(value: datetime) -> datetime:
+    from datetime import UTC
+
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def exposition(now: datetime) -> tuple[bytes, str]:
+    """The text exposition of every metric: process metrics (aggregated across
+    processes when PROMETHEUS_MULTIPROC_DIR is set) followed by the database gauges."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        processes = CollectorRegistry()
+        multiprocess.MultiProcessCollector(processes)
+    else:
+        from prometheus_client import REGISTRY as processes
+    database = CollectorRegistry()
+    database.register(DatabaseCollector(now))
+    return generate_latest(processes) + generate_latest(database), CONTENT_TYPE_LATEST
