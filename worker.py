@@ -1,11 +1,16 @@
 """The RQ worker: delivers action proposals and runs the periodic sweeps.
 
-    python worker.py            # a worker with RQ's scheduler, plus the sweep cron
-    python worker.py --no-cron  # a worker only (run the cron in one place or many:
-                                # every sweep is safe to run twice at once)
+    python worker.py               # a worker with RQ's scheduler, plus the sweep cron
+    python worker.py --no-cron     # a worker only: run the cron where you like, once
+                                   # or more (every sweep is safe to run twice at once)
+    python worker.py --burst       # work until the queue is empty, then exit
 
-Each job runs inside the app's context (see app/jobs.py); the worker forks a work
-horse per job, and the horse drops the inherited database pool.
+Run as many as you need, on any number of machines: the database claim and lease
+decide who delivers what. Jobs run in the worker process itself (RQ's
+SimpleWorker): no fork and no new database connection per job; a worker that dies
+mid-job leaves a lease that expires, and the sweep re-enqueues the action.
+``--fork`` uses RQ's forking Worker instead (each job in a work horse that drops
+the inherited database pool).
 """
 
 from __future__ import annotations
@@ -16,12 +21,16 @@ import multiprocessing
 import os
 import signal
 
-from rq import Worker
+from rq import SimpleWorker, Worker
 from rq.cron import CronScheduler
 
-from app import create_app
-from app.jobs import bind_app, sweep_job
-from app.queueing import delivery_queue, get_redis
+os.environ.setdefault("PROCESS_ROLE", "worker")
+
+from app import create_app  # noqa: E402
+from app.jobs import bind_app, sweep_job  # noqa: E402
+from app.queueing import delivery_queue, get_redis  # noqa: E402
+
+log = logging.getLogger("worker")
 
 
 def run_cron(interval_seconds: int) -> None:
@@ -45,20 +54,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-cron", action="store_true", help="do not schedule the sweeps from this process")
     parser.add_argument("--burst", action="store_true", help="stop when the queue is empty")
+    parser.add_argument("--fork", action="store_true", help="run each job in a forked work horse")
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="serve this worker's Prometheus metrics on 127.0.0.1:PORT"
+    )
     args = parser.parse_args()
     app = create_app()
-    logging.basicConfig(level=app.config["LOG_LEVEL"])
     bind_app(app)
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr="127.0.0.1")
     cron = None
     if not args.no_cron and not args.burst:
         cron = multiprocessing.get_context("fork").Process(
             target=run_cron, args=(app.config["SWEEP_INTERVAL_SECONDS"],), daemon=True
         )
         cron.start()
+    worker_class = Worker if args.fork else SimpleWorker
     try:
-        with app.app_context():
-            worker = Worker([delivery_queue(app)], connection=get_redis(app))
-            worker.work(with_scheduler=True, burst=args.burst)
+        worker = worker_class([delivery_queue(app)], connection=get_redis(app))
+        log.info("worker starting", extra={"worker": worker.name, "fork": args.fork})
+        worker.work(with_scheduler=True, burst=args.burst, logging_level=app.config["LOG_LEVEL"])
     finally:
         if cron is not None and cron.is_alive():
             os.kill(cron.pid, signal.SIGTERM)

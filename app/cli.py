@@ -55,6 +55,91 @@ def register_cli(app: Flask) -> None:
             sys.exit(1)
         click.echo(f"created {operator.email} ({operator.id})")
 
+    @app.cli.command("create-integration-token")
+    @click.option("--installation", "installation_slug", required=True)
+    @click.option("--integration", "integration_slug", required=True)
+    @click.option("--label", default="", help="what the token is for, e.g. 'prod platform 2026-12'")
+    def create_integration_token(installation_slug: str, integration_slug: str, label: str) -> None:
+        """Issue a bearer token for a platform; it is printed once and only its hash is kept."""
+        from .extensions import db
+        from .models import Installation, Integration
+        from .services.integrations import issue_token
+        from .services.uow import Actor
+
+        integration = db.session.scalar(
+            select(Integration)
+            .join(Installation, Installation.id == Integration.installation_id)
+            .where(Installation.slug == installation_slug, Integration.slug == integration_slug)
+        )
+        if integration is None:
+            click.echo("integration_not_found: no such installation/integration slug", err=True)
+            sys.exit(1)
+        issued = issue_token(integration.id, label=label, actor=Actor.system("cli"))
+        click.echo(f"token id: {issued.token_id}")
+        click.echo(f"token:    {issued.token}")
+        click.echo("Store it in the platform now: it is not shown again.")
+
+    @app.cli.command("revoke-integration-token")
+    @click.argument("token_id")
+    def revoke_integration_token(token_id: str) -> None:
+        """Revoke a token by id (requests with it are refused from now on)."""
+        from .domain.errors import ApiError
+        from .extensions import db
+        from .models import IntegrationToken
+        from .services.integrations import revoke_token
+        from .services.uow import Actor
+
+        row = db.session.get(IntegrationToken, token_id)
+        try:
+            if row is None:
+                raise ApiError(404, "token_not_found", "No such token.")
+            revoke_token(token_id, installation_id=row.installation_id, actor=Actor.system("cli"))
+        except ApiError as error:
+            click.echo(f"{error.code}: {error.message}", err=True)
+            sys.exit(1)
+        click.echo(f"revoked {token_id}")
+
+    @app.cli.command("proposal-history")
+    @click.argument("proposal_id")
+    def proposal_history(proposal_id: str) -> None:
+        """Show a proposal's state, attempts, receipts and audit trail."""
+        from .extensions import db
+        from .models import ActionProposal, ActionReceiptRecord, AuditEvent, ConnectionAttempt
+
+        proposal = db.session.get(ActionProposal, proposal_id)
+        if proposal is None:
+            click.echo("action_not_found: no such proposal", err=True)
+            sys.exit(1)
+        click.echo(f"{proposal.id}\n  {proposal.action_code} {proposal.target_json}")
+        click.echo(
+            f"  state {proposal.state} (terminal {proposal.delivery_terminal}), cycle {proposal.delivery_cycle}, "
+            f"attempts {proposal.delivery_attempt_count}, last error {proposal.last_error_code or '-'}"
+        )
+        click.echo(f"  operation {proposal.operation_id}\n  digest {proposal.payload_digest}")
+        click.echo("attempts:")
+        for a in db.session.scalars(
+            select(ConnectionAttempt)
+            .where(ConnectionAttempt.proposal_id == proposal.id)
+            .order_by(ConnectionAttempt.attempt_number)
+        ):
+            click.echo(
+                f"  #{a.attempt_number} cycle {a.delivery_cycle} {a.started_at:%Y-%m-%d %H:%M:%S} "
+                f"{a.response_status or '-'} {a.response_class or 'in flight'} {a.error_code or ''} "
+                f"{a.duration_ms if a.duration_ms is not None else '-'} ms"
+            )
+        click.echo("receipts:")
+        for r in db.session.scalars(
+            select(ActionReceiptRecord)
+            .where(ActionReceiptRecord.proposal_id == proposal.id)
+            .order_by(ActionReceiptRecord.received_at)
+        ):
+            click.echo(f"  {r.received_at:%Y-%m-%d %H:%M:%S} cycle {r.delivery_cycle} {r.source} {r.status}")
+        click.echo("audit:")
+        for e in db.session.scalars(
+            select(AuditEvent).where(AuditEvent.target_id == proposal.id).order_by(AuditEvent.seq)
+        ):
+            click.echo(f"  #{e.seq} {e.created_at:%Y-%m-%d %H:%M:%S} {e.action} by {e.actor_type}:{e.actor_id}")
+
     @app.cli.command("sweep")
     def sweep() -> None:
         """Run the periodic sweeps once, now."""
