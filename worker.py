@@ -20,7 +20,9 @@ import logging
 import multiprocessing
 import os
 import signal
+import time
 
+import redis
 from rq import SimpleWorker, Worker
 from rq.cron import CronScheduler
 
@@ -33,21 +35,65 @@ from app.queueing import delivery_queue, get_redis  # noqa: E402
 log = logging.getLogger("worker")
 
 
+RECONNECT_MAX_SECONDS = 30
+
+
+def _reconnect_delays():
+    """1, 2, 4, ... seconds, at most RECONNECT_MAX_SECONDS."""
+    delay = 1
+    while True:
+        yield delay
+        delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+
+
 def run_cron(interval_seconds: int) -> None:
-    """Enqueue the sweep every `interval_seconds` with RQ's cron scheduler."""
+    """Enqueue the sweep every `interval_seconds` with RQ's cron scheduler.
+
+    RQ's cron loop stops on a Redis error; start it again once Redis answers.
+    """
     app = create_app()
     bind_app(app)
-    with app.app_context():
-        cron = CronScheduler(connection=get_redis(app), name=f"sweeps-{os.getpid()}")
-        cron.register(
-            sweep_job,
-            queue_name=app.config["DELIVERY_QUEUE"],
-            interval=interval_seconds,
-            result_ttl=600,
-            failure_ttl=3600,
-            job_timeout=600,
-        )
-        cron.start()
+    delays = _reconnect_delays()
+    while True:
+        try:
+            with app.app_context():
+                cron = CronScheduler(connection=get_redis(app), name=f"sweeps-{os.getpid()}")
+                cron.register(
+                    sweep_job,
+                    queue_name=app.config["DELIVERY_QUEUE"],
+                    interval=interval_seconds,
+                    result_ttl=600,
+                    failure_ttl=3600,
+                    job_timeout=600,
+                )
+                cron.start()  # returns on SIGTERM/SIGINT
+                return
+        except redis.RedisError as error:
+            delay = next(delays)
+            log.warning("sweep cron lost Redis; starting again in %s s", delay, extra={"error": str(error)})
+            time.sleep(delay)
+
+
+def run_worker(app, worker_class, burst: bool) -> None:
+    """Run RQ's worker loop, and start it again when Redis went away under it.
+
+    RQ retries a lost connection while it waits for jobs, but quits when Redis
+    fails in the middle of a job; the job's lease and the sweep recover the
+    action, and this loop brings the worker back.
+    """
+    delays = _reconnect_delays()
+    while True:
+        worker = worker_class([delivery_queue(app)], connection=get_redis(app))
+        try:
+            log.info("worker starting", extra={"worker": worker.name})
+            worker.work(with_scheduler=True, burst=burst, logging_level=app.config["LOG_LEVEL"])
+        except redis.RedisError as error:
+            log.warning("worker lost Redis", extra={"error": str(error)})
+        if burst or worker._stop_requested:
+            return
+        delay = next(delays)
+        log.warning("worker starting again in %s s", delay)
+        time.sleep(delay)
 
 
 def main() -> None:
@@ -71,11 +117,8 @@ def main() -> None:
             target=run_cron, args=(app.config["SWEEP_INTERVAL_SECONDS"],), daemon=True
         )
         cron.start()
-    worker_class = Worker if args.fork else SimpleWorker
     try:
-        worker = worker_class([delivery_queue(app)], connection=get_redis(app))
-        log.info("worker starting", extra={"worker": worker.name, "fork": args.fork})
-        worker.work(with_scheduler=True, burst=args.burst, logging_level=app.config["LOG_LEVEL"])
+        run_worker(app, Worker if args.fork else SimpleWorker, args.burst)
     finally:
         if cron is not None and cron.is_alive():
             os.kill(cron.pid, signal.SIGTERM)

@@ -74,7 +74,13 @@ def register_cli(app: Flask) -> None:
         if integration is None:
             click.echo("integration_not_found: no such installation/integration slug", err=True)
             sys.exit(1)
-        issued = issue_token(integration.id, label=label, actor=Actor.system("cli"))
+        from .domain.errors import ApiError
+
+        try:
+            issued = issue_token(integration.id, label=label, actor=Actor.system("cli"))
+        except ApiError as error:
+            click.echo(f"{error.code}: {error.message}", err=True)
+            sys.exit(1)
         click.echo(f"token id: {issued.token_id}")
         click.echo(f"token:    {issued.token}")
         click.echo("Store it in the platform now: it is not shown again.")

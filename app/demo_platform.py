@@ -31,6 +31,7 @@ class PlatformState:
     fail_status: int = 503
     mode: str = "sync"  # sync | async
     async_delay_seconds: float = 1.0
+    response_delay_seconds: float = 0.0  # a slow platform (demos and crash tests)
     signing_secret: str | None = None
     bearer_token: str | None = None
     console_url: str | None = None
@@ -97,6 +98,8 @@ def create_platform(
             except WebhookVerificationError:
                 return jsonify({"error": "bad_signature"}), 401
         body = json.loads(raw)
+        if state.response_delay_seconds:
+            time.sleep(state.response_delay_seconds)
         key = request.headers.get("Idempotency-Key", "")
         effect = EFFECTS.get(request.path)
         if effect is None or not key:
@@ -138,6 +141,7 @@ def create_platform(
             state.fail_status = int(settings.get("fail_status", state.fail_status))
             state.mode = settings.get("mode", state.mode)
             state.async_delay_seconds = float(settings.get("async_delay_seconds", state.async_delay_seconds))
+            state.response_delay_seconds = float(settings.get("response_delay_seconds", state.response_delay_seconds))
             for ref in settings.get("posts", []):
                 state.content.setdefault(ref, "visible")
         return jsonify({"ok": True})

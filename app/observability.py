@@ -18,7 +18,7 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("log_context", default={})
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("log_context", default=None)
 
 # Tokens and secrets that must never reach a log line, whatever logged them.
 SECRET_PATTERNS = [
@@ -39,7 +39,7 @@ def redact(text: str) -> str:
 @contextmanager
 def bind(**fields: Any) -> Iterator[None]:
     """Add fields to every log record written inside the block."""
-    token = _context.set({**_context.get(), **{k: v for k, v in fields.items() if v is not None}})
+    token = _context.set({**(_context.get() or {}), **{k: v for k, v in fields.items() if v is not None}})
     try:
         yield
     finally:
@@ -48,7 +48,7 @@ def bind(**fields: Any) -> Iterator[None]:
 
 def push(**fields: Any) -> contextvars.Token:
     """Bind fields until `pop(token)` (for hooks that cannot use a with-block)."""
-    return _context.set({**_context.get(), **{k: v for k, v in fields.items() if v is not None}})
+    return _context.set({**(_context.get() or {}), **{k: v for k, v in fields.items() if v is not None}})
 
 
 def pop(token: contextvars.Token) -> None:
@@ -56,7 +56,7 @@ def pop(token: contextvars.Token) -> None:
 
 
 def bound() -> dict[str, Any]:
-    return dict(_context.get())
+    return dict(_context.get() or {})
 
 
 class ContextFilter(logging.Filter):
@@ -67,7 +67,7 @@ class ContextFilter(logging.Filter):
         self.role = role
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in _context.get().items():
+        for key, value in (_context.get() or {}).items():
             if not hasattr(record, key):
                 setattr(record, key, value)
         record.role = self.role

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from sqlalchemy import create_engine, text
-
+from flask import g
 from flask.testing import FlaskClient
+from sqlalchemy import create_engine, text
 
 from app import create_app
 from app.extensions import db
@@ -144,6 +144,7 @@ class FreshSessionClient(FlaskClient):
 
     def open(self, *args, **kwargs):
         db.session.rollback()
+        g.pop("_login_user", None)  # Flask-Login caches the user on the shared g, too
         return super().open(*args, **kwargs)
 
 

@@ -307,7 +307,7 @@ def prepare_correction(
 
 def _correction_proposal(uow, correction, config, appeal, ad, report, original) -> ActionProposal:
     session = uow.session
-    component = load_action_component(session, config.get("component_version_id") or "")
+    component = load_action_component(session, config.get("component_version_id") or "", report.installation_id)
     action_code = config.get("action_code")
     if not isinstance(action_code, str) or not 1 <= len(action_code) <= 200:
         raise ActionError("action_configuration_invalid")

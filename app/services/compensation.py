@@ -101,11 +101,9 @@ def propose_compensation(
                 "component_version_id and an action_code of 1 to 200 characters are required.",
             )
         try:
-            component = load_action_component(session, component_version_id)
+            component = load_action_component(session, component_version_id, original.installation_id)
         except ActionError as error:
             raise ApiError(409, error.code, "That component cannot act.", "component_version_id") from error
-        if component.installation_id != original.installation_id:
-            raise ApiError(409, "action_component_unavailable", "That component cannot act.", "component_version_id")
         if schema_errors(payload, component.input_schema):
             raise ApiError(
                 422,

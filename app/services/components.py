@@ -20,12 +20,13 @@ class Operation:
     path: str
 
 
-def load_action_component(session: Session, component_version_id: str) -> ComponentVersion:
-    """The component version an action uses, if it can act.
+def load_action_component(session: Session, component_version_id: str, installation_id: str) -> ComponentVersion:
+    """The component version an action uses, if it can act for this installation.
 
     Raises:
-        ActionError: ``action_component_unavailable`` when it does not exist, is
-            retired, its definition is not active or not side-effecting;
+        ActionError: ``action_component_unavailable`` when it does not exist, belongs
+            to another installation, is retired, its definition is not active or
+            not side-effecting;
             ``action_component_implementation_invalid`` when it is not a webhook or
             external_api with a connection (PREP-3).
     """
@@ -34,6 +35,7 @@ def load_action_component(session: Session, component_version_id: str) -> Compon
     if (
         version is None
         or definition is None
+        or version.installation_id != installation_id
         or version.retired_at is not None
         or definition.status != "active"
         or definition.effect_class != "side_effecting"

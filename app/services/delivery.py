@@ -28,6 +28,7 @@ from app.domain.expressions import schema_errors
 from app.domain.preconditions import check_preconditions
 from app.domain.receipts import parse_receipt
 from app.domain.states import LEASE_SECONDS, MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
+from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, Report, move_proposal, new_id
 from app.observability import bind
@@ -129,7 +130,7 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime):
         )
         if approved is None:
             raise ActionError("action_approval_missing")
-    component = load_action_component(session, proposal.component_version_id)
+    component = load_action_component(session, proposal.component_version_id, proposal.installation_id)
     operation = parse_operation(component.implementation_reference)
     connection = load_connection(session, component.connection_version_id)
     return component, operation, connection
@@ -280,35 +281,9 @@ def _deliver_claimed(session, proposal: ActionProposal, now, lease) -> DeliveryO
         url = egress.build_url(connection.base_url, operation.path)
         attempt = _Attempt(proposal, attempt_number, connection, operation.method, url, body)
         sent = True  # from here the request may reach the platform
-        try:
-            response = egress.send(
-                egress.EgressRequest(
-                    method=operation.method,
-                    url=url,
-                    body=body,
-                    message_id=f"msg_{attempt.id}",
-                    idempotency_key=proposal.operation_id,
-                    timeout_seconds=connection.timeout_seconds,
-                    bearer_token=connection.bearer_token,
-                    signing_secret=connection.signing_secret,
-                ),
-                egress.EgressPolicy(
-                    allowed_hosts=tuple(connection.allowed_hosts),
-                    allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
-                    max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
-                ),
-                session=_http_session(),
-            )
-        except egress.EgressError as error:
-            sent = error.sent
-            attempt.record(
-                response_status=error.status,
-                response_digest=error.digest,
-                response_class=error.response_class,
-                error_code=error.code,
-                duration_ms=error.duration_ms,
-            )
-            raise ActionError(error.code, error.retryable, error.delay_seconds) from error
+        failpoint("before_send")
+        response = _send(proposal, operation, connection, url, body, attempt)
+        failpoint("after_response")
         attempt.record(
             response_status=response.status,
             response_digest=response.digest,
@@ -318,6 +293,8 @@ def _deliver_claimed(session, proposal: ActionProposal, now, lease) -> DeliveryO
         receipt = _read_receipt(response.body, component.output_schema, proposal, attempt)
         return _save_sync_receipt(proposal, receipt, attempt, lease, attempt_number)
     except ActionError as error:
+        if isinstance(error, _EgressFailed):
+            sent = error.sent
         return _record_failure(proposal_id, error, attempt, attempt_number, cycle, lease)
     except Exception:
         log.exception("delivery of %s failed unexpectedly", proposal_id)
@@ -327,6 +304,53 @@ def _deliver_claimed(session, proposal: ActionProposal, now, lease) -> DeliveryO
     finally:
         # A request can have reached the platform even when its response was lost.
         budgets.settle(reservations, consumed=sent)
+
+
+def _send(proposal: ActionProposal, operation, connection, url: str, body: bytes, attempt: _Attempt):
+    """One HTTP request to the platform; a failure is recorded on the attempt (DLV-4).
+
+    Raises:
+        ActionError: the egress error's code, retryability and base delay.
+    """
+    in_flight = failpoint_later("during_request", 0.05)
+    try:
+        return egress.send(
+            egress.EgressRequest(
+                method=operation.method,
+                url=url,
+                body=body,
+                message_id=f"msg_{attempt.id}",
+                idempotency_key=proposal.operation_id,
+                timeout_seconds=connection.timeout_seconds,
+                bearer_token=connection.bearer_token,
+                signing_secret=connection.signing_secret,
+            ),
+            egress.EgressPolicy(
+                allowed_hosts=tuple(connection.allowed_hosts),
+                allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
+                max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
+            ),
+            session=_http_session(),
+        )
+    except egress.EgressError as error:
+        attempt.record(
+            response_status=error.status,
+            response_digest=error.digest,
+            response_class=error.response_class,
+            error_code=error.code,
+            duration_ms=error.duration_ms,
+        )
+        raise _EgressFailed(error) from error
+    finally:
+        in_flight.cancel()
+
+
+class _EgressFailed(ActionError):
+    """An egress error as a delivery failure; remembers whether anything was sent."""
+
+    def __init__(self, error: egress.EgressError) -> None:
+        super().__init__(error.code, error.retryable, error.delay_seconds)
+        self.sent = error.sent
 
 
 def _read_receipt(body: bytes, output_schema: dict, proposal: ActionProposal, attempt: _Attempt):
@@ -352,6 +376,7 @@ def _save_sync_receipt(proposal, receipt, attempt: _Attempt, lease, attempt_numb
         attempt.write(uow.session)
         changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard)
         _after_result(uow, proposal, changed)
+        failpoint("before_receipt_write")
         uow.commit()
     return DeliveryOutcome(
         claimed=True,

@@ -62,14 +62,18 @@ def queue_status(queue: Queue) -> QueueStatus:
             }
             for w in Worker.all(queue=queue)
         ]
-        return QueueStatus(
-            reachable=True,
-            queued=queue.count,
-            scheduled=ScheduledJobRegistry(queue=queue).count,
-            started=StartedJobRegistry(queue=queue).count,
-            failed=FailedJobRegistry(queue=queue).count,
-            workers=sorted(workers, key=lambda w: w["name"]),
-        ) if connection.ping() else QueueStatus(False, "no answer")
+        return (
+            QueueStatus(
+                reachable=True,
+                queued=queue.count,
+                scheduled=ScheduledJobRegistry(queue=queue).count,
+                started=StartedJobRegistry(queue=queue).count,
+                failed=FailedJobRegistry(queue=queue).count,
+                workers=sorted(workers, key=lambda w: w["name"]),
+            )
+            if connection.ping()
+            else QueueStatus(False, "no answer")
+        )
     except (redis.RedisError, OSError) as error:
         return QueueStatus(reachable=False, error=f"{type(error).__name__}: {error}"[:200])
 
@@ -80,27 +84,36 @@ def operations_view(installation_id: str, queue: Queue, now: datetime | None = N
     overdue = now - timedelta(seconds=OVERDUE_SECONDS)
     mine = P.installation_id == installation_id
     failed = db.session.scalars(
-        select(P).where(mine, P.state == S.FAILED, P.delivery_terminal.is_(True))
-        .order_by(P.updated_at.desc()).limit(LIMIT)
+        select(P)
+        .where(mine, P.state == S.FAILED, P.delivery_terminal.is_(True))
+        .order_by(P.updated_at.desc())
+        .limit(LIMIT)
     ).all()
     stuck = db.session.scalars(
-        select(P).where(
+        select(P)
+        .where(
             mine,
             P.delivery_terminal.is_(False),
             or_(
                 and_(P.state == S.APPLYING, P.lease_expires_at <= now),
                 and_(P.state.in_([S.QUEUED, S.FAILED]), P.next_attempt_at <= overdue),
             ),
-        ).order_by(P.next_attempt_at).limit(LIMIT)
+        )
+        .order_by(P.next_attempt_at)
+        .limit(LIMIT)
     ).all()
     failed_dispatches = db.session.scalar(
-        select(func.count()).select_from(WorkflowDispatchOutbox).where(
-            WorkflowDispatchOutbox.installation_id == installation_id, WorkflowDispatchOutbox.state == "failed")
+        select(func.count())
+        .select_from(WorkflowDispatchOutbox)
+        .where(WorkflowDispatchOutbox.installation_id == installation_id, WorkflowDispatchOutbox.state == "failed")
     )
     last = db.session.scalar(select(SweepRun).order_by(SweepRun.started_at.desc()).limit(1))
     return OperationsView(
-        failed=list(failed), stuck=list(stuck), failed_dispatches=failed_dispatches or 0,
-        queue=queue_status(queue), last_sweep=last,
+        failed=list(failed),
+        stuck=list(stuck),
+        failed_dispatches=failed_dispatches or 0,
+        queue=queue_status(queue),
+        last_sweep=last,
         last_sweep_counts=loads(last.counts_json, {}) if last else {},
         sweep_lag_seconds=(now - last.started_at).total_seconds() if last else None,
     )

@@ -1,4 +1,4 @@
-"""Operators: create them, sign them in, change their roles."""
+"""Operators: create them, sign them in, change their roles, deactivate them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.models.tenancy import ROLES
 
+from .admin_input import change_key, has_control_characters, plausible_id
 from .uow import Actor, unit_of_work
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]{1,200}@[^@\s]{1,100}\.[^@\s]{1,20}$")
@@ -63,13 +64,13 @@ def create_operator(
         ApiError: 400 ``email_invalid``, ``password_invalid``, ``roles_invalid``,
             ``display_name_invalid``; 409 ``email_taken``; 404 ``installation_not_found``.
     """
-    email = (email or "").strip().lower()
-    if not EMAIL_PATTERN.match(email):
+    email = email.strip().lower() if isinstance(email, str) else ""
+    if not EMAIL_PATTERN.match(email) or has_control_characters(email):
         raise ApiError(400, "email_invalid", "Enter a valid email address.", "email")
     if not isinstance(password, str) or not 12 <= len(password) <= 500:
         raise ApiError(400, "password_invalid", "Passwords need 12 to 500 characters.", "password")
-    display_name = (display_name or "").strip()
-    if not 1 <= len(display_name) <= 200:
+    display_name = display_name.strip() if isinstance(display_name, str) else ""
+    if not 1 <= len(display_name) <= 200 or has_control_characters(display_name):
         raise ApiError(400, "display_name_invalid", "Give a display name of 1 to 200 characters.", "display_name")
     roles = validate_roles(roles)
     with unit_of_work() as uow:
@@ -92,5 +93,118 @@ def create_operator(
             {"email": email, "roles": roles},
         )
         operator_id = operator.id
+        uow.commit()
+    return db.session.get(OperatorUser, operator_id)
+
+
+# --- the admin screens -------------------------------------------------------------
+
+
+def list_operators(installation_id: str) -> list[OperatorUser]:
+    """The installation's operators: active ones first, then by email."""
+    return list(
+        db.session.scalars(
+            select(OperatorUser)
+            .where(OperatorUser.installation_id == installation_id)
+            .order_by(OperatorUser.active.desc(), OperatorUser.email)
+        )
+    )
+
+
+def operator_detail(installation_id: str, operator_id: str) -> OperatorUser:
+    """One operator of the installation.
+
+    Raises:
+        ApiError: 404 ``operator_not_found`` (also for another installation's).
+    """
+    operator = db.session.get(OperatorUser, operator_id) if plausible_id(operator_id) else None
+    if operator is None or operator.installation_id != installation_id:
+        raise ApiError(404, "operator_not_found", "No such operator.")
+    return operator
+
+
+def _operator_for_change(uow, installation_id: str, operator_id: str) -> OperatorUser:
+    operator = uow.session.get(OperatorUser, operator_id) if plausible_id(operator_id) else None
+    if operator is None or operator.installation_id != installation_id:
+        raise ApiError(404, "operator_not_found", "No such operator.")
+    return operator
+
+
+def change_operator_roles(admin: OperatorUser, operator_id: str, roles) -> OperatorUser:
+    """Give an operator of the admin's installation a new set of roles.
+
+    A change bumps the operator's session version, so their open sessions end and
+    the new roles apply from their next sign-in. The same roles again change nothing.
+
+    Args:
+        admin: the admin doing it.
+        roles: an iterable of role names among moderator, reviewer, admin, auditor.
+
+    Returns:
+        The operator as saved.
+
+    Raises:
+        ApiError: 400 ``roles_invalid``; 404 ``operator_not_found``;
+            409 ``own_admin_role_required`` when an admin drops their own admin role.
+    """
+    installation_id = admin.installation_id
+    admin_id = admin.id
+    roles = validate_roles(roles if isinstance(roles, list | tuple | set | frozenset) else [])
+    if operator_id == admin_id and "admin" not in roles:
+        raise ApiError(
+            409,
+            "own_admin_role_required",
+            "You cannot remove your own admin role. Ask another admin to do it.",
+            "roles",
+        )
+    with unit_of_work() as uow:
+        operator = _operator_for_change(uow, installation_id, operator_id)
+        before = sorted(operator.roles)
+        if before != roles:
+            operator.roles = roles
+            operator.session_version += 1
+            uow.audit(
+                installation_id,
+                f"admin:operator-roles:{operator.id}:{operator.session_version}",
+                "admin.operator_roles_changed",
+                Actor("operator", admin_id),
+                "operator_user",
+                operator.id,
+                {"before": before, "after": roles, "session_version": operator.session_version},
+            )
+        uow.commit()
+    return db.session.get(OperatorUser, operator_id)
+
+
+def set_operator_active(admin: OperatorUser, operator_id: str, active: bool) -> OperatorUser:
+    """Deactivate or reactivate an operator of the admin's installation.
+
+    Deactivating bumps the session version: the operator's open sessions end at
+    their next request and they cannot sign in. Setting the state an operator
+    already has changes nothing.
+
+    Raises:
+        ApiError: 404 ``operator_not_found``; 409 ``cannot_deactivate_self``.
+    """
+    installation_id = admin.installation_id
+    admin_id = admin.id
+    if operator_id == admin_id and not active:
+        raise ApiError(409, "cannot_deactivate_self", "You cannot deactivate your own account.")
+    with unit_of_work() as uow:
+        operator = _operator_for_change(uow, installation_id, operator_id)
+        if operator.active != bool(active):
+            operator.active = bool(active)
+            if not active:
+                operator.session_version += 1
+            verb = "reactivated" if active else "deactivated"
+            uow.audit(
+                installation_id,
+                change_key(f"operator-{verb}", operator.id),
+                f"admin.operator_{verb}",
+                Actor("operator", admin_id),
+                "operator_user",
+                operator.id,
+                {"email": operator.email, "session_version": operator.session_version},
+            )
         uow.commit()
     return db.session.get(OperatorUser, operator_id)

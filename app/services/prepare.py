@@ -206,7 +206,7 @@ def prepare_action(
     ):
         raise ActionError("action_configuration_invalid")  # PREP-2
     session = uow.session
-    component = load_action_component(session, component_version_id)  # PREP-3
+    component = load_action_component(session, component_version_id, run.installation_id)  # PREP-3
     mapped = evaluate_mapping(node.get("input_mapping") or {}, run_context(session, run))
     idempotency_key = mapped.get("idempotency_key")
     if not isinstance(idempotency_key, str) or not 8 <= len(idempotency_key) <= 200:

@@ -12,6 +12,7 @@ from flask import Flask, g, request
 from flask_login import AnonymousUserMixin, current_user
 
 from app.domain.clock import iso
+from app.domain.errors import ApiError
 from app.domain.states import is_terminal
 from app.extensions import csrf, db, login_manager
 from app.models import OperatorUser
@@ -47,6 +48,12 @@ REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 def register_request_logging(app: Flask) -> None:
     """One JSON line per request, with its request id and operator (issue: observability)."""
     log = logging.getLogger("app.web.request")
+
+    @app.before_request
+    def _refuse_nul() -> None:
+        # No id ever holds a NUL byte; PostgreSQL would refuse it with an error.
+        if "\x00" in request.path:
+            raise ApiError(404, "not_found", "No such page.")
 
     @app.before_request
     def _bind_request() -> None:

@@ -16,8 +16,15 @@ from ..builders import login, logout, proposal_of, run_worker
 
 
 def approve_via_page(client, token, proposal, key):
-    return client.post(f"/proposals/{proposal.id}/decision", data={
-        "decision": "approved", "payload_digest": proposal.payload_digest, "idempotency_key": key, "csrf_token": token})
+    return client.post(
+        f"/proposals/{proposal.id}/decision",
+        data={
+            "decision": "approved",
+            "payload_digest": proposal.payload_digest,
+            "idempotency_key": key,
+            "csrf_token": token,
+        },
+    )
 
 
 def test_reversed_appeal_restores_the_post(app, client, world, platform):
@@ -32,19 +39,26 @@ def test_reversed_appeal_restores_the_post(app, client, world, platform):
     assert platform.state.content["post:1001"] == "removed"
 
     # The platform forwards the user's appeal through the API.
-    response = client.post("/api/v1/appeals", headers={"Authorization": f"Bearer {world.console_token}"},
-                           json={"report_external_id": "demo-report-1", "external_id": "appeal-77",
-                                 "statement": "My post was satire."})
+    response = client.post(
+        "/api/v1/appeals",
+        headers={"Authorization": f"Bearer {world.console_token}"},
+        json={"report_external_id": "demo-report-1", "external_id": "appeal-77", "statement": "My post was satire."},
+    )
     assert response.status_code == 201
     appeal_id = response.get_json()["appeal_id"]
-    again = client.post("/api/v1/appeals", headers={"Authorization": f"Bearer {world.console_token}"},
-                        json={"report_external_id": "demo-report-1", "external_id": "appeal-77"})
+    again = client.post(
+        "/api/v1/appeals",
+        headers={"Authorization": f"Bearer {world.console_token}"},
+        json={"report_external_id": "demo-report-1", "external_id": "appeal-77"},
+    )
     assert again.status_code == 200 and again.get_json()["appeal_id"] == appeal_id
     logout(client, token)
 
     token = login(client, "reviewer2@example.com")
-    response = client.post(f"/appeals/{appeal_id}/decision", data={
-        "outcome": "reversed", "rationale": "Satire is allowed under policy 4.2", "csrf_token": token})
+    response = client.post(
+        f"/appeals/{appeal_id}/decision",
+        data={"outcome": "reversed", "rationale": "Satire is allowed under policy 4.2", "csrf_token": token},
+    )
     assert response.status_code == 303
     page = client.get(f"/appeals/{appeal_id}").get_data(as_text=True)
     assert "You cannot approve this correction." in page and "made the appeal decision" in page
@@ -66,12 +80,23 @@ def test_reversed_appeal_restores_the_post(app, client, world, platform):
     ad = db.session.scalar(select(AppealDecision))
     assert (ad.outcome, ad.completion_state) == ("reversed", "completed")
     assert db.session.get(Report, report_id).state == "closed"
-    story = [a for a in db.session.scalars(select(AuditEvent.action).order_by(AuditEvent.seq))
-             if not a.startswith(("workflow.run_", "operator.", "installation.", "integration."))]
+    story = [
+        a
+        for a in db.session.scalars(select(AuditEvent.action).order_by(AuditEvent.seq))
+        if not a.startswith(("workflow.run_", "operator.", "installation.", "integration."))
+    ]
     assert story == [
-        "report.decided", "action.proposed", "action.approved", "workflow.action_applied",
-        "appeal.filed", "appeal.decided", "appeal.correction_prepared", "action.proposed",
-        "action.approved", "workflow.action_applied", "appeal.decision_completed",
+        "report.decided",
+        "action.proposed",
+        "action.approved",
+        "workflow.action_applied",
+        "appeal.filed",
+        "appeal.decided",
+        "appeal.correction_prepared",
+        "action.proposed",
+        "action.approved",
+        "workflow.action_applied",
+        "appeal.decision_completed",
     ]
     page = client.get(f"/appeals/{appeal_id}").get_data(as_text=True)
     assert re.search(r"completion <strong>completed</strong>", page)
@@ -89,10 +114,14 @@ def test_compensation_from_the_detail_page(app, client, world, platform):
     run_worker(app)
     page = client.get(f"/proposals/{takedown.id}").get_data(as_text=True)
     assert "Propose a compensating action" in page
-    form = {"component_version_id": world.components["restore"], "action_code": "restore",
-            "target": '{"reference": "post:1001", "kind": "post"}',
-            "payload": '{"reason_code": "mistake", "report_reference": "R-DEMO01"}',
-            "idempotency_key": "comp-1", "csrf_token": token}
+    form = {
+        "component_version_id": world.components["restore"],
+        "action_code": "restore",
+        "target": '{"reference": "post:1001", "kind": "post"}',
+        "payload": '{"reason_code": "mistake", "report_reference": "R-DEMO01"}',
+        "idempotency_key": "comp-1",
+        "csrf_token": token,
+    }
     bad = client.post(f"/proposals/{takedown.id}/compensate", data={**form, "payload": "{not json"})
     assert bad.status_code == 400 and "action_payload_invalid" in bad.get_data(as_text=True)
     response = client.post(f"/proposals/{takedown.id}/compensate", data=form)

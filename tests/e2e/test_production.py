@@ -46,18 +46,39 @@ def eventually(check, timeout: float = 60, interval: float = 0.1):
 @pytest.fixture
 def stack(app, world, tmp_path):
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"], "REDIS_URL": app.config["REDIS_URL"],
-           "EGRESS_ALLOW_PRIVATE": "1", "INSTANCE_PATH": str(tmp_path / "instance"), "LOG_FORMAT": "json",
-           "SECRET_KEY": "test-secret-key-" + "x" * 32, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-           "WEB_CONCURRENCY": "2", "LOG_LEVEL": "INFO"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "REDIS_URL": app.config["REDIS_URL"],
+        "EGRESS_ALLOW_PRIVATE": "1",
+        "INSTANCE_PATH": str(tmp_path / "instance"),
+        "LOG_FORMAT": "json",
+        "SECRET_KEY": "test-secret-key-" + "x" * 32,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        "WEB_CONCURRENCY": "2",
+        "LOG_LEVEL": "INFO",
+    }
     (tmp_path / "metrics").mkdir()
-    logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("web", "worker1", "worker2")}
-    processes = [subprocess.Popen(
-        [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{port}", "app:create_app()"],
-        env=env, cwd=ROOT, stdout=logs["web"], stderr=subprocess.STDOUT)]
+    logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("web", "worker1", "worker2")}  # noqa: SIM115 (closed at teardown)
+    processes = [
+        subprocess.Popen(
+            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{port}", "app:create_app()"],
+            env=env,
+            cwd=ROOT,
+            stdout=logs["web"],
+            stderr=subprocess.STDOUT,
+        )
+    ]
     for name in ("worker1", "worker2"):
-        processes.append(subprocess.Popen([sys.executable, "worker.py", "--no-cron"], env=env, cwd=ROOT,
-                                          stdout=logs[name], stderr=subprocess.STDOUT))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "worker.py", "--no-cron"],
+                env=env,
+                cwd=ROOT,
+                stdout=logs[name],
+                stderr=subprocess.STDOUT,
+            )
+        )
     base = f"http://127.0.0.1:{port}"
 
     def ready():
@@ -84,8 +105,9 @@ def csrf(html: str) -> str:
 def sign_in(base: str, email: str) -> tuple[requests.Session, str]:
     session = requests.Session()
     token = csrf(session.get(f"{base}/login").text)
-    response = session.post(f"{base}/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token},
-                            allow_redirects=False)
+    response = session.post(
+        f"{base}/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token}, allow_redirects=False
+    )
     assert response.status_code == 303
     return session, csrf(session.get(f"{base}/proposals").text)
 
@@ -104,13 +126,24 @@ def test_story_under_gunicorn_with_two_workers(stack, world, platform):
     base, folder = stack
     report_id = world.report_ids[0]
     moderator, token = sign_in(base, "moderator@example.com")
-    response = moderator.post(f"{base}/reports/{report_id}/decisions",
-                              data={"decision_code": "remove_content", "csrf_token": token}, allow_redirects=False)
+    response = moderator.post(
+        f"{base}/reports/{report_id}/decisions",
+        data={"decision_code": "remove_content", "csrf_token": token},
+        allow_redirects=False,
+    )
     assert response.status_code == 303
     proposal = proposal_of(report_id)
     reviewer, token = sign_in(base, "reviewer@example.com")
-    response = reviewer.post(f"{base}/proposals/{proposal.id}/decision", allow_redirects=False, data={
-        "decision": "approved", "payload_digest": proposal.payload_digest, "idempotency_key": "k1", "csrf_token": token})
+    response = reviewer.post(
+        f"{base}/proposals/{proposal.id}/decision",
+        allow_redirects=False,
+        data={
+            "decision": "approved",
+            "payload_digest": proposal.payload_digest,
+            "idempotency_key": "k1",
+            "csrf_token": token,
+        },
+    )
     assert response.status_code == 303
     eventually(lambda: reload(proposal).state == "applied")
     assert platform.state.content["post:1001"] == "removed" and len(platform.state.effects) == 1

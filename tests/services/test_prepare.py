@@ -330,3 +330,11 @@ def test_approved_proposal_is_moved_on_by_the_run(app, world):
     db.session.refresh(run)
     assert reload(proposal).state == "queued"
     assert run.waiting_event_type == f"action.{proposal.id}.delivery-resolved"
+
+
+def test_component_of_another_installation_is_unavailable(app, world, platform):
+    """PREP-3: a graph cannot borrow another tenant's component."""
+    other = make_world(platform.url, slug="other")
+    set_graph(world, lambda g: node(g)["config"].__setitem__("component_version_id", other.components["takedown"]))
+    decide_report(world)
+    failed_with(world, "action_component_unavailable")

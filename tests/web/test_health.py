@@ -125,3 +125,11 @@ def test_metrics_expose_deliveries_and_database_gauges(client, world):
     assert 'console_proposals{state="applied"} 1.0' in body
     assert "console_approvals_waiting 0.0" in body
     assert "console_delivery_attempt_seconds_bucket" in body
+
+
+def test_nul_byte_in_a_path_is_404_not_500(client, world):
+    from ..builders import login
+
+    login(client, "reviewer@example.com")
+    for path in ("/proposals/a%00b", "/reports/a%00b", "/appeals/a%00b", "/api/v1/actions/a%00b"):
+        assert client.get(path).status_code == 404

@@ -34,18 +34,45 @@ def grow_history(world, proposal, n: int) -> None:
     """n attempts, receipts and audit rows more on one proposal."""
     with unit_of_work() as uow:
         for i in range(n):
-            uow.session.add(ConnectionAttempt(
-                installation_id=world.installation_id, proposal_id=proposal.id, attempt_number=100 + i,
-                delivery_cycle=1 + i % 3, connection_version_id=world.connection_version_id, method="POST",
-                url="http://x/", request_digest="sha256:" + "0" * 64, response_status=503,
-                response_class="server_error", error_code="platform_server_error", finished_at=utcnow(), duration_ms=5,
-            ))
-            uow.session.add(ActionReceiptRecord(
-                id=new_id("rcp"), installation_id=world.installation_id, proposal_id=proposal.id, delivery_cycle=1,
-                attempt_number=i, source="async", status="accepted", receipt_json="{}", receipt_digest=f"sha256:{i}",
-            ))
-            uow.audit(world.installation_id, f"test-history:{i}", "test.event", Actor("operator", world.users["admin"]),
-                      "action_proposal", proposal.id, {"i": i})
+            uow.session.add(
+                ConnectionAttempt(
+                    installation_id=world.installation_id,
+                    proposal_id=proposal.id,
+                    attempt_number=100 + i,
+                    delivery_cycle=1 + i % 3,
+                    connection_version_id=world.connection_version_id,
+                    method="POST",
+                    url="http://x/",
+                    request_digest="sha256:" + "0" * 64,
+                    response_status=503,
+                    response_class="server_error",
+                    error_code="platform_server_error",
+                    finished_at=utcnow(),
+                    duration_ms=5,
+                )
+            )
+            uow.session.add(
+                ActionReceiptRecord(
+                    id=new_id("rcp"),
+                    installation_id=world.installation_id,
+                    proposal_id=proposal.id,
+                    delivery_cycle=1,
+                    attempt_number=i,
+                    source="async",
+                    status="accepted",
+                    receipt_json="{}",
+                    receipt_digest=f"sha256:{i}",
+                )
+            )
+            uow.audit(
+                world.installation_id,
+                f"test-history:{i}",
+                "test.event",
+                Actor("operator", world.users["admin"]),
+                "action_proposal",
+                proposal.id,
+                {"i": i},
+            )
         uow.commit()
 
 
@@ -71,7 +98,14 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
 def test_lists_do_not_grow_with_rows(app, client, world):
     decide_report(world, 0)
     login(client, "reviewer@example.com")
-    pages = ["/proposals", "/proposals?state=approval_required", "/proposals?mine=1", "/tasks", "/reports", "/operations"]
+    pages = [
+        "/proposals",
+        "/proposals?state=approval_required",
+        "/proposals?mine=1",
+        "/tasks",
+        "/reports",
+        "/operations",
+    ]
     before = {url: queries_for(app, client, url) for url in pages}
     add_reports(world, 12)
     for index in range(1, 18):
@@ -88,5 +122,7 @@ def test_report_detail_is_bounded(app, client, world):
     for _ in range(3):
         from app.services.reports import record_decision
 
-        record_decision(world.report_ids[0], decision_code="no_violation", rationale="", operator=world.user("moderator"))
+        record_decision(
+            world.report_ids[0], decision_code="no_violation", rationale="", operator=world.user("moderator")
+        )
     assert queries_for(app, client, f"/reports/{world.report_ids[0]}") == first

@@ -1,0 +1,250 @@
+"""Budgets for the admin screens: create a budget for a workflow version, a
+component version or a queue; change its limit; deactivate and reactivate it.
+
+A budget bounds how many actions (metric ``actions``) may be delivered for its
+scope per fixed window; delivery reserves against it (`app.services.budgets`).
+One budget per scope: a deactivated budget is reactivated, not created again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.domain.clock import utcnow
+from app.domain.errors import ApiError
+from app.extensions import db
+from app.models import Budget, ComponentVersion, OperatorUser, Queue, WorkflowVersion
+from app.models.budgets import BUDGET_SCOPES
+
+from .admin_input import change_key, parse_int, plausible_id
+from .budgets import window_start
+from .components_admin import component_version_choices
+from .integrations import list_queues
+from .uow import Actor, unit_of_work
+from .workflow_admin import workflow_version_choices
+
+METRIC = "actions"
+MIN_WINDOW_SECONDS = 60
+MAX_WINDOW_SECONDS = 2_678_400  # 31 days
+MAX_LIMIT = 1_000_000
+SCOPE_MODELS = {"workflow": WorkflowVersion, "component": ComponentVersion, "queue": Queue}
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """A budget with its scope named and its current window's usage.
+
+    Attributes:
+        used_now: actions used in the window holding now (0 when the stored
+            window has ended).
+        current_window_start: start of the window holding now.
+    """
+
+    budget: Budget
+    scope_label: str
+    used_now: int
+    current_window_start: datetime
+
+
+def scope_choices(installation_id: str) -> dict[str, list[tuple[str, str]]]:
+    """What a budget can bound: {scope type: [(id, label), ...]} of the installation."""
+    return {
+        "workflow": workflow_version_choices(installation_id),
+        "component": component_version_choices(installation_id),
+        "queue": [(q.id, q.name) for q in list_queues(installation_id)],
+    }
+
+
+def list_budgets(installation_id: str) -> list[BudgetRow]:
+    """The installation's budgets: active first, then by scope."""
+    labels = {
+        (scope_type, scope_id): label
+        for scope_type, options in scope_choices(installation_id).items()
+        for scope_id, label in options
+    }
+    now = utcnow()
+    rows = []
+    for budget in db.session.scalars(
+        select(Budget)
+        .where(Budget.installation_id == installation_id)
+        .order_by(Budget.active.desc(), Budget.scope_type, Budget.created_at, Budget.id)
+    ):
+        current = window_start(now, budget.window_seconds)
+        used = budget.used_amount if budget.window_start == current else 0
+        label = labels.get((budget.scope_type, budget.scope_id), budget.scope_id)
+        rows.append(BudgetRow(budget, label, used, current))
+    return rows
+
+
+def _limit(value) -> int:
+    return parse_int(
+        value,
+        code="budget_limit_invalid",
+        field="limit_amount",
+        minimum=1,
+        maximum=MAX_LIMIT,
+        message=f"The limit is a whole number of actions from 1 to {MAX_LIMIT:,}.",
+    )
+
+
+def create_budget(
+    operator: OperatorUser, *, scope_type: str, scope_id: str, limit_amount: int | str, window_seconds: int | str
+) -> str:
+    """Create an active budget of actions for one scope of the operator's installation.
+
+    Args:
+        operator: the admin doing it.
+        scope_type: ``workflow``, ``component`` or ``queue``.
+        scope_id: a workflow version, component version or queue id of the installation,
+            matching `scope_type`.
+        limit_amount: actions per window, 1..1,000,000 (int or decimal text).
+        window_seconds: the window's length in seconds, 60..2,678,400 (31 days).
+
+    Returns:
+        The budget's id.
+
+    Raises:
+        ApiError: 400 ``budget_scope_invalid``, ``budget_limit_invalid``,
+            ``budget_window_invalid``; 409 ``budget_exists`` (one budget per scope).
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    if scope_type not in BUDGET_SCOPES:
+        raise ApiError(400, "budget_scope_invalid", "The scope is a workflow, a component or a queue.", "scope_type")
+    limit = _limit(limit_amount)
+    window = parse_int(
+        window_seconds,
+        code="budget_window_invalid",
+        field="window_seconds",
+        minimum=MIN_WINDOW_SECONDS,
+        maximum=MAX_WINDOW_SECONDS,
+        message=f"The window is a whole number of seconds from {MIN_WINDOW_SECONDS} to {MAX_WINDOW_SECONDS:,}.",
+    )
+    with unit_of_work() as uow:
+        target = uow.session.get(SCOPE_MODELS[scope_type], scope_id) if plausible_id(scope_id) else None
+        if target is None or target.installation_id != installation_id:
+            raise ApiError(
+                400,
+                "budget_scope_invalid",
+                f"Choose one of this installation's {scope_type} {'queues' if scope_type == 'queue' else 'versions'}.",
+                "scope_id",
+            )
+        existing = uow.session.scalar(
+            select(Budget).where(
+                Budget.installation_id == installation_id,
+                Budget.scope_type == scope_type,
+                Budget.scope_id == scope_id,
+                Budget.metric == METRIC,
+            )
+        )
+        if existing is not None:
+            state = "an active" if existing.active else "a deactivated"
+            raise ApiError(
+                409,
+                "budget_exists",
+                f"This scope has {state} budget already; change its limit"
+                f"{'' if existing.active else ' or reactivate it'} instead.",
+                "scope_id",
+            )
+        budget = Budget(
+            installation_id=installation_id,
+            scope_type=scope_type,
+            scope_id=scope_id,
+            metric=METRIC,
+            limit_amount=limit,
+            window_seconds=window,
+            used_amount=0,
+            active=True,
+        )
+        uow.session.add(budget)
+        try:
+            uow.session.flush()
+        except IntegrityError as error:
+            raise ApiError(409, "budget_exists", "This scope has a budget already.", "scope_id") from error
+        uow.audit(
+            installation_id,
+            f"admin:budget-created:{budget.id}",
+            "admin.budget_created",
+            actor,
+            "budget",
+            budget.id,
+            {
+                "scope_type": scope_type,
+                "scope_id": scope_id,
+                "metric": METRIC,
+                "limit_amount": limit,
+                "window_seconds": window,
+            },
+        )
+        budget_id = budget.id
+        uow.commit()
+    return budget_id
+
+
+def _budget_for_change(uow, installation_id: str, budget_id: str) -> Budget:
+    budget = uow.session.get(Budget, budget_id) if plausible_id(budget_id) else None
+    if budget is None or budget.installation_id != installation_id:
+        raise ApiError(404, "budget_not_found", "No such budget.")
+    return budget
+
+
+def change_budget_limit(operator: OperatorUser, budget_id: str, limit_amount: int | str) -> None:
+    """Change a budget's limit. The current window keeps what it used: a lower limit
+    than that refuses further reservations until the window ends.
+
+    Args:
+        limit_amount: actions per window, 1..1,000,000 (int or decimal text).
+
+    Raises:
+        ApiError: 400 ``budget_limit_invalid``; 404 ``budget_not_found``.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    limit = _limit(limit_amount)
+    with unit_of_work() as uow:
+        budget = _budget_for_change(uow, installation_id, budget_id)
+        before = budget.limit_amount
+        if before != limit:
+            budget.limit_amount = limit
+            budget.updated_at = utcnow()
+            uow.audit(
+                installation_id,
+                change_key("budget-limit", budget.id),
+                "admin.budget_limit_changed",
+                actor,
+                "budget",
+                budget.id,
+                {"before": before, "after": limit},
+            )
+        uow.commit()
+
+
+def set_budget_active(operator: OperatorUser, budget_id: str, active: bool) -> None:
+    """Deactivate a budget (its scope is no longer bounded) or reactivate it.
+    Setting the state it has changes nothing.
+
+    Raises:
+        ApiError: 404 ``budget_not_found``.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    with unit_of_work() as uow:
+        budget = _budget_for_change(uow, installation_id, budget_id)
+        if budget.active != bool(active):
+            budget.active = bool(active)
+            budget.updated_at = utcnow()
+            verb = "activated" if active else "deactivated"
+            uow.audit(
+                installation_id,
+                change_key(f"budget-{verb}", budget.id),
+                f"admin.budget_{verb}",
+                actor,
+                "budget",
+                budget.id,
+                {"scope_type": budget.scope_type, "scope_id": budget.scope_id},
+            )
+        uow.commit()

@@ -1,0 +1,421 @@
+"""Components for the admin screens: publish action types (a definition and its
+version 1), publish new versions, retire versions.
+
+A version is immutable once published: how to call the platform (implementation
+kind and reference, connection version), what it accepts and answers (input and
+output JSON Schemas) and its approval policy. Delivery and prepare read versions
+through `app.services.components`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.domain.clock import utcnow
+from app.domain.digests import canonical_json
+from app.domain.errors import ApiError
+from app.domain.expressions import check_schema
+from app.extensions import db
+from app.models import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion, OperatorUser
+from app.models.components import IMPLEMENTATION_KINDS
+
+from .admin_input import InvalidInput, clean_name, clean_slug, has_control_characters, parse_json_text, plausible_id
+from .components import OPERATION_PATTERN
+from .uow import Actor, UnitOfWork, unit_of_work
+
+APPROVAL_MODES = ("human", "bounded_auto")
+MAX_SCHEMA_CHARS = 100_000
+MAX_REFERENCE_CHARS = 500
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A component version as typed into the form.
+
+    Attributes:
+        implementation_kind: ``webhook`` or ``external_api``.
+        implementation_reference: ``[POST|PUT|PATCH|DELETE] /path``, e.g.
+            ``POST /actions/takedown`` (at most 500 characters).
+        connection_version_id: a connection version of the same installation.
+        input_schema, output_schema: JSON Schemas as JSON text (at most 100,000
+            characters each).
+        approval_mode: ``human`` (maker/checker) or ``bounded_auto``.
+    """
+
+    implementation_kind: str
+    implementation_reference: str
+    connection_version_id: str
+    input_schema: str
+    output_schema: str
+    approval_mode: str
+
+
+@dataclass(frozen=True)
+class ComponentVersionView:
+    id: str
+    version: int
+    implementation_kind: str
+    implementation_reference: str
+    connection_version_id: str | None
+    connection_label: str | None
+    input_schema: Any
+    output_schema: Any
+    approval_mode: str | None
+    retired_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ComponentListing:
+    definition: ComponentDefinition
+    versions: list[ComponentVersionView]  # newest first
+
+    @property
+    def latest(self) -> ComponentVersionView | None:
+        return self.versions[0] if self.versions else None
+
+
+def _connection_labels(installation_id: str) -> dict[str, str]:
+    rows = db.session.execute(
+        select(ConnectionVersion.id, ConnectionVersion.version, Connection.name)
+        .join(Connection, Connection.id == ConnectionVersion.connection_id)
+        .where(ConnectionVersion.installation_id == installation_id)
+    ).all()
+    return {row.id: f"{row.name} v{row.version}" for row in rows}
+
+
+def _view(version: ComponentVersion, labels: dict[str, str]) -> ComponentVersionView:
+    return ComponentVersionView(
+        id=version.id,
+        version=version.version,
+        implementation_kind=version.implementation_kind,
+        implementation_reference=version.implementation_reference,
+        connection_version_id=version.connection_version_id,
+        connection_label=labels.get(version.connection_version_id or ""),
+        input_schema=version.input_schema,
+        output_schema=version.output_schema,
+        approval_mode=version.approval_policy.get("mode"),
+        retired_at=version.retired_at,
+        created_at=version.created_at,
+    )
+
+
+def list_components(installation_id: str) -> list[ComponentListing]:
+    """The installation's component definitions by name, each with its versions."""
+    labels = _connection_labels(installation_id)
+    definitions = db.session.scalars(
+        select(ComponentDefinition)
+        .where(ComponentDefinition.installation_id == installation_id)
+        .order_by(ComponentDefinition.name, ComponentDefinition.id)
+    ).all()
+    versions: dict[str, list[ComponentVersionView]] = {}
+    for version in db.session.scalars(
+        select(ComponentVersion)
+        .where(ComponentVersion.installation_id == installation_id)
+        .order_by(ComponentVersion.definition_id, ComponentVersion.version.desc())
+    ):
+        versions.setdefault(version.definition_id, []).append(_view(version, labels))
+    return [ComponentListing(d, versions.get(d.id, [])) for d in definitions]
+
+
+def component_detail(installation_id: str, definition_id: str) -> ComponentListing:
+    """One component definition of the installation with its versions.
+
+    Raises:
+        ApiError: 404 ``component_not_found`` (also for another installation's).
+    """
+    definition = db.session.get(ComponentDefinition, definition_id) if plausible_id(definition_id) else None
+    if definition is None or definition.installation_id != installation_id:
+        raise ApiError(404, "component_not_found", "No such component.")
+    labels = _connection_labels(installation_id)
+    versions = [
+        _view(v, labels)
+        for v in db.session.scalars(
+            select(ComponentVersion)
+            .where(ComponentVersion.definition_id == definition.id, ComponentVersion.installation_id == installation_id)
+            .order_by(ComponentVersion.version.desc())
+        )
+    ]
+    return ComponentListing(definition, versions)
+
+
+def component_version_choices(installation_id: str) -> list[tuple[str, str]]:
+    """(id, label) of every component version of the installation, for a select."""
+    rows = db.session.execute(
+        select(ComponentVersion.id, ComponentVersion.version, ComponentVersion.retired_at, ComponentDefinition.name)
+        .join(ComponentDefinition, ComponentDefinition.id == ComponentVersion.definition_id)
+        .where(ComponentVersion.installation_id == installation_id)
+        .order_by(ComponentDefinition.name, ComponentVersion.version.desc())
+    ).all()
+    return [(r.id, f"{r.name} v{r.version}{' (retired)' if r.retired_at else ''}") for r in rows]
+
+
+def _local_ref_problems(schema: Any) -> list[str]:
+    """References a schema makes must resolve inside it: nothing is fetched."""
+    problems: list[str] = []
+    anchors: set[str] = set()
+    refs: list[str] = []
+    stack = [schema]
+    while stack and len(problems) < 20:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("$ref", "$dynamicRef"):
+                    if isinstance(value, str):
+                        refs.append(value)
+                    else:
+                        problems.append(f"{key} must be a string.")
+                elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
+                    anchors.add(value)
+                if isinstance(value, dict | list):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(item for item in node if isinstance(item, dict | list))
+    for ref in refs:
+        if not ref.startswith("#"):
+            problems.append(f"{ref[:100]!r}: only references inside the schema (starting with #) are allowed.")
+        elif ref.startswith("#/") or ref == "#":
+            if not _pointer_resolves(schema, ref[1:]):
+                problems.append(f"{ref[:100]!r} points to nothing in the schema.")
+        elif ref[1:] not in anchors:
+            problems.append(f"{ref[:100]!r} names no $anchor in the schema.")
+    return problems
+
+
+def _pointer_resolves(document: Any, pointer: str) -> bool:
+    from urllib.parse import unquote
+
+    node = document
+    for token in pointer.split("/")[1:] if pointer else []:
+        token = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return True
+
+
+def _schema(text: Any, which: str) -> str:
+    code = f"component_{which}_schema_invalid"
+    field = f"{which}_schema"
+    label = f"The {which} schema"
+    schema, canonical = parse_json_text(text, code=code, field=field, label=label, max_chars=MAX_SCHEMA_CHARS)
+    if isinstance(schema, dict) and "$schema" in schema and not isinstance(schema["$schema"], str):
+        problems = ["$schema must be a string (the URI of a JSON Schema dialect)."]
+    else:
+        problems = check_schema(schema)
+    if not problems:
+        problems = _local_ref_problems(schema)
+    if problems:
+        raise InvalidInput(400, code, f"{label} is not a usable JSON Schema.", field, problems)
+    return canonical
+
+
+def _clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> dict[str, Any]:
+    """Validate a spec; the version's columns."""
+    if spec.implementation_kind not in IMPLEMENTATION_KINDS:
+        raise ApiError(
+            400,
+            "component_implementation_kind_invalid",
+            "The implementation kind is webhook or external_api.",
+            "implementation_kind",
+        )
+    reference = spec.implementation_reference.strip() if isinstance(spec.implementation_reference, str) else ""
+    if (
+        len(reference) > MAX_REFERENCE_CHARS
+        or has_control_characters(reference)
+        or not OPERATION_PATTERN.match(reference)
+    ):
+        raise ApiError(
+            400,
+            "component_operation_invalid",
+            "Write the operation as a method and a path, e.g. POST /actions/takedown "
+            "(POST, PUT, PATCH or DELETE; no spaces in the path).",
+            "implementation_reference",
+        )
+    connection = (
+        uow.session.get(ConnectionVersion, spec.connection_version_id)
+        if plausible_id(spec.connection_version_id)
+        else None
+    )
+    if connection is None or connection.installation_id != installation_id:
+        raise ApiError(
+            400,
+            "connection_version_invalid",
+            "Choose one of this installation's connection versions.",
+            "connection_version_id",
+        )
+    input_schema = _schema(spec.input_schema, "input")
+    output_schema = _schema(spec.output_schema, "output")
+    if spec.approval_mode not in APPROVAL_MODES:
+        raise ApiError(400, "approval_policy_invalid", "The approval policy is human or bounded_auto.", "approval_mode")
+    return {
+        "implementation_kind": spec.implementation_kind,
+        "implementation_reference": reference,
+        "connection_version_id": connection.id,
+        "input_schema_json": input_schema,
+        "output_schema_json": output_schema,
+        "approval_policy_json": canonical_json({"mode": spec.approval_mode}),
+    }
+
+
+def _audit_details(version: ComponentVersion) -> dict[str, Any]:
+    return {
+        "version_id": version.id,
+        "version": version.version,
+        "implementation_kind": version.implementation_kind,
+        "implementation_reference": version.implementation_reference,
+        "connection_version_id": version.connection_version_id,
+        "approval_policy": version.approval_policy,
+    }
+
+
+def create_component(operator: OperatorUser, *, name: str, slug: str, spec: ComponentSpec) -> tuple[str, str]:
+    """Create a side-effecting component definition and its version 1.
+
+    Args:
+        operator: the admin doing it (their installation owns the rows).
+        name: 1..200 characters; slug: unique in the installation.
+        spec: the first version.
+
+    Returns:
+        (definition id, version id).
+
+    Raises:
+        ApiError: 400 ``name_invalid``, ``slug_invalid``,
+            ``component_implementation_kind_invalid``, ``component_operation_invalid``,
+            ``connection_version_invalid``, ``component_input_schema_invalid``,
+            ``component_output_schema_invalid`` (with the list of problems),
+            ``approval_policy_invalid``; 409 ``slug_taken``.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    name = clean_name(name)
+    slug = clean_slug(slug)
+    with unit_of_work() as uow:
+        columns = _clean_spec(spec, installation_id, uow)
+        if uow.session.scalar(
+            select(ComponentDefinition.id).where(
+                ComponentDefinition.installation_id == installation_id, ComponentDefinition.slug == slug
+            )
+        ):
+            raise ApiError(409, "slug_taken", f"A component with the slug {slug!r} exists.", "slug")
+        definition = ComponentDefinition(
+            installation_id=installation_id, name=name, slug=slug, effect_class="side_effecting", status="active"
+        )
+        uow.session.add(definition)
+        try:
+            uow.session.flush()
+        except IntegrityError as error:
+            raise ApiError(409, "slug_taken", f"A component with the slug {slug!r} exists.", "slug") from error
+        version = _add_version(uow, definition, 1, columns)
+        uow.audit(
+            installation_id,
+            f"admin:component-created:{definition.id}",
+            "admin.component_created",
+            actor,
+            "component_definition",
+            definition.id,
+            {"name": name, "slug": slug, **_audit_details(version)},
+        )
+        ids = (definition.id, version.id)
+        uow.commit()
+    return ids
+
+
+def create_component_version(operator: OperatorUser, definition_id: str, spec: ComponentSpec) -> str:
+    """Publish a new version of a component of the operator's installation.
+
+    Workflows keep using the version their graph names; edit the workflow to use
+    the new one.
+
+    Returns:
+        The new version's id.
+
+    Raises:
+        ApiError: 404 ``component_not_found``; the 400 codes of `create_component`;
+            409 ``version_conflict`` when another version was saved at the same moment.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    if not plausible_id(definition_id):
+        raise ApiError(404, "component_not_found", "No such component.")
+    with unit_of_work() as uow:
+        definition = uow.session.scalar(
+            select(ComponentDefinition)
+            .where(ComponentDefinition.id == definition_id, ComponentDefinition.installation_id == installation_id)
+            .with_for_update()
+        )
+        if definition is None:
+            raise ApiError(404, "component_not_found", "No such component.")
+        columns = _clean_spec(spec, installation_id, uow)
+        latest = uow.session.scalar(
+            select(ComponentVersion.version)
+            .where(ComponentVersion.definition_id == definition.id)
+            .order_by(ComponentVersion.version.desc())
+            .limit(1)
+        )
+        version = _add_version(uow, definition, (latest or 0) + 1, columns)
+        uow.audit(
+            installation_id,
+            f"admin:component-version-created:{version.id}",
+            "admin.component_version_created",
+            actor,
+            "component_definition",
+            definition.id,
+            _audit_details(version),
+        )
+        version_id = version.id
+        uow.commit()
+    return version_id
+
+
+def _add_version(
+    uow: UnitOfWork, definition: ComponentDefinition, number: int, columns: dict[str, Any]
+) -> ComponentVersion:
+    version = ComponentVersion(
+        installation_id=definition.installation_id, definition_id=definition.id, version=number, **columns
+    )
+    uow.session.add(version)
+    try:
+        uow.session.flush()
+    except IntegrityError as error:
+        raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
+    return version
+
+
+def retire_component_version(operator: OperatorUser, definition_id: str, version_id: str) -> None:
+    """Retire a component version: actions can no longer be prepared with it.
+
+    Proposals already made keep their version. Retiring a retired version changes
+    nothing.
+
+    Raises:
+        ApiError: 404 ``component_version_not_found`` (also for another
+            installation's, or a version of another component).
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    with unit_of_work() as uow:
+        version = uow.session.get(ComponentVersion, version_id) if plausible_id(version_id) else None
+        if version is None or version.installation_id != installation_id or version.definition_id != definition_id:
+            raise ApiError(404, "component_version_not_found", "No such component version.")
+        if version.retired_at is None:
+            version.retired_at = utcnow()
+            uow.audit(
+                installation_id,
+                f"admin:component-version-retired:{version.id}",
+                "admin.component_version_retired",
+                actor,
+                "component_version",
+                version.id,
+                {"definition_id": version.definition_id, "version": version.version},
+            )
+        uow.commit()

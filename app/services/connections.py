@@ -1,0 +1,443 @@
+"""Connections: where actions are delivered. A connection is a named destination;
+its settings (base URL, bearer token, Standard Webhooks signing secret, timeout,
+allowed hosts) live in immutable versions, and a change is a new version.
+
+Secrets are written once and never read back to a page: the views get
+`ConnectionVersionView`, which only says whether each secret is set. A signing
+secret generated here is returned once, so the admin can give it to the platform.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.domain.digests import canonical_json
+from app.domain.errors import ApiError
+from app.extensions import db
+from app.models import Connection, ConnectionVersion, Integration, OperatorUser
+from app.models.base import loads
+from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
+
+from .admin_input import clean_name, clean_slug, parse_number, plausible_id
+from .uow import Actor, UnitOfWork, unit_of_work
+
+BEARER_ACTIONS = ("keep", "set", "none")
+SIGNING_ACTIONS = ("keep", "generate", "none")
+MAX_ALLOWED_HOSTS = 50
+MAX_URL_LENGTH = 2000
+BEARER_PATTERN = re.compile(r"^[\x21-\x7e]{1,500}$")  # visible ASCII: it goes into a header
+HOST_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+HOSTNAME_PATTERN = re.compile(rf"^(?=.{{1,253}}$){HOST_LABEL}(?:\.{HOST_LABEL})*$")
+
+
+def new_signing_secret() -> str:
+    """A Standard Webhooks signing secret: ``whsec_`` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """The settings of a new connection version, as typed into the form.
+
+    Attributes:
+        base_url: ``http://`` or ``https://`` URL without credentials, query or fragment.
+        bearer_token_action: ``keep`` (the previous version's, new versions only),
+            ``set`` (use `bearer_token`) or ``none``.
+        bearer_token: the token when the action is ``set``.
+        signing_secret_action: ``keep`` (new versions only), ``generate`` (a new
+            ``whsec_`` secret, shown once) or ``none``.
+        timeout_seconds: a number of seconds, 1..120 (text or number).
+        allowed_hosts: host names or IP addresses, as a list or as text separated
+            by commas, spaces or new lines; must include the base URL's host.
+    """
+
+    base_url: str
+    bearer_token_action: str = "none"
+    bearer_token: str | None = None
+    signing_secret_action: str = "none"
+    timeout_seconds: Any = 30
+    allowed_hosts: Any = ""
+
+
+@dataclass(frozen=True)
+class ConnectionSaved:
+    """What saving a connection version gave.
+
+    Attributes:
+        signing_secret: the signing secret generated now (shown once), else None.
+    """
+
+    connection_id: str
+    version_id: str
+    version: int
+    signing_secret: str | None
+
+
+@dataclass(frozen=True)
+class ConnectionVersionView:
+    """A connection version without its secrets."""
+
+    id: str
+    version: int
+    base_url: str
+    timeout_seconds: float
+    allowed_hosts: list[str]
+    has_bearer_token: bool
+    has_signing_secret: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ConnectionListing:
+    connection: Connection
+    integration_name: str | None
+    versions: list[ConnectionVersionView]  # newest first
+
+    @property
+    def latest(self) -> ConnectionVersionView | None:
+        return self.versions[0] if self.versions else None
+
+
+def _view(version: ConnectionVersion) -> ConnectionVersionView:
+    return ConnectionVersionView(
+        id=version.id,
+        version=version.version,
+        base_url=version.base_url,
+        timeout_seconds=version.timeout_seconds,
+        allowed_hosts=loads(version.allowed_hosts_json, []),
+        has_bearer_token=bool(version.bearer_token),
+        has_signing_secret=bool(version.signing_secret),
+        created_at=version.created_at,
+    )
+
+
+def list_connections(installation_id: str) -> list[ConnectionListing]:
+    """The installation's connections by name, each with its versions (newest first)."""
+    connections = db.session.execute(
+        select(Connection, Integration.name)
+        .outerjoin(Integration, Integration.id == Connection.integration_id)
+        .where(Connection.installation_id == installation_id)
+        .order_by(Connection.name, Connection.id)
+    ).all()
+    versions: dict[str, list[ConnectionVersionView]] = {}
+    for version in db.session.scalars(
+        select(ConnectionVersion)
+        .where(ConnectionVersion.installation_id == installation_id)
+        .order_by(ConnectionVersion.connection_id, ConnectionVersion.version.desc())
+    ):
+        versions.setdefault(version.connection_id, []).append(_view(version))
+    return [ConnectionListing(c, name, versions.get(c.id, [])) for c, name in connections]
+
+
+def connection_detail(installation_id: str, connection_id: str) -> ConnectionListing:
+    """One connection of the installation with its versions.
+
+    Raises:
+        ApiError: 404 ``connection_not_found`` (also for another installation's).
+    """
+    connection = db.session.get(Connection, connection_id) if plausible_id(connection_id) else None
+    if connection is None or connection.installation_id != installation_id:
+        raise ApiError(404, "connection_not_found", "No such connection.")
+    integration = db.session.get(Integration, connection.integration_id) if connection.integration_id else None
+    versions = [
+        _view(v)
+        for v in db.session.scalars(
+            select(ConnectionVersion)
+            .where(
+                ConnectionVersion.connection_id == connection.id, ConnectionVersion.installation_id == installation_id
+            )
+            .order_by(ConnectionVersion.version.desc())
+        )
+    ]
+    return ConnectionListing(connection, integration.name if integration else None, versions)
+
+
+def clean_base_url(value: Any) -> tuple[str, str]:
+    """The base URL and its host (lowercase).
+
+    Raises:
+        ApiError: 400 ``connection_url_invalid``.
+    """
+    message = "Give an http:// or https:// URL with a host, and no user name, password, query or fragment."
+    url = value.strip() if isinstance(value, str) else ""
+    if not url or len(url) > MAX_URL_LENGTH or any(ord(ch) <= 32 or ord(ch) == 127 for ch in url):
+        raise ApiError(400, "connection_url_invalid", message, "base_url")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port that is not a number in 0..65535
+    except ValueError as error:
+        raise ApiError(400, "connection_url_invalid", message, "base_url") from error
+    host = (parts.hostname or "").lower()
+    if (
+        parts.scheme not in ("http", "https")
+        or not host
+        or parts.username is not None
+        or parts.password is not None
+        or parts.query
+        or parts.fragment
+        or "?" in url
+        or "#" in url
+        or port == 0
+        or not _valid_host(host)
+    ):
+        raise ApiError(400, "connection_url_invalid", message, "base_url")
+    return url, host
+
+
+def _valid_host(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return bool(HOSTNAME_PATTERN.match(host))
+
+
+def clean_allowed_hosts(value: Any, base_host: str) -> list[str]:
+    """Allowed hosts: unique, lowercase, sorted; the base URL's host among them.
+
+    Raises:
+        ApiError: 400 ``connection_allowed_hosts_invalid``.
+    """
+    if isinstance(value, str):
+        items = re.split(r"[\s,]+", value.strip()) if value.strip() else []
+    elif isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        items = [item.strip() for item in value]
+    else:
+        items = None
+    if items is None or len(items) > MAX_ALLOWED_HOSTS:
+        raise ApiError(
+            400,
+            "connection_allowed_hosts_invalid",
+            f"List at most {MAX_ALLOWED_HOSTS} allowed hosts, separated by commas or new lines.",
+            "allowed_hosts",
+        )
+    hosts = set()
+    for item in items:
+        host = item.lower().removeprefix("[").removesuffix("]")
+        if not _valid_host(host):
+            raise ApiError(
+                400,
+                "connection_allowed_hosts_invalid",
+                f"{item[:100]!r} is not a host name or IP address (no scheme, port or path).",
+                "allowed_hosts",
+            )
+        hosts.add(host)
+    if base_host not in hosts:
+        raise ApiError(
+            400,
+            "connection_allowed_hosts_invalid",
+            f"The allowed hosts must include the base URL's host ({base_host}); deliveries elsewhere are refused.",
+            "allowed_hosts",
+        )
+    return sorted(hosts)
+
+
+def _choose_secret(action: Any, allowed: tuple[str, ...], code: str, field: str, message: str) -> str:
+    if action not in allowed:
+        raise ApiError(400, code, message, field)
+    return action
+
+
+def _settings_row(
+    settings: ConnectionSettings, previous: ConnectionVersion | None
+) -> tuple[dict[str, Any], str | None, dict[str, str]]:
+    """Validate settings; the version's columns, a newly generated secret, audit details."""
+    base_url, host = clean_base_url(settings.base_url)
+    timeout = parse_number(
+        settings.timeout_seconds,
+        code="connection_timeout_invalid",
+        field="timeout_seconds",
+        minimum=1,
+        maximum=MAX_CONNECTION_TIMEOUT_SECONDS,
+        message=f"The timeout is a number of seconds from 1 to {MAX_CONNECTION_TIMEOUT_SECONDS}.",
+    )
+    hosts = clean_allowed_hosts(settings.allowed_hosts, host)
+    bearer_allowed = BEARER_ACTIONS if previous is not None else ("set", "none")
+    bearer_action = _choose_secret(
+        settings.bearer_token_action,
+        bearer_allowed,
+        "connection_bearer_token_invalid",
+        "bearer_token_action",
+        "Choose what to do with the bearer token: " + ", ".join(bearer_allowed) + ".",
+    )
+    bearer = None
+    if bearer_action == "keep":
+        bearer = previous.bearer_token
+    elif bearer_action == "set":
+        bearer = settings.bearer_token.strip() if isinstance(settings.bearer_token, str) else ""
+        if not BEARER_PATTERN.match(bearer):
+            raise ApiError(
+                400,
+                "connection_bearer_token_invalid",
+                "A bearer token has 1 to 500 visible ASCII characters (no spaces).",
+                "bearer_token",
+            )
+    signing_allowed = SIGNING_ACTIONS if previous is not None else ("generate", "none")
+    signing_action = _choose_secret(
+        settings.signing_secret_action,
+        signing_allowed,
+        "connection_signing_secret_invalid",
+        "signing_secret_action",
+        "Choose what to do with the signing secret: " + ", ".join(signing_allowed) + ".",
+    )
+    generated = new_signing_secret() if signing_action == "generate" else None
+    signing = generated if generated else (previous.signing_secret if signing_action == "keep" else None)
+    columns = {
+        "base_url": base_url,
+        "bearer_token": bearer or None,
+        "signing_secret": signing or None,
+        "timeout_seconds": timeout,
+        "allowed_hosts_json": canonical_json(hosts),
+    }
+    # The audit trail says what happened to each secret, never the secret itself.
+    details = {
+        "base_url": base_url,
+        "timeout_seconds": timeout,
+        "allowed_hosts": hosts,
+        "bearer_token": _secret_note(bearer_action, bool(bearer)),
+        "signing_secret": _secret_note(signing_action, bool(signing)),
+    }
+    return columns, generated, details
+
+
+def _secret_note(action: str, present: bool) -> str:
+    if not present:
+        return "not set"
+    return {"keep": "kept", "set": "set", "generate": "generated"}[action]
+
+
+def create_connection(
+    operator: OperatorUser, *, name: str, slug: str, integration_id: str | None, settings: ConnectionSettings
+) -> ConnectionSaved:
+    """Create a connection and its version 1 in the operator's installation.
+
+    Args:
+        operator: the admin doing it.
+        name: 1..200 characters; slug: unique in the installation.
+        integration_id: the integration (platform) it reaches, or None/"".
+        settings: the version's settings (``keep`` is not possible for a first version).
+
+    Raises:
+        ApiError: 400 ``name_invalid``, ``slug_invalid``, ``integration_invalid``,
+            ``connection_url_invalid``, ``connection_timeout_invalid``,
+            ``connection_allowed_hosts_invalid``, ``connection_bearer_token_invalid``,
+            ``connection_signing_secret_invalid``; 409 ``slug_taken``.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    name = clean_name(name)
+    slug = clean_slug(slug)
+    integration_id = integration_id or None
+    columns, generated, details = _settings_row(settings, None)
+    with unit_of_work() as uow:
+        if integration_id is not None:
+            integration = uow.session.get(Integration, integration_id) if plausible_id(integration_id) else None
+            if integration is None or integration.installation_id != installation_id:
+                raise ApiError(
+                    400, "integration_invalid", "Choose one of this installation's integrations.", "integration_id"
+                )
+        if uow.session.scalar(
+            select(Connection.id).where(Connection.installation_id == installation_id, Connection.slug == slug)
+        ):
+            raise ApiError(409, "slug_taken", f"A connection with the slug {slug!r} exists.", "slug")
+        connection = Connection(installation_id=installation_id, integration_id=integration_id, name=name, slug=slug)
+        uow.session.add(connection)
+        try:
+            uow.session.flush()
+        except IntegrityError as error:
+            raise ApiError(409, "slug_taken", f"A connection with the slug {slug!r} exists.", "slug") from error
+        version = _add_version(uow, connection, 1, columns)
+        uow.audit(
+            installation_id,
+            f"admin:connection-created:{connection.id}",
+            "admin.connection_created",
+            actor,
+            "connection",
+            connection.id,
+            {"name": name, "slug": slug, "integration_id": integration_id, "version_id": version.id, **details},
+        )
+        saved = ConnectionSaved(connection.id, version.id, 1, generated)
+        uow.commit()
+    return saved
+
+
+def create_connection_version(
+    operator: OperatorUser, connection_id: str, settings: ConnectionSettings
+) -> ConnectionSaved:
+    """Add a version to a connection of the operator's installation.
+
+    Components keep pointing at the version they were published with; publish a
+    component version to use the new connection version.
+
+    Raises:
+        ApiError: 404 ``connection_not_found``; 400 ``connection_url_invalid``,
+            ``connection_timeout_invalid``, ``connection_allowed_hosts_invalid``,
+            ``connection_bearer_token_invalid``, ``connection_signing_secret_invalid``;
+            409 ``version_conflict`` when another version was saved at the same moment.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    if not plausible_id(connection_id):
+        raise ApiError(404, "connection_not_found", "No such connection.")
+    with unit_of_work() as uow:
+        connection = uow.session.scalar(
+            select(Connection)
+            .where(Connection.id == connection_id, Connection.installation_id == installation_id)
+            .with_for_update()
+        )
+        if connection is None:
+            raise ApiError(404, "connection_not_found", "No such connection.")
+        previous = uow.session.scalar(
+            select(ConnectionVersion)
+            .where(ConnectionVersion.connection_id == connection.id)
+            .order_by(ConnectionVersion.version.desc())
+            .limit(1)
+        )
+        columns, generated, details = _settings_row(settings, previous)
+        number = (previous.version if previous else 0) + 1
+        version = _add_version(uow, connection, number, columns)
+        uow.audit(
+            installation_id,
+            f"admin:connection-version-created:{version.id}",
+            "admin.connection_version_created",
+            actor,
+            "connection",
+            connection.id,
+            {"version_id": version.id, "version": number, **details},
+        )
+        saved = ConnectionSaved(connection.id, version.id, number, generated)
+        uow.commit()
+    return saved
+
+
+def _add_version(uow: UnitOfWork, connection: Connection, number: int, columns: dict[str, Any]) -> ConnectionVersion:
+    version = ConnectionVersion(
+        installation_id=connection.installation_id, connection_id=connection.id, version=number, **columns
+    )
+    uow.session.add(version)
+    try:
+        uow.session.flush()
+    except IntegrityError as error:
+        raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
+    return version
+
+
+def connection_version_choices(installation_id: str) -> list[tuple[str, str]]:
+    """(id, label) of every connection version of the installation, for a select."""
+    rows = db.session.execute(
+        select(ConnectionVersion.id, ConnectionVersion.version, ConnectionVersion.base_url, Connection.name)
+        .join(Connection, Connection.id == ConnectionVersion.connection_id)
+        .where(ConnectionVersion.installation_id == installation_id)
+        .order_by(Connection.name, ConnectionVersion.version.desc())
+    ).all()
+    return [(row.id, f"{row.name} v{row.version} ({row.base_url})") for row in rows]

@@ -1,0 +1,323 @@
+"""Workflows for the admin screens: create definitions and versions (a JSON graph
+with an authority mode), activate and deactivate versions.
+
+When a decision is recorded, the newest *active* version of each workflow runs
+(`app.services.reports.active_versions`), so a new version is saved inactive
+unless asked otherwise, and takes over when activated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.domain.errors import ApiError
+from app.domain.workflow import graph_errors
+from app.extensions import db
+from app.models import ComponentVersion, OperatorUser, WorkflowDefinition, WorkflowVersion
+from app.models.workflows import AUTHORITY_MODES
+
+from .admin_input import InvalidInput, change_key, clean_name, clean_slug, parse_json_text, plausible_id
+from .uow import Actor, UnitOfWork, unit_of_work
+
+MAX_GRAPH_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class WorkflowVersionView:
+    id: str
+    version: int
+    authority_mode: str
+    graph: Any
+    active: bool
+    in_use: bool  # the newest active version: the one decisions start
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkflowListing:
+    definition: WorkflowDefinition
+    versions: list[WorkflowVersionView]  # newest first
+
+    @property
+    def latest(self) -> WorkflowVersionView | None:
+        return self.versions[0] if self.versions else None
+
+
+def _views(versions: list[WorkflowVersion]) -> list[WorkflowVersionView]:
+    """Views of one definition's versions, newest first, marking the one in use."""
+    in_use = next((v.id for v in versions if v.active), None)
+    return [
+        WorkflowVersionView(v.id, v.version, v.authority_mode, v.graph, v.active, v.id == in_use, v.created_at)
+        for v in versions
+    ]
+
+
+def list_workflows(installation_id: str) -> list[WorkflowListing]:
+    """The installation's workflow definitions by name, each with its versions."""
+    definitions = db.session.scalars(
+        select(WorkflowDefinition)
+        .where(WorkflowDefinition.installation_id == installation_id)
+        .order_by(WorkflowDefinition.name, WorkflowDefinition.id)
+    ).all()
+    grouped: dict[str, list[WorkflowVersion]] = {}
+    for version in db.session.scalars(
+        select(WorkflowVersion)
+        .where(WorkflowVersion.installation_id == installation_id)
+        .order_by(WorkflowVersion.definition_id, WorkflowVersion.version.desc())
+    ):
+        grouped.setdefault(version.definition_id, []).append(version)
+    return [WorkflowListing(d, _views(grouped.get(d.id, []))) for d in definitions]
+
+
+def workflow_detail(installation_id: str, definition_id: str) -> WorkflowListing:
+    """One workflow definition of the installation with its versions.
+
+    Raises:
+        ApiError: 404 ``workflow_not_found`` (also for another installation's).
+    """
+    definition = db.session.get(WorkflowDefinition, definition_id) if plausible_id(definition_id) else None
+    if definition is None or definition.installation_id != installation_id:
+        raise ApiError(404, "workflow_not_found", "No such workflow.")
+    versions = db.session.scalars(
+        select(WorkflowVersion)
+        .where(WorkflowVersion.definition_id == definition.id, WorkflowVersion.installation_id == installation_id)
+        .order_by(WorkflowVersion.version.desc())
+    ).all()
+    return WorkflowListing(definition, _views(list(versions)))
+
+
+def workflow_version_choices(installation_id: str) -> list[tuple[str, str]]:
+    """(id, label) of every workflow version of the installation, for a select."""
+    rows = db.session.execute(
+        select(WorkflowVersion.id, WorkflowVersion.version, WorkflowVersion.active, WorkflowDefinition.name)
+        .join(WorkflowDefinition, WorkflowDefinition.id == WorkflowVersion.definition_id)
+        .where(WorkflowVersion.installation_id == installation_id)
+        .order_by(WorkflowDefinition.name, WorkflowVersion.version.desc())
+    ).all()
+    return [(r.id, f"{r.name} v{r.version}{'' if r.active else ' (inactive)'}") for r in rows]
+
+
+def _component_problems(uow: UnitOfWork, installation_id: str, graph: dict[str, Any]) -> list[str]:
+    """Component versions a graph names must be this installation's."""
+    named: list[tuple[str, Any]] = []
+    for node_id, node in graph["nodes"].items():
+        config = node.get("config") or {}
+        if "component_version_id" in config:
+            named.append((f"Node {node_id!r}: config.component_version_id", config["component_version_id"]))
+        correction = config.get("correction")
+        if isinstance(correction, dict) and "component_version_id" in correction:
+            named.append(
+                (f"Node {node_id!r}: config.correction.component_version_id", correction["component_version_id"])
+            )
+    ids = {value for _, value in named if plausible_id(value)}
+    known = (
+        set(
+            uow.session.scalars(
+                select(ComponentVersion.id).where(
+                    ComponentVersion.installation_id == installation_id, ComponentVersion.id.in_(ids)
+                )
+            )
+        )
+        if ids
+        else set()
+    )
+    return [
+        f"{where} must name one of this installation's component versions."
+        for where, value in named
+        if not (plausible_id(value) and value in known)
+    ]
+
+
+def _clean_version(uow: UnitOfWork, installation_id: str, authority_mode: Any, graph_text: Any) -> dict[str, Any]:
+    if authority_mode not in AUTHORITY_MODES:
+        raise ApiError(
+            400,
+            "workflow_authority_mode_invalid",
+            "The authority mode is one of: " + ", ".join(AUTHORITY_MODES) + ".",
+            "authority_mode",
+        )
+    graph, canonical = parse_json_text(
+        graph_text, code="workflow_graph_invalid", field="graph", label="The graph", max_chars=MAX_GRAPH_CHARS
+    )
+    problems = graph_errors(graph)
+    if not problems:
+        problems = _component_problems(uow, installation_id, graph)
+    if problems:
+        count = len(problems)
+        raise InvalidInput(
+            400,
+            "workflow_graph_invalid",
+            f"The graph cannot run: {count} problem{'s' if count > 1 else ''}.",
+            "graph",
+            problems,
+        )
+    return {"authority_mode": authority_mode, "graph_json": canonical}
+
+
+def create_workflow(
+    operator: OperatorUser, *, name: str, slug: str, authority_mode: str, graph: str, active: bool
+) -> tuple[str, str]:
+    """Create a workflow definition and its version 1.
+
+    Args:
+        operator: the admin doing it (their installation owns the rows).
+        name: 1..200 characters; slug: unique in the installation.
+        authority_mode: ``off``, ``shadow``, ``assist`` or ``bounded_auto``.
+        graph: the graph as JSON text (at most 200,000 characters); see
+            `app.models.workflows.WorkflowVersion` for its shape. Component
+            versions it names must be this installation's.
+        active: whether decisions start this version from now on.
+
+    Returns:
+        (definition id, version id).
+
+    Raises:
+        ApiError: 400 ``name_invalid``, ``slug_invalid``,
+            ``workflow_authority_mode_invalid``, ``workflow_graph_invalid`` (with
+            every problem of the graph); 409 ``slug_taken``.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    name = clean_name(name)
+    slug = clean_slug(slug)
+    with unit_of_work() as uow:
+        columns = _clean_version(uow, installation_id, authority_mode, graph)
+        if uow.session.scalar(
+            select(WorkflowDefinition.id).where(
+                WorkflowDefinition.installation_id == installation_id, WorkflowDefinition.slug == slug
+            )
+        ):
+            raise ApiError(409, "slug_taken", f"A workflow with the slug {slug!r} exists.", "slug")
+        definition = WorkflowDefinition(installation_id=installation_id, name=name, slug=slug, status="active")
+        uow.session.add(definition)
+        try:
+            uow.session.flush()
+        except IntegrityError as error:
+            raise ApiError(409, "slug_taken", f"A workflow with the slug {slug!r} exists.", "slug") from error
+        version = _add_version(uow, definition, 1, columns, bool(active))
+        uow.audit(
+            installation_id,
+            f"admin:workflow-created:{definition.id}",
+            "admin.workflow_created",
+            actor,
+            "workflow_definition",
+            definition.id,
+            {
+                "name": name,
+                "slug": slug,
+                "version_id": version.id,
+                "version": 1,
+                "authority_mode": version.authority_mode,
+                "active": version.active,
+            },
+        )
+        ids = (definition.id, version.id)
+        uow.commit()
+    return ids
+
+
+def create_workflow_version(
+    operator: OperatorUser, definition_id: str, *, authority_mode: str, graph: str, active: bool
+) -> str:
+    """Add a version to a workflow of the operator's installation.
+
+    Runs already started keep their version.
+
+    Returns:
+        The new version's id.
+
+    Raises:
+        ApiError: 404 ``workflow_not_found``; 400 ``workflow_authority_mode_invalid``,
+            ``workflow_graph_invalid``; 409 ``version_conflict``.
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    if not plausible_id(definition_id):
+        raise ApiError(404, "workflow_not_found", "No such workflow.")
+    with unit_of_work() as uow:
+        definition = uow.session.scalar(
+            select(WorkflowDefinition)
+            .where(WorkflowDefinition.id == definition_id, WorkflowDefinition.installation_id == installation_id)
+            .with_for_update()
+        )
+        if definition is None:
+            raise ApiError(404, "workflow_not_found", "No such workflow.")
+        columns = _clean_version(uow, installation_id, authority_mode, graph)
+        latest = uow.session.scalar(
+            select(WorkflowVersion.version)
+            .where(WorkflowVersion.definition_id == definition.id)
+            .order_by(WorkflowVersion.version.desc())
+            .limit(1)
+        )
+        version = _add_version(uow, definition, (latest or 0) + 1, columns, bool(active))
+        uow.audit(
+            installation_id,
+            f"admin:workflow-version-created:{version.id}",
+            "admin.workflow_version_created",
+            actor,
+            "workflow_definition",
+            definition.id,
+            {
+                "version_id": version.id,
+                "version": version.version,
+                "authority_mode": version.authority_mode,
+                "active": version.active,
+            },
+        )
+        version_id = version.id
+        uow.commit()
+    return version_id
+
+
+def _add_version(
+    uow: UnitOfWork, definition: WorkflowDefinition, number: int, columns: dict[str, Any], active: bool
+) -> WorkflowVersion:
+    version = WorkflowVersion(
+        installation_id=definition.installation_id,
+        definition_id=definition.id,
+        version=number,
+        active=active,
+        **columns,
+    )
+    uow.session.add(version)
+    try:
+        uow.session.flush()
+    except IntegrityError as error:
+        raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
+    return version
+
+
+def set_workflow_version_active(operator: OperatorUser, definition_id: str, version_id: str, active: bool) -> None:
+    """Activate or deactivate a workflow version. Setting the state it has changes nothing.
+
+    Decisions start the newest active version of each workflow; runs already
+    started are not affected.
+
+    Raises:
+        ApiError: 404 ``workflow_version_not_found`` (also for another
+            installation's, or a version of another workflow).
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    with unit_of_work() as uow:
+        version = uow.session.get(WorkflowVersion, version_id) if plausible_id(version_id) else None
+        if version is None or version.installation_id != installation_id or version.definition_id != definition_id:
+            raise ApiError(404, "workflow_version_not_found", "No such workflow version.")
+        if version.active != bool(active):
+            version.active = bool(active)
+            verb = "activated" if active else "deactivated"
+            uow.audit(
+                installation_id,
+                change_key(f"workflow-version-{verb}", version.id),
+                f"admin.workflow_version_{verb}",
+                actor,
+                "workflow_version",
+                version.id,
+                {"definition_id": version.definition_id, "version": version.version},
+            )
+        uow.commit()

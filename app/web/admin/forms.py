@@ -1,0 +1,150 @@
+"""Admin forms (Flask-WTF: every one carries the CSRF token).
+
+Fields are parsed here and checked by the services, which name the error code of
+each refusal; choice fields do not validate their choices for the same reason.
+"""
+
+from __future__ import annotations
+
+from flask_wtf import FlaskForm
+from wtforms import (
+    BooleanField,
+    EmailField,
+    PasswordField,
+    SelectField,
+    SelectMultipleField,
+    StringField,
+    TextAreaField,
+)
+from wtforms.fields.choices import SelectChoice
+from wtforms.widgets import CheckboxInput, ListWidget
+
+from app.models.components import IMPLEMENTATION_KINDS
+from app.models.tenancy import ROLES
+from app.models.workflows import AUTHORITY_MODES
+
+
+class ActionForm(FlaskForm):
+    """A POST-only button: carries nothing but the CSRF token."""
+
+
+class IntegrationForm(FlaskForm):
+    name = StringField("Name")
+    slug = StringField("Slug", description="Lowercase letters, digits and hyphens, unique here.")
+    default_queue_id = SelectField("Default queue", validate_choice=False)
+
+
+class TokenForm(FlaskForm):
+    label = StringField("Label (what the token is for, optional)")
+
+
+BEARER_CHOICES_NEW = [SelectChoice("none", "No bearer token"), SelectChoice("set", "Use the token entered below")]
+BEARER_CHOICES_VERSION = [SelectChoice("keep", "Keep the current bearer token")] + [
+    SelectChoice("set", "Replace it with the token entered below"),
+    SelectChoice("none", "Remove it (no bearer token)"),
+]
+SIGNING_CHOICES_NEW = [
+    SelectChoice("generate", "Generate a new signing secret (shown once)"),
+    SelectChoice("none", "Do not sign requests"),
+]
+SIGNING_CHOICES_VERSION = [
+    SelectChoice("keep", "Keep the current signing secret"),
+    SelectChoice("generate", "Generate a new signing secret (shown once)"),
+    SelectChoice("none", "Remove it (do not sign requests)"),
+]
+
+
+class ConnectionVersionForm(FlaskForm):
+    base_url = StringField("Base URL", description="http:// or https://, e.g. https://api.example.com")
+    bearer_token_action = SelectField("Bearer token", choices=BEARER_CHOICES_VERSION, validate_choice=False)
+    bearer_token = PasswordField("New bearer token", description="Sent as Authorization: Bearer. Never shown again.")
+    signing_secret_action = SelectField("Signing secret", choices=SIGNING_CHOICES_VERSION, validate_choice=False)
+    timeout_seconds = StringField("Timeout (seconds, 1–120)", default="30")
+    allowed_hosts = TextAreaField(
+        "Allowed hosts",
+        description="Host names or IP addresses, one per line or comma-separated; include the base URL's host.",
+    )
+
+
+class ConnectionForm(ConnectionVersionForm):
+    name = StringField("Name")
+    slug = StringField("Slug", description="Lowercase letters, digits and hyphens, unique here.")
+    integration_id = SelectField("Integration (platform)", validate_choice=False)
+    bearer_token_action = SelectField("Bearer token", choices=BEARER_CHOICES_NEW, validate_choice=False)
+    signing_secret_action = SelectField("Signing secret", choices=SIGNING_CHOICES_NEW, validate_choice=False)
+
+
+class ComponentVersionForm(FlaskForm):
+    implementation_kind = SelectField(
+        "Implementation kind", choices=[SelectChoice(k) for k in IMPLEMENTATION_KINDS], validate_choice=False
+    )
+    implementation_reference = StringField(
+        "Implementation reference", description="Method and path, e.g. POST /actions/takedown"
+    )
+    connection_version_id = SelectField("Connection version", validate_choice=False)
+    input_schema = TextAreaField("Input JSON Schema", description="What the action's payload must match.")
+    output_schema = TextAreaField("Output JSON Schema", description="What the platform's answer must match.")
+    approval_mode = SelectField(
+        "Approval policy",
+        choices=[
+            SelectChoice("human", "human (a second person approves)"),
+            SelectChoice("bounded_auto", "bounded_auto (within budgets)"),
+        ],
+        validate_choice=False,
+    )
+
+
+class ComponentForm(ComponentVersionForm):
+    name = StringField("Name")
+    slug = StringField("Slug", description="Lowercase letters, digits and hyphens, unique here.")
+
+
+class WorkflowVersionForm(FlaskForm):
+    authority_mode = SelectField(
+        "Authority mode", choices=[SelectChoice(m) for m in AUTHORITY_MODES], default="assist", validate_choice=False
+    )
+    graph = TextAreaField("Graph (JSON)")
+    active = BooleanField("Activate this version now (decisions start the newest active version)")
+
+
+class WorkflowForm(WorkflowVersionForm):
+    name = StringField("Name")
+    slug = StringField("Slug", description="Lowercase letters, digits and hyphens, unique here.")
+
+
+class BudgetForm(FlaskForm):
+    scope_type = SelectField(
+        "Scope type",
+        choices=[
+            SelectChoice("workflow", "Workflow version"),
+            SelectChoice("component", "Component version"),
+            SelectChoice("queue", "Queue"),
+        ],
+        validate_choice=False,
+    )
+    scope_id = SelectField("Scope", validate_choice=False, description="Pick an item of the chosen scope type.")
+    limit_amount = StringField("Limit (actions per window)")
+    window_seconds = StringField("Window (seconds, 60–2,678,400)", default="3600")
+
+
+class BudgetLimitForm(FlaskForm):
+    limit_amount = StringField("New limit")
+
+
+class MultiCheckboxField(SelectMultipleField):
+    widget = ListWidget(prefix_label=False)
+    option_widget = CheckboxInput()
+
+
+ROLE_CHOICES = [SelectChoice(role) for role in ROLES]
+
+
+class RolesForm(FlaskForm):
+    roles = MultiCheckboxField("Roles", choices=ROLE_CHOICES, validate_choice=False)
+
+
+class UserForm(FlaskForm):
+    email = EmailField("Email")
+    display_name = StringField("Display name")
+    password = PasswordField("Password (at least 12 characters)")
+    roles = MultiCheckboxField("Roles", choices=ROLE_CHOICES, validate_choice=False)
