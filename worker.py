@@ -89,7 +89,7 @@ def run_worker(app, worker_class, burst: bool) -> None:
             worker.work(with_scheduler=True, burst=burst, logging_level=app.config["LOG_LEVEL"])
         except redis.RedisError as error:
             log.warning("worker lost Redis", extra={"error": str(error)})
-        if burst or worker._stop_requested:
+        if burst or getattr(worker, "_shutdown_requested_date", None):  # done, or asked to stop
             return
         delay = next(delays)
         log.warning("worker starting again in %s s", delay)

@@ -132,6 +132,7 @@ def app(database_url, redis_url, tmp_path):
     client.flushdb()
     client.close()
     bind_app(app)
+    app.test_client_class = FreshSessionClient
     with app.app_context():
         yield app
         db.session.remove()
@@ -144,13 +145,14 @@ class FreshSessionClient(FlaskClient):
 
     def open(self, *args, **kwargs):
         db.session.rollback()
-        g.pop("_login_user", None)  # Flask-Login caches the user on the shared g, too
+        # Flask-Login and Flask-WTF cache the user and the CSRF token on the shared g, too.
+        g.pop("_login_user", None)
+        g.pop("csrf_token", None)
         return super().open(*args, **kwargs)
 
 
 @pytest.fixture
 def client(app):
-    app.test_client_class = FreshSessionClient
     return app.test_client()
 
 

@@ -192,6 +192,15 @@ def _budget_for_change(uow, installation_id: str, budget_id: str) -> Budget:
     return budget
 
 
+def require_budget(installation_id: str, budget_id: str) -> None:
+    """Raise 404 ``budget_not_found`` unless the budget is this installation's."""
+    from app.extensions import db
+
+    budget = db.session.get(Budget, budget_id) if isinstance(budget_id, str) and len(budget_id) <= 200 else None
+    if budget is None or budget.installation_id != installation_id:
+        raise ApiError(404, "budget_not_found", "No such budget.")
+
+
 def change_budget_limit(operator: OperatorUser, budget_id: str, limit_amount: int | str) -> None:
     """Change a budget's limit. The current window keeps what it used: a lower limit
     than that refuses further reservations until the window ends.

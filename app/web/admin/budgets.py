@@ -69,6 +69,7 @@ def budget_create():
 @bp.route("/budgets/<budget_id>/limit", methods=["POST"])
 @role_required(*EDIT_ROLES)
 def budget_limit(budget_id: str):
+    service.require_budget(current_user.installation_id, budget_id)  # another tenant's id: 404 before anything
     form = BudgetLimitForm()
     if not form.validate():
         return _page(limit_form=form, limit_budget_id=budget_id, error=form_invalid(), status=400)

@@ -103,7 +103,7 @@ def proposal_live(proposal_id: str):
 
 
 @bp.route("/proposals/<proposal_id>/decision", methods=["POST"])
-@role_required(*VIEW_ROLES)
+@role_required("reviewer")  # and the service enforces maker/checker (APPR-4)
 def decide(proposal_id: str):
     form = DecisionForm()
     detail = _detail_or_404(proposal_id)

@@ -1,0 +1,201 @@
+"""Every route × every role × another installation's ids: the expected
+200/302/403/404 (issue: the whole console)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import select
+
+from app.extensions import db
+from app.models import (
+    AppealCorrection,
+    AppealDecision,
+    Budget,
+    ComponentDefinition,
+    ComponentVersion,
+    Connection,
+    HumanTask,
+    IntegrationToken,
+    WorkflowDefinition,
+)
+from app.services.appeals import decide_appeal, file_appeal
+from app.services.delivery import deliver
+from app.services.operators import create_operator
+from app.services.uow import Actor, unit_of_work
+
+from ..builders import approve, decide_report, make_world
+
+ROLES = ("moderator", "reviewer", "admin", "auditor")
+ALL = set(ROLES)
+PASSWORD = "a-long-password-1"
+
+# (method, path template, roles allowed). {...} are filled from the world.
+ROUTES = [
+    ("GET", "/", ALL),
+    ("GET", "/proposals", ALL),
+    ("GET", "/proposals/{proposal_id}", ALL),
+    ("GET", "/proposals/{proposal_id}/live", ALL),
+    ("POST", "/proposals/{proposal_id}/decision", {"reviewer"}),  # the service refuses non-reviewers (APPR-4)
+    ("POST", "/proposals/{proposal_id}/retry", {"reviewer", "admin"}),
+    ("POST", "/proposals/{proposal_id}/compensate", {"reviewer", "admin"}),
+    ("GET", "/tasks", {"reviewer", "admin", "auditor"}),
+    ("POST", "/tasks/{task_id}/claim", {"reviewer"}),
+    ("POST", "/tasks/{task_id}/release", {"reviewer"}),
+    ("GET", "/reports", ALL),
+    ("GET", "/reports/{report_id}", ALL),
+    ("POST", "/reports/{report_id}/decisions", {"moderator"}),
+    ("POST", "/reports/{report_id}/appeals", {"moderator", "reviewer"}),
+    ("GET", "/appeals", ALL),
+    ("GET", "/appeals/{appeal_id}", ALL),
+    ("POST", "/appeals/{appeal_id}/decision", {"reviewer"}),
+    ("POST", "/appeals/{appeal_id}/decisions/{appeal_decision_id}/redact", {"reviewer", "admin"}),
+    ("POST", "/appeals/{appeal_id}/corrections/{correction_id}/record", {"reviewer"}),
+    ("GET", "/operations", {"reviewer", "admin", "auditor"}),
+    ("GET", "/admin/", {"admin", "auditor"}),
+    ("GET", "/admin/integrations", {"admin", "auditor"}),
+    ("POST", "/admin/integrations", {"admin"}),
+    ("GET", "/admin/integrations/{integration_id}", {"admin", "auditor"}),
+    ("POST", "/admin/integrations/{integration_id}/tokens", {"admin"}),
+    ("POST", "/admin/integrations/{integration_id}/tokens/{token_id}/revoke", {"admin"}),
+    ("GET", "/admin/connections", {"admin", "auditor"}),
+    ("POST", "/admin/connections", {"admin"}),
+    ("GET", "/admin/connections/{connection_id}", {"admin", "auditor"}),
+    ("POST", "/admin/connections/{connection_id}/versions", {"admin"}),
+    ("GET", "/admin/components", {"admin", "auditor"}),
+    ("POST", "/admin/components", {"admin"}),
+    ("GET", "/admin/components/{component_id}", {"admin", "auditor"}),
+    ("POST", "/admin/components/{component_id}/versions", {"admin"}),
+    ("POST", "/admin/components/{component_id}/versions/{component_version_id}/retire", {"admin"}),
+    ("GET", "/admin/workflows", {"admin", "auditor"}),
+    ("POST", "/admin/workflows", {"admin"}),
+    ("GET", "/admin/workflows/{workflow_id}", {"admin", "auditor"}),
+    ("POST", "/admin/workflows/{workflow_id}/versions", {"admin"}),
+    ("POST", "/admin/workflows/{workflow_id}/versions/{workflow_version_id}/deactivate", {"admin"}),
+    ("POST", "/admin/workflows/{workflow_id}/versions/{workflow_version_id}/activate", {"admin"}),
+    ("GET", "/admin/budgets", {"admin", "auditor"}),
+    ("POST", "/admin/budgets", {"admin"}),
+    ("POST", "/admin/budgets/{budget_id}/limit", {"admin"}),
+    ("POST", "/admin/budgets/{budget_id}/deactivate", {"admin"}),
+    ("POST", "/admin/budgets/{budget_id}/activate", {"admin"}),
+    ("GET", "/admin/users", {"admin", "auditor"}),
+    ("POST", "/admin/users", {"admin"}),
+    ("GET", "/admin/users/{operator_id}", {"admin", "auditor"}),
+    ("POST", "/admin/users/{operator_id}/roles", {"admin"}),
+    ("POST", "/admin/users/{operator_id}/deactivate", {"admin"}),
+    ("POST", "/admin/users/{operator_id}/reactivate", {"admin"}),
+]
+PUBLIC = ["/login", "/healthz", "/readyz", "/metrics", "/api/v1/openapi.json"]
+
+
+def ids_of(world, platform_url) -> dict[str, str]:
+    """One id of every kind in this installation, with history behind it."""
+    iid = world.installation_id
+    original = decide_report(world, 0)
+    approve(world, original)
+    deliver(original.id)
+    appeal_id = file_appeal(world.report_ids[0], statement="", actor=Actor.system(), installation_id=iid).appeal_id
+    decide_appeal(appeal_id, outcome="reversed", rationale="r", operator=world.user("admin"))
+    decide_report(world, 1)  # an open approval task
+    with unit_of_work() as uow:
+        budget = Budget(
+            installation_id=iid, scope_type="component", scope_id=world.components["takedown"], limit_amount=5
+        )
+        uow.session.add(budget)
+        uow.commit()
+    victim = create_operator(
+        iid,
+        email=f"victim-{iid}@example.com",
+        password=PASSWORD,
+        display_name="Victim",
+        roles=["moderator"],
+        actor=Actor.system(),
+    )
+    one = lambda statement: db.session.scalar(statement)  # noqa: E731
+    component = one(
+        select(ComponentDefinition).where(
+            ComponentDefinition.installation_id == iid, ComponentDefinition.slug == "takedown"
+        )
+    )
+    return {
+        "proposal_id": original.id,
+        "task_id": one(select(HumanTask.id).where(HumanTask.installation_id == iid, HumanTask.state == "open")),
+        "report_id": world.report_ids[1],
+        "appeal_id": appeal_id,
+        "appeal_decision_id": one(select(AppealDecision.id).where(AppealDecision.installation_id == iid)),
+        "correction_id": one(select(AppealCorrection.id).where(AppealCorrection.installation_id == iid)),
+        "integration_id": world.integration_id,
+        "token_id": one(select(IntegrationToken.id).where(IntegrationToken.installation_id == iid)),
+        "connection_id": one(select(Connection.id).where(Connection.installation_id == iid)),
+        "component_id": component.id,
+        "component_version_id": one(select(ComponentVersion.id).where(ComponentVersion.definition_id == component.id)),
+        "workflow_id": one(select(WorkflowDefinition.id).where(WorkflowDefinition.installation_id == iid)),
+        "workflow_version_id": world.workflow_version_id,
+        "budget_id": one(select(Budget.id).where(Budget.installation_id == iid)),
+        "operator_id": victim.id,
+    }
+
+
+@pytest.fixture
+def matrix(app, world, platform):
+    """Single-role operators in the world, the ids of both installations, a client per role."""
+    users = {}
+    for role in ROLES:
+        users[role] = create_operator(
+            world.installation_id,
+            email=f"only-{role}@example.com",
+            password=PASSWORD,
+            display_name=f"Only {role}",
+            roles=[role],
+            actor=Actor.system(),
+        ).email
+    mine = ids_of(world, platform.url)
+    theirs = ids_of(make_world(platform.url, slug="other"), platform.url)
+    return users, mine, theirs
+
+
+def signed_in(app, email):
+    client = app.test_client()
+    page = client.get("/login").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', page).group(1)
+    assert client.post("/login", data={"email": email, "password": PASSWORD, "csrf_token": token}).status_code == 303
+    return client, token
+
+
+def call(client, method, path, token):
+    if method == "GET":
+        return client.get(path)
+    return client.post(path, data={"csrf_token": token})
+
+
+def test_every_route_for_every_role_and_tenant(app, matrix):
+    users, mine, theirs = matrix
+    problems = []
+    anonymous = app.test_client()
+    for method, template, _allowed in ROUTES:
+        response = call(anonymous, method, template.format(**mine), None)
+        if method == "POST" and response.status_code == 400:  # refused by CSRF before anything else
+            continue
+        if response.status_code != 302 or "/login" not in response.headers.get("Location", ""):
+            problems.append(f"anonymous {method} {template}: {response.status_code}")
+    for role, email in users.items():
+        client, token = signed_in(app, email)
+        for method, template, allowed in ROUTES:
+            status = call(client, method, template.format(**mine), token).status_code
+            if role in allowed:
+                ok = status in (200, 201, 302, 303) if method == "GET" else status not in (403, 404, 500)
+            else:
+                ok = status == 403
+            if not ok:
+                problems.append(f"{role} {method} {template}: {status}")
+            if role in allowed and "{" in template:
+                foreign = call(client, method, template.format(**theirs), token).status_code
+                if foreign != 404:
+                    problems.append(f"{role} {method} {template} with another installation's ids: {foreign}")
+    assert problems == [], "\n".join(problems)
+
+
+def test_public_routes_answer_without_a_session(app, client):
+    for path in PUBLIC:
+        assert client.get(path).status_code in (200, 503), path
