@@ -14,7 +14,7 @@ from flask import Flask
 
 from .config import Config
 from .database import install_engine_hooks
-from .extensions import csrf, db, login_manager, migrate
+from .extensions import csrf, db, limiter, login_manager, migrate
 
 
 def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
@@ -43,6 +43,12 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..", "migrations"))
     login_manager.init_app(app)
     csrf.init_app(app)
+    if not app.config.get("RATELIMIT_STORAGE_URI"):
+        from .queueing import redis_url
+
+        url = redis_url(app)
+        app.config["RATELIMIT_STORAGE_URI"] = "redis+" + url if url.startswith("unix://") else url
+    limiter.init_app(app)
 
     from .web import register_web
 

@@ -70,4 +70,16 @@ class Config:
         # How often a proposal page that is not terminal refreshes itself (htmx polling).
         self.CONSOLE_POLL_SECONDS = float(os.environ.get("CONSOLE_POLL_SECONDS", "2"))
         self.MAX_CONTENT_LENGTH = int(os.environ.get("MAX_REQUEST_BYTES", str(1024 * 1024)))
+        # Login throttling (Flask-Limiter, counters in Redis): per client address, and
+        # failed attempts per email. If Redis is down, logins are not throttled.
+        self.LOGIN_RATE_LIMIT = os.environ.get("LOGIN_RATE_LIMIT", "30 per minute")
+        self.LOGIN_FAILURE_LIMIT = os.environ.get("LOGIN_FAILURE_LIMIT", "5 per 15 minutes")
+        self.RATELIMIT_SWALLOW_ERRORS = True
+        self.RATELIMIT_HEADERS_ENABLED = True
+        # production: Secure cookies, strong session protection, HSTS (behind TLS).
+        self.CONSOLE_ENV = os.environ.get("CONSOLE_ENV", "development")
+        if self.CONSOLE_ENV == "production":
+            self.SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+            self.REMEMBER_COOKIE_SECURE = self.SESSION_COOKIE_SECURE
+        self.METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
         self.TESTING = False

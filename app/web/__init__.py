@@ -97,7 +97,7 @@ def register_web(app: Flask) -> None:
 
     login_manager.login_view = "auth.login"
     login_manager.anonymous_user = Anonymous
-    login_manager.session_protection = "basic"
+    login_manager.session_protection = "strong" if app.config["CONSOLE_ENV"] == "production" else "basic"
     app.register_blueprint(auth_bp)
     app.register_blueprint(console_bp)
     app.register_blueprint(admin_bp, url_prefix="/admin")
@@ -120,6 +120,8 @@ def register_web(app: Flask) -> None:
             "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
             "frame-ancestors 'none'; form-action 'self'; base-uri 'self'",
         )
+        if app.config["CONSOLE_ENV"] == "production":
+            response.headers.setdefault("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
         if not request.path.startswith(("/api/", "/static/")):
             response.vary.add("HX-Request")
             response.headers.setdefault("Cache-Control", "no-store")

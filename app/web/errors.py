@@ -57,6 +57,14 @@ def register_error_handlers(app) -> None:
             )
         )
 
+    @app.errorhandler(429)
+    def _too_many(error: HTTPException):
+        if request.path == "/login":
+            return render_error(
+                ApiError(429, "login_rate_limited", "Too many sign-in attempts. Wait a few minutes and try again.")
+            )
+        return render_error(ApiError(429, "too_many_requests", "Too many requests. Slow down and try again."))
+
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException):
         code = HTTP_CODES.get(error.code, "http_error")

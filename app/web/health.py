@@ -62,8 +62,17 @@ def readyz():
 
 @bp.route("/metrics")
 def metrics():
-    """Prometheus text exposition."""
+    """Prometheus text exposition; with METRICS_TOKEN set, only for that bearer token."""
+    import hmac
+
+    from flask import request
+
+    from app.domain.errors import ApiError
     from app.metrics import exposition
+
+    token = current_app.config.get("METRICS_TOKEN")
+    if token and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {token}"):
+        raise ApiError(401, "unauthorized", "The metrics token is required.")
 
     body, content_type = exposition(utcnow())
     return Response(body, content_type=content_type)

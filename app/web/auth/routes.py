@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import redirect, render_template, request, url_for
+from flask import current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_user, logout_user
 from flask_wtf import FlaskForm
 
+from app.extensions import limiter
 from app.services.operators import authenticate_operator
 
 from . import bp
@@ -22,7 +23,18 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def _email_key() -> str:
+    return "login-email:" + (request.form.get("email") or "").strip().lower()[:320]
+
+
 @bp.route("/login", methods=["GET", "POST"])
+@limiter.limit(lambda: current_app.config["LOGIN_RATE_LIMIT"], methods=["POST"])
+@limiter.limit(
+    lambda: current_app.config["LOGIN_FAILURE_LIMIT"],
+    methods=["POST"],
+    key_func=_email_key,
+    deduct_when=lambda response: response.status_code == 401,
+)
 def login():
     if current_user.is_authenticated:
         return redirect(url_for("console.proposals"))
