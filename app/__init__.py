@@ -38,6 +38,11 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         from .observability import configure_logging
 
         configure_logging(os.environ.get("PROCESS_ROLE", "web"), app.config["LOG_LEVEL"], app.config["LOG_FORMAT"])
+    if app.config["TRUSTED_PROXIES"]:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        hops = app.config["TRUSTED_PROXIES"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
     install_engine_hooks()
     db.init_app(app)
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..", "migrations"))

@@ -82,4 +82,6 @@ class Config:
             self.SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
             self.REMEMBER_COOKIE_SECURE = self.SESSION_COOKIE_SECURE
         self.METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
+        # Reverse proxies in front of the console (their X-Forwarded-For/-Proto are trusted).
+        self.TRUSTED_PROXIES = int(os.environ.get("TRUSTED_PROXIES", "0"))
         self.TESTING = False

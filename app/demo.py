@@ -234,6 +234,11 @@ def run_demo(app, console_port: int, platform_port: int) -> None:
 
     from app.queueing import redis_url
 
+    if "LOG_FORMAT" not in os.environ:  # people read the demo's logs: plain text
+        from app.observability import configure_logging
+
+        configure_logging("web", app.config["LOG_LEVEL"], "text")
+        os.environ["LOG_FORMAT"] = "text"
     upgrade()
     platform_url = f"http://127.0.0.1:{platform_port}"
     console_url = f"http://127.0.0.1:{console_port}"
