@@ -18,7 +18,7 @@ from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.models import Budget, BudgetReservation, insert_ignore, new_id
 
-from .uow import UnitOfWork, unit_of_work
+from .uow import UnitOfWork
 
 
 class BudgetExhausted(ActionError):
@@ -42,11 +42,15 @@ def window_start(now: datetime, window_seconds: int) -> datetime:
 
 
 def reserve(
-    installation_id: str, scopes: list[Scope], operation_id: str, attempt_id: str, amount: int = 1
+    uow: UnitOfWork, installation_id: str, scopes: list[Scope], operation_id: str, attempt_id: str, amount: int = 1
 ) -> list[str]:
     """Reserve `amount` actions on every active budget of the scopes, all or none.
 
+    Runs in the caller's unit of work, in a savepoint, so an exhausted budget leaves
+    no partial reservation behind.
+
     Args:
+        uow: the delivery's unit of work.
         installation_id: the tenant.
         scopes: workflow, component and queue scopes of the proposal.
         operation_id: the proposal's operation id.
@@ -58,10 +62,12 @@ def reserve(
     Raises:
         BudgetExhausted: ``budget_exhausted`` with the seconds until the window frees.
     """
+    budgets = _budgets(uow, installation_id, scopes)
+    if not budgets:
+        return []
     now = utcnow()
-    with unit_of_work() as uow:
-        budgets = _budgets(uow, installation_id, scopes)
-        reserved = []
+    reserved = []
+    with uow.savepoint():
         for budget in budgets:
             start = window_start(now, budget.window_seconds)
             if not _take(uow, budget, start, amount):
@@ -85,7 +91,6 @@ def reserve(
                 ),
             )
             reserved.append(reservation_id)
-        uow.commit()
     return reserved
 
 
@@ -128,31 +133,29 @@ def _take(uow: UnitOfWork, budget: Budget, start: datetime, amount: int) -> bool
     return uow.session.execute(statement).rowcount == 1
 
 
-def settle(reservation_ids: list[str], consumed: bool) -> None:
+def settle(uow: UnitOfWork, reservation_ids: list[str], consumed: bool) -> None:
     """Settle reservations: consumed when the request may have left, else released.
 
     A released reservation gives its amount back to the window it was taken from.
     """
     if not reservation_ids:
         return
-    with unit_of_work() as uow:
-        rows = uow.session.scalars(
-            select(BudgetReservation).where(
-                BudgetReservation.id.in_(reservation_ids), BudgetReservation.state == "reserved"
-            )
-        ).all()
-        for row in rows:
-            row.state = "consumed" if consumed else "released"
-            row.settled_at = utcnow()
-            if not consumed:
-                uow.session.execute(
-                    update(Budget)
-                    .where(
-                        Budget.id == row.budget_id,
-                        Budget.window_start == row.window_start,
-                        Budget.used_amount >= row.amount,
-                    )
-                    .values(used_amount=Budget.used_amount - row.amount)
-                    .execution_options(synchronize_session=False)
+    rows = uow.session.scalars(
+        select(BudgetReservation).where(
+            BudgetReservation.id.in_(reservation_ids), BudgetReservation.state == "reserved"
+        )
+    ).all()
+    for row in rows:
+        row.state = "consumed" if consumed else "released"
+        row.settled_at = utcnow()
+        if not consumed:
+            uow.session.execute(
+                update(Budget)
+                .where(
+                    Budget.id == row.budget_id,
+                    Budget.window_start == row.window_start,
+                    Budget.used_amount >= row.amount,
                 )
-        uow.commit()
+                .values(used_amount=Budget.used_amount - row.amount)
+                .execution_options(synchronize_session=False)
+            )

@@ -38,18 +38,32 @@ def report_snapshot(session: Session, report_id: str) -> ReportSnapshot:
     Raises:
         ActionError: ``action_report_missing``.
     """
-    report = session.get(Report, report_id)
-    if report is None:
-        raise ActionError("action_report_missing")
-    decision = latest_decision(session, report_id)
-    target = first_target(session, report_id)
-    return ReportSnapshot(
-        report_state=report.state,
-        queue_id=report.queue_id,
-        latest_decision_id=decision.id if decision else None,
-        latest_decision_code=decision.decision_code if decision else None,
-        target_reference=target.target_reference if target else None,
+    latest = (
+        select(Decision.id, Decision.decision_code)
+        .where(Decision.report_id == Report.id)
+        .order_by(Decision.created_at.desc(), Decision.seq.desc())
+        .limit(1)
+        .correlate(Report)
     )
+    first = (
+        select(ReportTarget.target_reference)
+        .where(ReportTarget.report_id == Report.id)
+        .order_by(ReportTarget.position, ReportTarget.created_at, ReportTarget.id)
+        .limit(1)
+        .correlate(Report)
+    )
+    row = session.execute(  # one round trip: this runs before every delivery attempt
+        select(
+            Report.state,
+            Report.queue_id,
+            latest.with_only_columns(Decision.id).scalar_subquery(),
+            latest.with_only_columns(Decision.decision_code).scalar_subquery(),
+            first.scalar_subquery(),
+        ).where(Report.id == report_id)
+    ).one_or_none()
+    if row is None:
+        raise ActionError("action_report_missing")
+    return ReportSnapshot(*row)
 
 
 def report_json(report: Report) -> dict[str, Any]:

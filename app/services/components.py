@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.domain.errors import ActionError
@@ -32,6 +33,11 @@ def load_action_component(session: Session, component_version_id: str, installat
     """
     version = session.get(ComponentVersion, component_version_id)
     definition = session.get(ComponentDefinition, version.definition_id) if version else None
+    _check_component(version, definition, installation_id)
+    return version
+
+
+def _check_component(version, definition, installation_id: str) -> None:
     if (
         version is None
         or definition is None
@@ -43,7 +49,6 @@ def load_action_component(session: Session, component_version_id: str, installat
         raise ActionError("action_component_unavailable")
     if version.implementation_kind not in ("webhook", "external_api") or not version.connection_version_id:
         raise ActionError("action_component_implementation_invalid")
-    return version
 
 
 def parse_operation(reference: str) -> Operation:
@@ -56,6 +61,29 @@ def parse_operation(reference: str) -> Operation:
     if not match:
         raise ActionError("action_component_operation_invalid")
     return Operation(method=match.group(1) or "POST", path=match.group(2))
+
+
+def load_delivery_target(session: Session, component_version_id: str, installation_id: str):
+    """The component version, its definition and connection version in one query,
+    with the checks of `load_action_component` (run before every delivery attempt).
+
+    Returns:
+        (component version, connection version).
+
+    Raises:
+        ActionError: as `load_action_component`.
+    """
+    row = session.execute(
+        select(ComponentVersion, ComponentDefinition, ConnectionVersion)
+        .join(ComponentDefinition, ComponentDefinition.id == ComponentVersion.definition_id)
+        .outerjoin(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+        .where(ComponentVersion.id == component_version_id)
+    ).first()
+    version, definition, connection = row if row else (None, None, None)
+    _check_component(version, definition, installation_id)
+    if connection is None:
+        raise ActionError("action_component_operation_invalid")
+    return version, connection
 
 
 def load_connection(session: Session, connection_version_id: str) -> ConnectionVersion:

@@ -75,7 +75,8 @@ def write_dispatch(
     operation_key: str,
     event_inbox_id: str | None = None,
 ) -> None:
-    """Write an outbox row once and try to deliver it right after commit."""
+    """Write an outbox row once and deliver it in this transaction, just before it
+    commits (in a savepoint: a failed wake-up is recorded for the sweep, EVT-2)."""
     now = utcnow()
     insert_ignore(
         uow.session,
@@ -94,9 +95,9 @@ def write_dispatch(
             updated_at=now,
         ),
     )
-    from .workflows import dispatch  # the engine imports this module
+    from .workflows import wake  # the engine imports this module
 
-    uow.after_commit(lambda: dispatch(dispatch_id))
+    uow.before_commit(lambda: wake(uow, dispatch_id))
 
 
 def emit_delivery_resolution(uow: UnitOfWork, proposal: ActionProposal) -> None:

@@ -83,6 +83,7 @@ class UnitOfWork:
     def __init__(self, session: Session) -> None:
         self.session = session
         self._audits: list[PendingAudit] = []
+        self._before_commit: list[Callable[[], Any]] = []
         self._after_commit: list[Callable[[], Any]] = []
         self.committed = False
 
@@ -109,31 +110,54 @@ class UnitOfWork:
         """Run `callback` once the transaction committed (enqueue jobs, wake runs)."""
         self._after_commit.append(callback)
 
+    def before_commit(self, callback: Callable[[], Any]) -> None:
+        """Run `callback` inside this transaction, just before it commits (wake-ups)."""
+        self._before_commit.append(callback)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested transaction: on error its rows, audit events and callbacks are undone
+        and the unit of work carries on."""
+        audits, callbacks = len(self._audits), len(self._after_commit)
+        try:
+            with self.session.begin_nested():
+                yield
+        except Exception:
+            del self._audits[audits:]
+            del self._after_commit[callbacks:]
+            raise
+
     def commit(self) -> None:
+        while self._before_commit:
+            self._before_commit.pop(0)()
         self._write_audits()
         self.session.commit()
         self.committed = True
 
     def _write_audits(self) -> None:
+        """Append the pending events to their installations' chains (three round
+        trips whatever their number: the lock, the keys already written, the tails)."""
         if not self._audits:
             return
-        self.session.flush()
-        for installation_id in sorted({a.installation_id for a in self._audits}):
-            _lock_chain(self.session, installation_id)
+        session = self.session
+        session.flush()
+        installations = sorted({a.installation_id for a in self._audits})
+        for installation_id in installations:
+            _lock_chain(session, installation_id)
+        keys = {a.key for a in self._audits}
+        written = set(session.scalars(select(AuditEvent.idempotency_key).where(AuditEvent.idempotency_key.in_(keys))))
+        tails = {installation_id: _chain_tail(session, installation_id) for installation_id in installations}
+        rows = []
         for pending in self._audits:
-            exists = self.session.scalar(select(AuditEvent.id).where(AuditEvent.idempotency_key == pending.key))
-            if exists:
+            if pending.key in written:
                 continue
-            last = self.session.execute(
-                select(AuditEvent.seq, AuditEvent.row_hash)
-                .where(AuditEvent.installation_id == pending.installation_id)
-                .order_by(AuditEvent.seq.desc())
-                .limit(1)
-            ).first()
-            seq, prev_hash = (last.seq + 1, last.row_hash) if last else (1, GENESIS_HASH)
+            written.add(pending.key)
+            seq, prev_hash = tails[pending.installation_id]
+            seq += 1
             details_json = canonical_json(pending.details)
             row_hash = audit_row_hash(prev_hash, audit_hash_material(pending, seq, details_json))
-            self.session.add(
+            tails[pending.installation_id] = (seq, row_hash)
+            rows.append(
                 AuditEvent(
                     installation_id=pending.installation_id,
                     seq=seq,
@@ -149,7 +173,8 @@ class UnitOfWork:
                     created_at=pending.created_at,
                 )
             )
-            self.session.flush()
+        session.add_all(rows)
+        session.flush()
         self._audits.clear()
 
     def run_after_commit(self) -> None:
@@ -159,6 +184,17 @@ class UnitOfWork:
             except Exception:  # the sweeps repair what a failed callback left undone
                 log.exception("after-commit callback failed")
         self._after_commit.clear()
+
+
+def _chain_tail(session: Session, installation_id: str) -> tuple[int, str]:
+    """(seq, row_hash) of an installation's last audit event, or the genesis."""
+    last = session.execute(
+        select(AuditEvent.seq, AuditEvent.row_hash)
+        .where(AuditEvent.installation_id == installation_id)
+        .order_by(AuditEvent.seq.desc())
+        .limit(1)
+    ).first()
+    return (last.seq, last.row_hash) if last else (0, GENESIS_HASH)
 
 
 def _lock_chain(session: Session, installation_id: str) -> None:

@@ -128,14 +128,16 @@ def _execute_node(uow: UnitOfWork, run: WorkflowRun, version: WorkflowVersion, s
         return wf.finished("error", error_code=error.code)
 
 
-def _continue(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome | None) -> None:
+def _continue(
+    uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome | None, version: WorkflowVersion | None = None
+) -> None:
     """Run nodes from the current one until the run waits or ends.
 
     Args:
         outcome: the current node's outcome when it was just resumed; None to
             execute the current node from the start.
     """
-    version = uow.session.get(WorkflowVersion, run.workflow_version_id)
+    version = version or uow.session.get(WorkflowVersion, run.workflow_version_id)
     graph = version.graph
     for _ in range(wf.MAX_STEPS_PER_RUN):
         step = _step_run(uow, run, run.current_node_id)
@@ -199,9 +201,7 @@ def _take_run(uow: UnitOfWork, run_id: str, from_state: str, *where) -> Workflow
     ).rowcount
     if moved != 1:
         return None
-    run = uow.session.get(WorkflowRun, run_id)
-    uow.session.refresh(run)
-    return run
+    return uow.session.get(WorkflowRun, run_id, populate_existing=True)
 
 
 def _awaits_recovery(node: dict) -> bool:
@@ -213,15 +213,66 @@ def _resume(uow: UnitOfWork, run: WorkflowRun, timed_out: bool) -> None:
     from .prepare import complete_workflow_action
 
     proposal_id = run.waiting_proposal_id
-    node = uow.session.get(WorkflowVersion, run.workflow_version_id).graph["nodes"][run.current_node_id]
+    version = uow.session.get(WorkflowVersion, run.workflow_version_id)
+    node = version.graph["nodes"][run.current_node_id]
     run.waiting_event_type = None
     run.wait_deadline_at = None
     outcome = complete_workflow_action(uow, proposal_id, timed_out=timed_out, await_recovery=_awaits_recovery(node))
-    _continue(uow, run, outcome)
+    _continue(uow, run, outcome, version)
+
+
+def _deliver_row(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
+    """Start the row's run or hand the run its event, then mark the row delivered."""
+    if row.operation == "start":
+        run = _take_run(uow, row.run_id, "pending")
+        if run is not None:
+            _continue(uow, run, None)
+    else:
+        event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
+        run = _take_run(uow, row.run_id, "waiting", WorkflowRun.waiting_event_type == event.event_type)
+        if run is not None:
+            _resume(uow, run, timed_out=False)
+        event.delivered_at = utcnow()
+        event.delivery_attempts += 1
+        event.last_error_code = None
+    row.state = "delivered"
+    row.attempts += 1
+    row.last_error_code = None
+    row.updated_at = utcnow()
+
+
+def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
+    """Record a failed wake-up; the sweep retries it after a backoff (EVT-2)."""
+    row.attempts += 1
+    delay = DISPATCH_RETRY_SECONDS[min(row.attempts - 1, len(DISPATCH_RETRY_SECONDS) - 1)]
+    row.state = "failed"
+    row.last_error_code = "platform_event_send_failed"
+    row.available_at = utcnow() + timedelta(seconds=delay)
+    row.updated_at = utcnow()
+    if row.event_inbox_id:
+        event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
+        if event is not None:
+            event.delivery_attempts += 1
+            event.last_error_code = "platform_event_send_failed"
+
+
+def wake(uow: UnitOfWork, dispatch_id: str) -> None:
+    """Deliver an outbox row inside the caller's transaction, in a savepoint: a
+    failure rolls back only the wake-up, which is recorded for the sweep (EVT-2)."""
+    row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
+    if row is None or row.state == "delivered":
+        return
+    try:
+        with uow.savepoint():
+            _deliver_row(uow, row)
+    except Exception:
+        log.exception("wake-up %s failed; the sweep will retry it", dispatch_id)
+        uow.session.refresh(row)
+        _mark_failed(uow, row)
 
 
 def dispatch(dispatch_id: str) -> str:
-    """Deliver one outbox row: start its run or hand the run its event (EVT-2).
+    """Deliver one outbox row on its own (the sweep's retry of a wake-up, EVT-2).
 
     Safe to call twice at once: the run only moves through guarded updates and the
     outbox row is marked delivered in the same transaction.
@@ -229,57 +280,14 @@ def dispatch(dispatch_id: str) -> str:
     Returns:
         The outbox row's state afterwards: ``delivered``, ``failed`` or ``missing``.
     """
-    try:
-        with unit_of_work() as uow:
-            row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
-            if row is None:
-                return "missing"
-            if row.state == "delivered":
-                return "delivered"
-            if row.operation == "start":
-                run = _take_run(uow, row.run_id, "pending")
-                if run is not None:
-                    _continue(uow, run, None)
-            else:
-                event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
-                run = _take_run(uow, row.run_id, "waiting", WorkflowRun.waiting_event_type == event.event_type)
-                if run is not None:
-                    _resume(uow, run, timed_out=False)
-                event.delivered_at = utcnow()
-                event.delivery_attempts += 1
-                event.last_error_code = None
-            row.state = "delivered"
-            row.attempts += 1
-            row.last_error_code = None
-            row.updated_at = utcnow()
-            uow.commit()
-            return "delivered"
-    except Exception as error:  # recorded for the sweep; the cause is in the log
-        log.exception("dispatch %s failed", dispatch_id)
-        _record_dispatch_failure(dispatch_id, type(error).__name__)
-        return "failed"
-
-
-def _record_dispatch_failure(dispatch_id: str, error_name: str) -> None:
-    try:
-        with unit_of_work() as uow:
-            row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
-            if row is None or row.state == "delivered":
-                return
-            row.attempts += 1
-            delay = DISPATCH_RETRY_SECONDS[min(row.attempts - 1, len(DISPATCH_RETRY_SECONDS) - 1)]
-            row.state = "failed"
-            row.last_error_code = "platform_event_send_failed"
-            row.available_at = utcnow() + timedelta(seconds=delay)
-            row.updated_at = utcnow()
-            if row.event_inbox_id:
-                event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
-                if event is not None:
-                    event.delivery_attempts += 1
-                    event.last_error_code = "platform_event_send_failed"
-            uow.commit()
-    except Exception:
-        log.exception("could not record the failure of dispatch %s", dispatch_id)
+    with unit_of_work() as uow:
+        row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
+        if row is None:
+            return "missing"
+        wake(uow, dispatch_id)
+        state = row.state
+        uow.commit()
+        return state
 
 
 def time_out_run(run_id: str) -> bool:

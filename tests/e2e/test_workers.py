@@ -16,7 +16,7 @@ from app.extensions import db
 from app.models import ActionProposal, AuditEvent, ConnectionAttempt
 from app.queueing import delivery_queue, enqueue_delivery, get_redis
 from app.services import sweeps
-from app.services.delivery import claim
+from app.services.delivery import take_lease
 
 from ..builders import add_reports, decide_report, make_world, run_worker
 
@@ -91,7 +91,7 @@ def test_redis_flushed_mid_run_loses_nothing(app, platform):
     db.session.rollback()
     crashed = next(p for p in proposals if db.session.get(ActionProposal, p.id).state == "queued")
     now = utcnow()
-    assert claim(crashed.id, now, now + timedelta(seconds=150))  # a worker took it and died
+    assert take_lease(crashed.id, now, now + timedelta(seconds=150))  # a worker took it and died
     get_redis(app).flushdb()  # every queued job is gone
     assert delivery_queue(app).count == 0
 

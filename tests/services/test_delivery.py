@@ -24,7 +24,7 @@ from app.models import (
     ReportTarget,
     WorkflowEventInbox,
 )
-from app.services.delivery import claim, deliver
+from app.services.delivery import deliver, take_lease
 from app.services.receipts import AttemptGuard, save_receipt
 from app.services.uow import Actor, unit_of_work
 
@@ -80,8 +80,8 @@ def test_live_lease_blocks_and_expired_lease_is_reclaimed(app, approved, scripte
     """DLV-1: applying with a live lease is not claimable; an expired lease is."""
     script = scripted(s.applied())
     now = utcnow()
-    assert claim(approved.id, now, now + timedelta(seconds=150))  # a worker holds it...
-    assert not claim(approved.id, now, now + timedelta(seconds=150))  # ...so no one else can
+    assert take_lease(approved.id, now, now + timedelta(seconds=150))  # a worker holds it...
+    assert not take_lease(approved.id, now, now + timedelta(seconds=150))  # ...so no one else can
     make_due(approved)  # ...until its lease expires (the worker died)
     outcome = deliver(approved.id)
     assert outcome.claimed and outcome.attempt_number == 2 and outcome.state == "applied"
@@ -92,7 +92,7 @@ def test_lease_outlives_the_longest_connection(app, approved, scripted):
     """DLV-1: a 150 s lease, longer than the 120 s connection cap."""
     scripted(s.applied())
     before = utcnow()
-    assert claim(approved.id, before, before + timedelta(seconds=150))
+    assert take_lease(approved.id, before, before + timedelta(seconds=150))
     lease = reload(approved).lease_expires_at
     assert timedelta(seconds=149) < lease - before <= timedelta(seconds=150)
 
@@ -286,10 +286,10 @@ def test_late_worker_cannot_overwrite_a_newer_attempt(app, approved, scripted):
 
     now = utcnow()
     old_lease = now + timedelta(seconds=150)
-    assert claim(approved.id, now, old_lease)  # attempt 1, then its worker stalls
+    assert take_lease(approved.id, now, old_lease)  # attempt 1, then its worker stalls
     make_due(approved)
     newer_lease = utcnow() + timedelta(seconds=150)
-    assert claim(approved.id, utcnow(), newer_lease)  # attempt 2 by another worker
+    assert take_lease(approved.id, utcnow(), newer_lease)  # attempt 2 by another worker
     row = reload(approved)
     late = parse_receipt(
         {
@@ -362,14 +362,16 @@ def test_eight_failures_exhaust_the_cycle(app, approved, scripted):
 def test_failure_write_is_guarded_by_lease(app, approved, scripted):
     """DLV-6: a stale worker's failure write changes nothing."""
     from app.domain.errors import ActionError
-    from app.services.delivery import _record_failure
+    from app.services.delivery import _fail
 
     now = utcnow()
     stale_lease = now + timedelta(seconds=150)
-    assert claim(approved.id, now, stale_lease)
+    assert take_lease(approved.id, now, stale_lease)
     make_due(approved)
-    assert claim(approved.id, utcnow(), utcnow() + timedelta(seconds=150))
-    _record_failure(approved.id, ActionError("platform_server_error", True), None, 1, 1, stale_lease)
+    assert take_lease(approved.id, utcnow(), utcnow() + timedelta(seconds=150))
+    with unit_of_work() as uow:
+        _fail(uow, approved.id, ActionError("platform_server_error", True), None, 1, 1, stale_lease, [], sent=True)
+        uow.commit()
     row = reload(approved)
     assert (row.state, row.last_error_code) == ("applying", None)
 

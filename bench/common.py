@@ -1,0 +1,108 @@
+"""Shared pieces of the benchmarks: a fresh database, the demo platform in its own
+process, worker processes with their peak memory, and result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/bench")
+BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+OUT = ROOT / "bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_app():
+    """The console app on the benchmark database and Redis (schema migrated fresh)."""
+    from flask_migrate import upgrade
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(BENCH_DB)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    from app import create_app
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": BENCH_DB, "REDIS_URL": BENCH_REDIS, "CONFIGURE_LOGGING": False,
+                      "EGRESS_ALLOW_PRIVATE": True, "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
+                      "INSTANCE_PATH": str(ROOT / "bench" / "out" / "instance")})
+    with app.app_context():
+        upgrade(directory=str(ROOT / "migrations"))
+    import redis
+
+    redis.Redis.from_url(BENCH_REDIS).flushdb()
+    return app
+
+
+@contextmanager
+def demo_platform(port: int, env: dict | None = None):
+    """The demo platform in its own process (so it does not share our GIL)."""
+    process = subprocess.Popen([sys.executable, "-m", "app.demo_platform", "--port", str(port)], cwd=ROOT,
+                               env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def wait_for_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def run_workers(args: list[list[str]], env: dict) -> tuple[float, float]:
+    """Start worker processes, wait for all of them, return (seconds, peak RSS MB of any one)."""
+    started = time.perf_counter()
+    processes = [subprocess.Popen(a, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for a in args]
+    handles = [psutil.Process(p.pid) for p in processes]
+    peak = 0
+    while any(p.poll() is None for p in processes):
+        for handle in handles:
+            try:
+                peak = max(peak, handle.memory_info().rss)
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(0.1)
+    elapsed = time.perf_counter() - started
+    if any(p.returncode for p in processes):
+        raise RuntimeError(f"a worker failed: {[p.returncode for p in processes]}")
+    return elapsed, peak / 1024 / 1024
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def save(section: str, figures: dict) -> None:
+    """Merge one benchmark's figures into bench/results.json."""
+    path = OUT / "results.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.update(figures)
+    data.setdefault("sections", {})[section] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                               "machine": machine()}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
