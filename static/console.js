@@ -10,8 +10,8 @@
       var seconds = Math.round((new Date(el.dataset.expires) - new Date()) / 1000);
       if (isNaN(seconds)) { return; }
       if (seconds <= 0) { el.textContent = "(expired)"; return; }
-      var h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60);
-      el.textContent = "(in " + (h ? h + " h " : "") + m + " min)";
+      var d = Math.floor(seconds / 86400), h = Math.floor((seconds % 86400) / 3600), m = Math.floor((seconds % 3600) / 60);
+      el.textContent = "(in " + (d ? d + " d " : "") + (h ? h + " h " : "") + (d ? "" : m + " min") + ")";
     });
   }
   function flash(html) {

@@ -49,3 +49,40 @@ def payload_digest(material: dict[str, Any]) -> str:
             fields (COMP-2).
     """
     return json_digest(material)
+
+
+MAX_JSON_DEPTH = 32
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate
+        return False
+    return True
+
+
+def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """Why a decoded JSON value cannot be stored and digested, or None.
+
+    Refuses nesting deeper than `max_depth`, NUL characters and lone surrogates in
+    strings (the database refuses them), and what RFC 8785 cannot represent (NaN,
+    infinities, integers beyond 2^53).
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        if isinstance(item, dict):
+            stack.extend((k, depth) for k in item)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str) and ("\x00" in item or not _encodable(item)):
+            return "a string holds a NUL or an unpaired surrogate"
+    try:
+        canonical_json(value)
+    except (rfc8785.CanonicalizationError, ValueError, OverflowError, RecursionError) as error:
+        return f"not representable as canonical JSON ({type(error).__name__})"
+    return None

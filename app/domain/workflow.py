@@ -58,10 +58,13 @@ def graph_errors(graph: Any) -> list[str]:
     if not isinstance(nodes, dict) or not nodes:
         return ["The graph needs a non-empty 'nodes' object."]
     errors = []
-    if graph.get("start") not in nodes:
+    if not isinstance(graph.get("start"), str) or graph.get("start") not in nodes:
         errors.append("'start' must name a node.")
     trigger = graph.get("trigger", {})
     codes = trigger.get("decision_codes") if isinstance(trigger, dict) else None
+    for node_id, node in nodes.items():
+        if isinstance(node, dict):
+            errors.extend(_mapping_errors(node_id, node.get("input_mapping", {})))
     if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
         errors.append("'trigger.decision_codes' must be a list of decision codes.")
     for node_id, node in nodes.items():
@@ -72,15 +75,39 @@ def graph_errors(graph: Any) -> list[str]:
             errors.append(f"Node {node_id!r}: 'config' must be an object.")
         if not isinstance(node.get("input_mapping", {}), dict):
             errors.append(f"Node {node_id!r}: 'input_mapping' must be an object.")
-        for port, next_id in (node.get("next") or {}).items():
-            if port not in PORTS or next_id not in nodes:
+        following = node.get("next") or {}
+        if not isinstance(following, dict):
+            errors.append(f"Node {node_id!r}: 'next' must map ports to node ids.")
+            continue
+        for port, next_id in following.items():
+            if port not in PORTS or not isinstance(next_id, str) or next_id not in nodes:
                 errors.append(f"Node {node_id!r}: next[{port!r}] must map a port to a node.")
+    return errors
+
+
+def _mapping_errors(node_id: str, mapping: Any) -> list[str]:
+    """Input mapping expressions that do not compile (checked when a version is saved)."""
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    if not isinstance(mapping, dict):
+        return []
+    errors = []
+    for key, expression in mapping.items():
+        try:
+            jmespath.compile(expression) if isinstance(expression, str) else None
+        except JMESPathError as error:
+            errors.append(f"Node {node_id!r}: input_mapping[{key!r}] is not a JMESPath expression ({error}).")
+        if not isinstance(expression, str):
+            errors.append(f"Node {node_id!r}: input_mapping[{key!r}] must be a JMESPath expression string.")
     return errors
 
 
 def next_node(graph: dict[str, Any], node_id: str, port: str) -> str | None:
     """The node a port leads to, or None when the run ends there."""
-    return ((graph.get("nodes", {}).get(node_id) or {}).get("next") or {}).get(port)
+    following = (graph.get("nodes", {}).get(node_id) or {}).get("next") or {}
+    target = following.get(port) if isinstance(following, dict) else None
+    return target if isinstance(target, str) else None
 
 
 def triggered_by(graph: dict[str, Any], decision_code: str) -> bool:

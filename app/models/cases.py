@@ -55,7 +55,10 @@ class Decision(Base):
     """A moderator's decision on a report, enforced by the report's workflows."""
 
     __tablename__ = "decisions"
-    __table_args__ = (Index("ix_decisions_latest", "report_id", "created_at", "seq"),)
+    __table_args__ = (
+        Index("ix_decisions_latest", "report_id", "created_at", "seq"),
+        UniqueConstraint("report_id", "seq"),
+    )
 
     id: Mapped[str] = id_column("dec")
     installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select, update
 
 from app.domain.clock import iso, parse_iso, utcnow
 from app.domain.digests import canonical_json, json_digest, payload_digest
@@ -112,7 +112,11 @@ def file_appeal(
             if existing is not None:
                 return AppealResult(existing.id, False)
         decision = latest_decision(session, report.id)
-        if decision is None or report.state != "decided":
+        if (
+            decision is None
+            or report.state != "decided"
+            or not _guarded_report_state(session, report.id, "decided", "appealed")
+        ):
             raise ApiError(
                 409, "report_not_appealable", f"The report is {report.state}; only a decided report can be appealed."
             )
@@ -130,7 +134,6 @@ def file_appeal(
             updated_at=now,
         )
         session.add(appeal)
-        report.state, report.updated_at = "appealed", now
         session.flush()
         _audit(
             uow,
@@ -182,8 +185,11 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
                 "maker_checker_violation",
                 "A reviewer who did not make the contested decision must decide the appeal.",
             )
-        if appeal.state != "open":
-            raise ApiError(409, "appeal_not_open", "This appeal was already decided.")
+        report = session.get(Report, appeal.report_id)
+        if appeal.state != "open" or report.state != "appealed" or not _guarded_appeal_state(session, appeal.id):
+            raise ApiError(
+                409, "appeal_not_open", "This appeal was already decided, or the case is no longer appealed."
+            )
         now = utcnow()
         ad = AppealDecision(
             installation_id=appeal.installation_id,
@@ -196,8 +202,7 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
             updated_at=now,
         )
         session.add(ad)
-        appeal.state, appeal.updated_at = "decided", now
-        report = session.get(Report, appeal.report_id)
+        session.refresh(appeal)
         session.flush()
         _audit(
             uow,
@@ -225,14 +230,45 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
     return result
 
 
+def _guarded_report_state(session, report_id: str, from_state: str, to_state: str) -> bool:
+    """Move a report's state with one conditional UPDATE (two appeals cannot both open)."""
+    return (
+        session.execute(
+            update(Report)
+            .where(Report.id == report_id, Report.state == from_state)
+            .values(state=to_state, updated_at=utcnow())
+            .execution_options(synchronize_session="fetch")
+        ).rowcount
+        == 1
+    )
+
+
+def _guarded_appeal_state(session, appeal_id: str) -> bool:
+    """open → decided with one conditional UPDATE: one outcome per appeal."""
+    return (
+        session.execute(
+            update(Appeal)
+            .where(Appeal.id == appeal_id, Appeal.state == "open")
+            .values(state="decided", updated_at=utcnow())
+            .execution_options(synchronize_session="fetch")
+        ).rowcount
+        == 1
+    )
+
+
 def _originals(session, appeal: Appeal) -> list[ActionProposal]:
-    """Actions that enforced the contested decision and took effect."""
+    """Actions that enforced the contested decision and took effect (pinned to it, or
+    made by a run that decision started)."""
+    started_by_it = select(WorkflowRun.id).where(WorkflowRun.decision_id == appeal.decision_id)
     return list(
         session.scalars(
             select(ActionProposal)
             .where(
                 ActionProposal.report_id == appeal.report_id,
-                ActionProposal.decision_id == appeal.decision_id,
+                or_(
+                    ActionProposal.decision_id == appeal.decision_id,
+                    and_(ActionProposal.decision_id.is_(None), ActionProposal.run_id.in_(started_by_it)),
+                ),
                 ActionProposal.appeal_id.is_(None),
                 ActionProposal.compensates_proposal_id.is_(None),
                 ActionProposal.state.in_([ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED]),
@@ -414,21 +450,27 @@ def _correction_proposal(uow, correction, config, appeal, ad, report, original) 
     return proposal
 
 
-def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser) -> None:
+def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_id: str | None = None) -> None:
     """Remove an appeal decision's rationale (e.g. it held personal data).
 
     A redacted decision can no longer drive an automated correction (CORR-1).
 
     Raises:
-        ApiError: 404 ``appeal_decision_not_found``; 403 ``forbidden``; 409
+        ApiError: 404 ``appeal_decision_not_found``; 403 ``forbidden`` (admins only)
+            or ``maker_checker_violation`` (a maker of either decision); 409
             ``appeal_rationale_already_redacted``.
     """
-    if not operator.has_role("reviewer", "admin"):
-        raise ApiError(403, "forbidden", "Only reviewers and admins can redact a rationale.")
+    if not operator.has_role("admin"):
+        raise ApiError(403, "forbidden", "Only admins can redact a rationale.")
     with unit_of_work() as uow:
         ad = uow.session.get(AppealDecision, appeal_decision_id)
-        if ad is None or ad.installation_id != operator.installation_id:
+        if ad is None or ad.installation_id != operator.installation_id or (appeal_id and ad.appeal_id != appeal_id):
             raise ApiError(404, "appeal_decision_not_found", "No such appeal decision.")
+        # Redaction stops an automated correction (CORR-1): nobody involved may do it.
+        appeal = uow.session.get(Appeal, ad.appeal_id)
+        contested = uow.session.get(Decision, appeal.decision_id)
+        if operator.id in (ad.maker_id, contested.maker_id if contested else None):
+            raise ApiError(403, "maker_checker_violation", "You took part in this case; another admin must redact it.")
         if ad.rationale_redacted_at is not None:
             raise ApiError(409, "appeal_rationale_already_redacted", "The rationale was already redacted.")
         now = utcnow()
@@ -445,7 +487,9 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser) -> None
         uow.commit()
 
 
-def record_manual_correction(correction_id: str, *, note: str, operator: OperatorUser) -> None:
+def record_manual_correction(
+    correction_id: str, *, note: str, operator: OperatorUser, appeal_id: str | None = None
+) -> None:
     """A reviewer records that a manual correction was done by hand (CORR-2, CORR-4).
 
     Raises:
@@ -459,7 +503,11 @@ def record_manual_correction(correction_id: str, *, note: str, operator: Operato
     with unit_of_work() as uow:
         session = uow.session
         correction = session.get(AppealCorrection, correction_id)
-        if correction is None or correction.installation_id != operator.installation_id:
+        if (
+            correction is None
+            or correction.installation_id != operator.installation_id
+            or (appeal_id and correction.appeal_id != appeal_id)
+        ):
             raise ApiError(404, "correction_not_found", "No such correction.")
         if correction.mode != "manual":
             raise ApiError(
@@ -467,7 +515,7 @@ def record_manual_correction(correction_id: str, *, note: str, operator: Operato
             )
         if correction.state != "pending":
             raise ApiError(409, "correction_not_pending", "This correction was already recorded.")
-        problem = reviewer_problem(session, correction, load_context(session, correction), operator.id)
+        problem = reviewer_problem(session, correction, load_context(session, correction), operator.id, you=True)
         if problem:
             raise ApiError(403, "maker_checker_violation", problem)
         correction.approved_by, correction.approved_at = operator.id, utcnow()

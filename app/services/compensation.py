@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import canonical_json, json_digest, payload_digest
+from app.domain.digests import canonical_json, json_digest, json_problem, payload_digest
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
 from app.domain.states import Move, ProposalState
@@ -34,6 +34,9 @@ class CompensationResult:
 def _object(value: Any, code: str, field: str) -> dict:
     if not isinstance(value, dict):
         raise ApiError(400, code, f"{field} must be a JSON object.", field)
+    problem = json_problem(value)
+    if problem:
+        raise ApiError(400, code, f"{field} cannot be used: {problem}.", field)
     return value
 
 
@@ -84,6 +87,11 @@ def propose_compensation(
                 "action_compensation_unavailable",
                 "Only an applied or compensation-required action can be compensated.",
             )
+        report = session.get(Report, original.report_id)
+        if report.state in ("appealed", "closed"):  # PRE-2: only appeal corrections may act now
+            raise ApiError(
+                409, "action_case_no_longer_eligible", f"The case is {report.state}; it takes no new action."
+            )
         target = _object(target, "action_target_invalid", "target")
         payload = _object(payload, "action_payload_invalid", "payload")
         preconditions = _object(
@@ -128,7 +136,6 @@ def propose_compensation(
                 "installation_id": original.installation_id,
             }
         )
-        report = session.get(Report, original.report_id)
         session.add(
             ActionProposal(
                 id=new_proposal_id,

@@ -11,8 +11,11 @@ from sqlalchemy.orm import Session
 from app.domain.errors import ActionError
 from app.models import ComponentDefinition, ComponentVersion, ConnectionVersion
 
-# DLV-2: "[POST|PUT|PATCH|DELETE] /path"; the method defaults to POST.
-OPERATION_PATTERN = re.compile(r"^(?:(POST|PUT|PATCH|DELETE)\s+)?(/\S*)$")
+# DLV-2: "[POST|PUT|PATCH|DELETE] /path"; the method defaults to POST. The path keeps
+# to URL path characters and never climbs out of the connection's base path ("..").
+OPERATION_PATTERN = re.compile(
+    r"^(?:(POST|PUT|PATCH|DELETE)\s+)?(?!\S*(?:/\.\.(?:/|$)|%2[eE]))(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)$"
+)
 
 
 @dataclass(frozen=True)

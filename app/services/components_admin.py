@@ -209,10 +209,8 @@ def _schema(text: Any, which: str) -> str:
     schema, canonical = parse_json_text(text, code=code, field=field, label=label, max_chars=MAX_SCHEMA_CHARS)
     if isinstance(schema, dict) and "$schema" in schema and not isinstance(schema["$schema"], str):
         problems = ["$schema must be a string (the URI of a JSON Schema dialect)."]
-    else:
-        problems = check_schema(schema)
-    if not problems:
-        problems = _local_ref_problems(schema)
+    else:  # the specific reference messages first, then the meta-schema and trial evaluation
+        problems = (_local_ref_problems(schema) if isinstance(schema, dict) else []) or check_schema(schema)
     if problems:
         raise InvalidInput(400, code, f"{label} is not a usable JSON Schema.", field, problems)
     return canonical

@@ -57,19 +57,25 @@ def load_context(session, correction: AppealCorrection, lock: bool = False) -> C
 
 
 def reviewer_problem(
-    session, correction: AppealCorrection, ctx: CorrectionContext, reviewer_id: str | None
+    session, correction: AppealCorrection, ctx: CorrectionContext, reviewer_id: str | None, you: bool = False
 ) -> str | None:
-    """Why the reviewer may not approve this correction (CORR-2), or None."""
+    """Why the reviewer may not approve this correction (CORR-2), or None.
+
+    Args:
+        you: word the reason for the reviewer themselves (the console) rather than
+            about "the approver" (the recorded checks).
+    """
     if reviewer_id is None:
         return None
+    who, made = ("You", "You made") if you else ("The approver", "The approver made")
     reviewer = session.get(OperatorUser, reviewer_id)
     if reviewer is None or not reviewer.active or REVIEWER_ROLE not in reviewer.roles:
-        return "The approver must be an active reviewer."
+        return "Only active reviewers can approve corrections." if you else f"{who} must be an active reviewer."
     original_decision = session.get(Decision, ctx.appeal.decision_id)
     if original_decision is not None and original_decision.maker_id == reviewer_id:
-        return "The approver made the decision the appeal overturned."
+        return f"{made} the decision the appeal overturned; a reviewer who took no part must check it."
     if ctx.appeal_decision.maker_id == reviewer_id:
-        return "The approver made the appeal decision."
+        return f"{made} the appeal decision; a reviewer who took no part must check it."
     return None
 
 

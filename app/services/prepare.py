@@ -289,7 +289,8 @@ def _create(
     """Insert a new proposal, with its approval task when a person must approve (PREP-8)."""
     now = utcnow()
     policy = {**config["approval_policy"], "expires_at": iso(expires_at)}
-    decision_id = preconditions.get("latest_decision_id")
+    # The decision it enforces: the pinned one, else the decision that started the run.
+    decision_id = preconditions.get("latest_decision_id") or run.decision_id
     proposal = ActionProposal(
         id=proposal_id,
         installation_id=run.installation_id,

@@ -59,8 +59,10 @@ def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, id = text.split("|", 1)
+        if "\x00" in id or len(id) > 700:
+            return None
         return parse_iso(stamp), id
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, OverflowError):
         return None
 
 
@@ -344,7 +346,7 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
             if open_
             else []
         )
-        problem = reviewer_problem(db.session, c, load_context(db.session, c), operator.id) if open_ else None
+        problem = reviewer_problem(db.session, c, load_context(db.session, c), operator.id, you=True) if open_ else None
         verdict = Verdict(False, problem) if problem else Verdict(True)
         views.append(CorrectionView(c, proposals.get(c.original_proposal_id), proposal, problems, verdict))
     names = operator_names(

@@ -193,7 +193,8 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
                 error.code,
                 "The result must match the immutable action operation, payload digest and receipt format.",
             ) from error
-        if proposal.state == receipt.status and proposal.delivery_terminal:
+        applied_before = receipt.status == "applied" and proposal.state == S.COMPENSATION_REQUIRED
+        if (proposal.state == receipt.status and proposal.delivery_terminal) or applied_before:
             return ResultAnswer(proposal.id, proposal.state, True)
         if (
             proposal.state not in (S.QUEUED, S.APPLYING, S.FAILED)

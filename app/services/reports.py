@@ -15,6 +15,7 @@ from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.domain.workflow import triggered_by
 from app.models import (
+    AuditEvent,
     Decision,
     Integration,
     OperatorUser,
@@ -43,7 +44,9 @@ class DecisionResult:
     run_ids: list[str]
 
 
-def record_decision(report_id: str, *, decision_code: str, rationale: str, operator: OperatorUser) -> DecisionResult:
+def record_decision(
+    report_id: str, *, decision_code: str, rationale: str, operator: OperatorUser, idempotency_key: str | None = None
+) -> DecisionResult:
     """Record a moderator's decision and start the workflows it triggers.
 
     Args:
@@ -51,25 +54,36 @@ def record_decision(report_id: str, *, decision_code: str, rationale: str, opera
         decision_code: lower_snake_case, e.g. ``remove_content``.
         rationale: why, 0..5,000 characters.
         operator: a moderator.
+        idempotency_key: per operator; the same key again answers the decision it
+            recorded (a double-submitted form enforces nothing twice).
 
     Returns:
         The decision id and the ids of the runs it started.
 
     Raises:
         ApiError: 404 ``report_not_found``; 400 ``decision_code_invalid`` /
-            ``decision_rationale_invalid``; 409 ``report_not_decidable`` when the
-            report is appealed or closed.
+            ``decision_rationale_invalid`` / ``idempotency_key_invalid``; 409
+            ``report_not_decidable`` when the report is appealed or closed, 409
+            ``report_decision_conflict`` when another decision landed at the same moment.
     """
     if not isinstance(decision_code, str) or not CODE_PATTERN.match(decision_code):
         raise ApiError(400, "decision_code_invalid", "Choose a decision code (lower_snake_case).", "decision_code")
     rationale = (rationale or "").strip()
     if len(rationale) > 5000:
         raise ApiError(400, "decision_rationale_invalid", "The rationale is limited to 5,000 characters.", "rationale")
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200):
+        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
     with unit_of_work() as uow:
         session = uow.session
         report = session.get(Report, report_id)
         if report is None or report.installation_id != operator.installation_id:
             raise ApiError(404, "report_not_found", "No such report.")
+        audit_key = f"decision-recorded:{operator.id}:{idempotency_key}" if idempotency_key else None
+        prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == audit_key)) if audit_key else None
+        if prior is not None:
+            if prior.target_id != report.id:
+                raise ApiError(409, "idempotency_key_reused", "This idempotency key was used for another report.")
+            return DecisionResult(prior.details["decision_id"], [])
         if report.state not in DECIDABLE_STATES:
             raise ApiError(409, "report_not_decidable", f"The report is {report.state}; it cannot take a new decision.")
         now = utcnow()
@@ -90,7 +104,7 @@ def record_decision(report_id: str, *, decision_code: str, rationale: str, opera
         session.flush()
         uow.audit(
             report.installation_id,
-            f"decision-recorded:{decision.id}",
+            audit_key or f"decision-recorded:{decision.id}",
             "report.decided",
             Actor("operator", operator.id),
             "report",
@@ -110,7 +124,14 @@ def record_decision(report_id: str, *, decision_code: str, rationale: str, opera
         ]
         decision_id = decision.id
         run_ids = [run.id for run in runs if run is not None]
-        uow.commit()
+        try:
+            uow.commit()
+        except IntegrityError as error:  # the same report's sequence number was taken a moment ago
+            raise ApiError(
+                409,
+                "report_decision_conflict",
+                "Another decision on this report was recorded at the same moment. Reload the report.",
+            ) from error
     return DecisionResult(decision_id, run_ids)
 
 

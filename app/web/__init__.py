@@ -51,9 +51,11 @@ def register_request_logging(app: Flask) -> None:
 
     @app.before_request
     def _refuse_nul() -> None:
-        # No id ever holds a NUL byte; PostgreSQL would refuse it with an error.
+        # No id or text ever holds a NUL character; PostgreSQL would refuse it.
         if "\x00" in request.path:
             raise ApiError(404, "not_found", "No such page.")
+        if any("\x00" in value for source in (request.args, request.form) for value in source.values()):
+            raise ApiError(400, "invalid_characters", "The request holds a NUL character.")
 
     @app.before_request
     def _bind_request() -> None:

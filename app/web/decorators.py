@@ -18,7 +18,7 @@ def is_htmx() -> bool:
 
 def login_redirect():
     """Where an unauthenticated console request goes (htmx: the whole page, 401)."""
-    target = url_for("auth.login", next=request.full_path if request.method == "GET" else None)
+    target = url_for("auth.login", next=request.full_path.rstrip("?") if request.method == "GET" else None)
     if is_htmx():
         return "", 401, {"HX-Redirect": target}
     return redirect(target)

@@ -151,7 +151,8 @@ def test_missing_preconditions_default_to_empty(app, world):
     """PREP-4: preconditions default to {}."""
     set_graph(world, lambda g: node(g)["input_mapping"].pop("preconditions"))
     proposal = decide_report(world)
-    assert proposal.preconditions == {} and proposal.decision_id is None
+    run = db.session.get(WorkflowRun, proposal.run_id)
+    assert proposal.preconditions == {} and proposal.decision_id == run.decision_id  # the decision it enforces
 
 
 def test_decision_code_precondition_pins_latest_decision(app, world):

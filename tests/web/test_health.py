@@ -109,7 +109,7 @@ def test_readyz_names_a_schema_behind_the_code(client, app):
         app.extensions["migration_head"] = "9999_future"
         response = client.get("/readyz")
     assert response.status_code == 503
-    assert response.get_json()["checks"]["migrations"] == "database at 0001, code expects 9999_future"
+    assert response.get_json()["checks"]["migrations"] == "database at 0002, code expects 9999_future"
 
 
 def test_metrics_expose_deliveries_and_database_gauges(client, world):

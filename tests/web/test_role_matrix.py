@@ -37,6 +37,12 @@ ROUTES = [
     ("GET", "/proposals", ALL),
     ("GET", "/proposals/{proposal_id}", ALL),
     ("GET", "/proposals/{proposal_id}/live", ALL),
+    ("GET", "/proposals/{proposal_id}/decision", ALL),  # reloads of refused forms redirect
+    ("GET", "/proposals/{proposal_id}/retry", ALL),
+    ("GET", "/proposals/{proposal_id}/compensate", ALL),
+    ("GET", "/reports/{report_id}/decisions", ALL),
+    ("GET", "/reports/{report_id}/appeals", ALL),
+    ("GET", "/appeals/{appeal_id}/decision", ALL),
     ("POST", "/proposals/{proposal_id}/decision", {"reviewer"}),  # the service refuses non-reviewers (APPR-4)
     ("POST", "/proposals/{proposal_id}/retry", {"reviewer", "admin"}),
     ("POST", "/proposals/{proposal_id}/compensate", {"reviewer", "admin"}),
@@ -50,7 +56,7 @@ ROUTES = [
     ("GET", "/appeals", ALL),
     ("GET", "/appeals/{appeal_id}", ALL),
     ("POST", "/appeals/{appeal_id}/decision", {"reviewer"}),
-    ("POST", "/appeals/{appeal_id}/decisions/{appeal_decision_id}/redact", {"reviewer", "admin"}),
+    ("POST", "/appeals/{appeal_id}/decisions/{appeal_decision_id}/redact", {"admin"}),
     ("POST", "/appeals/{appeal_id}/corrections/{correction_id}/record", {"reviewer"}),
     ("GET", "/operations", {"reviewer", "admin", "auditor"}),
     ("GET", "/admin/", {"admin", "auditor"}),
@@ -199,3 +205,18 @@ def test_every_route_for_every_role_and_tenant(app, matrix):
 def test_public_routes_answer_without_a_session(app, client):
     for path in PUBLIC:
         assert client.get(path).status_code in (200, 503), path
+
+
+def test_the_matrix_lists_every_console_route(app):
+    """A new route cannot slip in without its roles being checked here."""
+    listed = {(method, re.sub(r"\{\w+\}", "<>", path)) for method, path, _ in ROUTES}
+    listed |= {("GET", path) for path in PUBLIC} | {("POST", "/login"), ("POST", "/logout"), ("GET", "/")}
+    missing = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static" or rule.rule.startswith("/api/"):
+            continue
+        path = re.sub(r"<[^>]+>", "<>", rule.rule)
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            if (method, path) not in listed:
+                missing.append(f"{method} {rule.rule}")
+    assert missing == []

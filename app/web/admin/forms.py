@@ -6,7 +6,6 @@ each refusal; choice fields do not validate their choices for the same reason.
 
 from __future__ import annotations
 
-from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     EmailField,
@@ -22,19 +21,20 @@ from wtforms.widgets import CheckboxInput, ListWidget
 from app.models.components import IMPLEMENTATION_KINDS
 from app.models.tenancy import ROLES
 from app.models.workflows import AUTHORITY_MODES
+from app.web.forms import ConsoleForm
 
 
-class ActionForm(FlaskForm):
+class ActionForm(ConsoleForm):
     """A POST-only button: carries nothing but the CSRF token."""
 
 
-class IntegrationForm(FlaskForm):
+class IntegrationForm(ConsoleForm):
     name = StringField("Name")
     slug = StringField("Slug", description="Lowercase letters, digits and hyphens, unique here.")
     default_queue_id = SelectField("Default queue", validate_choice=False)
 
 
-class TokenForm(FlaskForm):
+class TokenForm(ConsoleForm):
     label = StringField("Label (what the token is for, optional)")
 
 
@@ -54,7 +54,7 @@ SIGNING_CHOICES_VERSION = [
 ]
 
 
-class ConnectionVersionForm(FlaskForm):
+class ConnectionVersionForm(ConsoleForm):
     base_url = StringField("Base URL", description="http:// or https://, e.g. https://api.example.com")
     bearer_token_action = SelectField("Bearer token", choices=BEARER_CHOICES_VERSION, validate_choice=False)
     bearer_token = PasswordField("New bearer token", description="Sent as Authorization: Bearer. Never shown again.")
@@ -74,7 +74,7 @@ class ConnectionForm(ConnectionVersionForm):
     signing_secret_action = SelectField("Signing secret", choices=SIGNING_CHOICES_NEW, validate_choice=False)
 
 
-class ComponentVersionForm(FlaskForm):
+class ComponentVersionForm(ConsoleForm):
     implementation_kind = SelectField(
         "Implementation kind", choices=[SelectChoice(k) for k in IMPLEMENTATION_KINDS], validate_choice=False
     )
@@ -99,7 +99,7 @@ class ComponentForm(ComponentVersionForm):
     slug = StringField("Slug", description="Lowercase letters, digits and hyphens, unique here.")
 
 
-class WorkflowVersionForm(FlaskForm):
+class WorkflowVersionForm(ConsoleForm):
     authority_mode = SelectField(
         "Authority mode", choices=[SelectChoice(m) for m in AUTHORITY_MODES], default="assist", validate_choice=False
     )
@@ -112,7 +112,7 @@ class WorkflowForm(WorkflowVersionForm):
     slug = StringField("Slug", description="Lowercase letters, digits and hyphens, unique here.")
 
 
-class BudgetForm(FlaskForm):
+class BudgetForm(ConsoleForm):
     scope_type = SelectField(
         "Scope type",
         choices=[
@@ -127,7 +127,7 @@ class BudgetForm(FlaskForm):
     window_seconds = StringField("Window (seconds, 60–2,678,400)", default="3600")
 
 
-class BudgetLimitForm(FlaskForm):
+class BudgetLimitForm(ConsoleForm):
     limit_amount = StringField("New limit")
 
 
@@ -139,11 +139,11 @@ class MultiCheckboxField(SelectMultipleField):
 ROLE_CHOICES = [SelectChoice(role) for role in ROLES]
 
 
-class RolesForm(FlaskForm):
+class RolesForm(ConsoleForm):
     roles = MultiCheckboxField("Roles", choices=ROLE_CHOICES, validate_choice=False)
 
 
-class UserForm(FlaskForm):
+class UserForm(ConsoleForm):
     email = EmailField("Email")
     display_name = StringField("Display name")
     password = PasswordField("Password (at least 12 characters)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 from flask import g, jsonify, request
 
 from app.domain.clock import iso
+from app.domain.digests import json_problem
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
@@ -22,9 +23,15 @@ def json_body():
     """
     if not request.is_json:
         raise ApiError(415, "unsupported_media_type", "Send Content-Type: application/json.")
-    body = request.get_json(silent=True)
+    try:
+        body = request.get_json(silent=True)
+    except RecursionError:  # absurdly deep nesting
+        body = None
     if body is None:
         raise ApiError(400, "invalid_json", "The body is not valid JSON.")
+    problem = json_problem(body)
+    if problem:
+        raise ApiError(400, "invalid_json", f"The body cannot be accepted: {problem}.")
     return body
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from flask import current_app, redirect, render_template, request, url_for
+from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
-from flask_wtf import FlaskForm
 
 from app.extensions import limiter
 from app.services.operators import authenticate_operator
@@ -24,7 +24,9 @@ def _safe_next(target: str | None) -> str:
 
 
 def _email_key() -> str:
-    return "login-email:" + (request.form.get("email") or "").strip().lower()[:320]
+    # Per account and client address: someone elsewhere cannot lock a user out.
+    email = (request.form.get("email") or "").strip().lower()[:320]
+    return f"login-failures:{get_remote_address()}:{email}"
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -52,6 +54,5 @@ def login():
 
 @bp.route("/logout", methods=["POST"])
 def logout():
-    FlaskForm()  # CSRF is checked by CSRFProtect for every POST
     logout_user()
     return redirect(url_for("auth.login"), code=303)

@@ -72,11 +72,10 @@ def appeal_decide(appeal_id: str):
 
 
 @bp.route("/appeals/<appeal_id>/decisions/<decision_id>/redact", methods=["POST"])
-@role_required("reviewer", "admin")
+@role_required("admin")
 def redact(appeal_id: str, decision_id: str):
-    EmptyForm().validate()
     try:
-        redact_rationale(decision_id, operator=current_user)
+        redact_rationale(decision_id, operator=current_user, appeal_id=appeal_id)
     except ApiError as error:
         return _render(appeal_id, error=error, status=error.status)
     return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
@@ -91,7 +90,16 @@ def record_correction(appeal_id: str, correction_id: str):
             appeal_id, manual_form=form, error=ApiError(400, "form_invalid", "Describe what was done."), status=400
         )
     try:
-        record_manual_correction(correction_id, note=form.note.data or "", operator=current_user)
+        record_manual_correction(correction_id, note=form.note.data or "", operator=current_user, appeal_id=appeal_id)
     except ApiError as error:
         return _render(appeal_id, manual_form=form, error=error, status=error.status)
+    return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
+
+
+@bp.get("/appeals/<appeal_id>/decision")
+@role_required(*VIEW_ROLES)
+def appeal_form_reloaded(appeal_id: str):
+    """A reload of a refused form's page shows the appeal, not 405."""
+    if readmodels.appeal_detail(current_user, appeal_id) is None:
+        abort(404)
     return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)

@@ -2,17 +2,18 @@
 
 import secrets
 
-from flask_wtf import FlaskForm
 from wtforms import HiddenField, RadioField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, Length, Optional
+
+from app.web.forms import ConsoleForm
 
 
 def new_key() -> str:
     return secrets.token_urlsafe(16)
 
 
-class DecisionForm(FlaskForm):
+class DecisionForm(ConsoleForm):
     """Approve or reject a proposal, confirming the digest that was reviewed."""
 
     decision = RadioField(
@@ -25,12 +26,14 @@ class DecisionForm(FlaskForm):
     idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)
 
 
-class RetryForm(FlaskForm):
+class RetryForm(ConsoleForm):
     payload_digest = HiddenField(validators=[DataRequired(), Length(max=100)])
     idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)
 
 
-class ReportDecisionForm(FlaskForm):
+class ReportDecisionForm(ConsoleForm):
+    # The page sends one per rendering, so a double-submitted form records one decision.
+    idempotency_key = HiddenField(validators=[Optional(), Length(max=200)], default=new_key)
     decision_code = SelectField(
         "Decision",
         validators=[DataRequired()],
@@ -43,15 +46,15 @@ class ReportDecisionForm(FlaskForm):
     rationale = TextAreaField("Rationale", validators=[Optional(), Length(max=5000)])
 
 
-class EmptyForm(FlaskForm):
+class EmptyForm(ConsoleForm):
     """A POST-only button: carries nothing but the CSRF token."""
 
 
-class AppealForm(FlaskForm):
+class AppealForm(ConsoleForm):
     statement = TextAreaField("Appellant's statement", validators=[Optional(), Length(max=5000)])
 
 
-class AppealDecisionForm(FlaskForm):
+class AppealDecisionForm(ConsoleForm):
     outcome = RadioField(
         "Outcome",
         validators=[DataRequired()],
@@ -64,11 +67,11 @@ class AppealDecisionForm(FlaskForm):
     rationale = TextAreaField("Rationale", validators=[Optional(), Length(max=5000)])
 
 
-class ManualCorrectionForm(FlaskForm):
+class ManualCorrectionForm(ConsoleForm):
     note = TextAreaField("What was done by hand", validators=[DataRequired(), Length(max=2000)])
 
 
-class CompensationForm(FlaskForm):
+class CompensationForm(ConsoleForm):
     """Propose an action that undoes an applied one (COMP)."""
 
     component_version_id = SelectField("Compensating component", validators=[DataRequired()], choices=[])

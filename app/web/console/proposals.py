@@ -174,7 +174,20 @@ def compensate(proposal_id: str):
 
 
 def _json_field(text: str, code: str, field: str):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
     try:
-        return json.loads(text)
-    except ValueError as error:
-        raise ApiError(400, code, f"The {field} is not valid JSON: {error}", field) from error
+        return json.loads(text, parse_constant=refuse)
+    except (ValueError, RecursionError) as error:
+        raise ApiError(400, code, f"The {field} is not valid JSON: {str(error)[:200]}", field) from error
+
+
+@bp.get("/proposals/<proposal_id>/decision")
+@bp.get("/proposals/<proposal_id>/retry")
+@bp.get("/proposals/<proposal_id>/compensate")
+@role_required(*VIEW_ROLES)
+def proposal_form_reloaded(proposal_id: str):
+    """A reload of a refused form's page shows the proposal, not 405."""
+    _detail_or_404(proposal_id)
+    return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)

@@ -47,8 +47,22 @@ def report_decide(report_id: str):
         return _render(report_id, form, ApiError(400, "form_invalid", "Choose a decision."), 400)
     try:
         record_decision(
-            report_id, decision_code=form.decision_code.data, rationale=form.rationale.data or "", operator=current_user
+            report_id,
+            decision_code=form.decision_code.data,
+            rationale=form.rationale.data or "",
+            operator=current_user,
+            idempotency_key=form.idempotency_key.data or None,
         )
     except ApiError as error:
         return _render(report_id, form, error, error.status)
+    return redirect(url_for("console.report", report_id=report_id), code=303)
+
+
+@bp.get("/reports/<report_id>/decisions")
+@bp.get("/reports/<report_id>/appeals")
+@role_required(*VIEW_ROLES)
+def report_form_reloaded(report_id: str):
+    """A reload of a refused form's page shows the report, not 405."""
+    if readmodels.report_detail(current_user, report_id) is None:
+        abort(404)
     return redirect(url_for("console.report", report_id=report_id), code=303)
