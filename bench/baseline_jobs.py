@@ -6,6 +6,7 @@ import requests
 
 
 def post(url: str, body: bytes, key: str) -> int:
-    response = requests.post(url, data=body, headers={"Content-Type": "application/json", "Idempotency-Key": key},
-                             timeout=30)
+    response = requests.post(
+        url, data=body, headers={"Content-Type": "application/json", "Idempotency-Key": key}, timeout=30
+    )
     return response.status_code

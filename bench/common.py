@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
@@ -39,9 +39,16 @@ def bench_app():
     engine.dispose()
     from app import create_app
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": BENCH_DB, "REDIS_URL": BENCH_REDIS, "CONFIGURE_LOGGING": False,
-                      "EGRESS_ALLOW_PRIVATE": True, "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
-                      "INSTANCE_PATH": str(ROOT / "bench" / "out" / "instance")})
+    app = create_app(
+        {
+            "SQLALCHEMY_DATABASE_URI": BENCH_DB,
+            "REDIS_URL": BENCH_REDIS,
+            "CONFIGURE_LOGGING": False,
+            "EGRESS_ALLOW_PRIVATE": True,
+            "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
+            "INSTANCE_PATH": str(ROOT / "bench" / "out" / "instance"),
+        }
+    )
     with app.app_context():
         upgrade(directory=str(ROOT / "migrations"))
     import redis
@@ -53,8 +60,13 @@ def bench_app():
 @contextmanager
 def demo_platform(port: int, env: dict | None = None):
     """The demo platform in its own process (so it does not share our GIL)."""
-    process = subprocess.Popen([sys.executable, "-m", "app.demo_platform", "--port", str(port)], cwd=ROOT,
-                               env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.demo_platform", "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for_port(port)
     try:
         yield f"http://127.0.0.1:{port}"
@@ -76,16 +88,16 @@ def wait_for_port(port: int, timeout: float = 30) -> None:
 def run_workers(args: list[list[str]], env: dict) -> tuple[float, float]:
     """Start worker processes, wait for all of them, return (seconds, peak RSS MB of any one)."""
     started = time.perf_counter()
-    processes = [subprocess.Popen(a, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL) for a in args]
+    processes = [
+        subprocess.Popen(a, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for a in args
+    ]
     handles = [psutil.Process(p.pid) for p in processes]
     peak = 0
     while any(p.poll() is None for p in processes):
         for handle in handles:
-            try:
+            with suppress(psutil.NoSuchProcess):
                 peak = max(peak, handle.memory_info().rss)
-            except psutil.NoSuchProcess:
-                pass
         time.sleep(0.1)
     elapsed = time.perf_counter() - started
     if any(p.returncode for p in processes):
@@ -94,8 +106,12 @@ def run_workers(args: list[list[str]], env: dict) -> tuple[float, float]:
 
 
 def machine() -> dict:
-    return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def save(section: str, figures: dict) -> None:
@@ -103,6 +119,8 @@ def save(section: str, figures: dict) -> None:
     path = OUT / "results.json"
     data = json.loads(path.read_text()) if path.exists() else {}
     data.update(figures)
-    data.setdefault("sections", {})[section] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                               "machine": machine()}
+    data.setdefault("sections", {})[section] = {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+    }
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

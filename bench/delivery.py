@@ -29,8 +29,9 @@ def prepare(app, platform_url: str) -> list[str]:
         moderator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "bench-moderator@example.com"))
         assert db.session.scalar(select(Installation.id))
         for n in range(COUNT):
-            report = intake_report({"external_id": f"b-{n}", "targets": [{"reference": f"post:b{n}", "kind": "post"}]},
-                                   integration_id)
+            report = intake_report(
+                {"external_id": f"b-{n}", "targets": [{"reference": f"post:b{n}", "kind": "post"}]}, integration_id
+            )
             record_decision(report.report_id, decision_code="remove_content", rationale="", operator=moderator)
         queued = db.session.scalar(select(ActionProposal.id).where(ActionProposal.state != "queued").limit(1))
         assert queued is None, "a proposal is not queued"
@@ -49,8 +50,13 @@ def all_applied(app) -> int:
 
 def main() -> None:
     port = free_port()
-    env = {"DATABASE_URL": BENCH_DB, "REDIS_URL": BENCH_REDIS, "EGRESS_ALLOW_PRIVATE": "1", "LOG_LEVEL": "WARNING",
-           "INSTANCE_PATH": str(ROOT / "bench" / "out" / "worker")}
+    env = {
+        "DATABASE_URL": BENCH_DB,
+        "REDIS_URL": BENCH_REDIS,
+        "EGRESS_ALLOW_PRIVATE": "1",
+        "LOG_LEVEL": "WARNING",
+        "INSTANCE_PATH": str(ROOT / "bench" / "out" / "worker"),
+    }
     with demo_platform(port) as platform_url:
         app = bench_app()
         print(f"preparing {COUNT} proposals ...", flush=True)
@@ -63,28 +69,52 @@ def main() -> None:
         assert applied == COUNT, f"only {applied} of {COUNT} applied"
 
         import redis
+        from baseline_jobs import post
         from rq import Queue
 
-        from baseline_jobs import post
-
-        body = json.dumps({"schema_version": "1", "action_id": "x" * 60, "operation_id": "y" * 90,
-                           "payload_digest": "sha256:" + "0" * 64, "action_code": "takedown",
-                           "target": {"reference": "post:1", "kind": "post"},
-                           "payload": {"reason_code": "remove_content", "report_reference": "R-1"},
-                           "preconditions": {}, "workflow_version_id": "wfv", "policy_version_id": None,
-                           "expires_at": "2026-12-01T00:00:00.000Z"}).encode()
+        body = json.dumps(
+            {
+                "schema_version": "1",
+                "action_id": "x" * 60,
+                "operation_id": "y" * 90,
+                "payload_digest": "sha256:" + "0" * 64,
+                "action_code": "takedown",
+                "target": {"reference": "post:1", "kind": "post"},
+                "payload": {"reason_code": "remove_content", "report_reference": "R-1"},
+                "preconditions": {},
+                "workflow_version_id": "wfv",
+                "policy_version_id": None,
+                "expires_at": "2026-12-01T00:00:00.000Z",
+            }
+        ).encode()
         queue = Queue("baseline", connection=redis.Redis.from_url(BENCH_REDIS))
         for n in range(COUNT):
             queue.enqueue(post, f"{platform_url}/actions/takedown", body, f"baseline-{n}", result_ttl=0)
-        rq_worker = [sys.executable, "-m", "rq.cli", "worker", "--burst", "--url", BENCH_REDIS, "--path",
-                     str(ROOT / "bench"), "--worker-class", "rq.SimpleWorker", "-q", "baseline"]
+        rq_worker = [
+            sys.executable,
+            "-m",
+            "rq.cli",
+            "worker",
+            "--burst",
+            "--url",
+            BENCH_REDIS,
+            "--path",
+            str(ROOT / "bench"),
+            "--worker-class",
+            "rq.SimpleWorker",
+            "-q",
+            "baseline",
+        ]
         baseline_seconds, baseline_rss = run_workers([rq_worker] * WORKERS, {})
     product_rate, baseline_rate = COUNT / product_seconds, COUNT / baseline_seconds
     figures = {
-        "delivery_count": COUNT, "delivery_workers": WORKERS,
-        "delivery_rate_per_s": round(product_rate, 1), "baseline_rate_per_s": round(baseline_rate, 1),
+        "delivery_count": COUNT,
+        "delivery_workers": WORKERS,
+        "delivery_rate_per_s": round(product_rate, 1),
+        "baseline_rate_per_s": round(baseline_rate, 1),
         "delivery_ratio": round(product_rate / baseline_rate, 3),
-        "worker_peak_rss_mb": round(product_rss, 1), "baseline_worker_peak_rss_mb": round(baseline_rss, 1),
+        "worker_peak_rss_mb": round(product_rss, 1),
+        "baseline_worker_peak_rss_mb": round(baseline_rss, 1),
     }
     save("delivery", figures)
     print(json.dumps(figures, indent=2))

@@ -7,12 +7,13 @@ receipts or audit rows, so pages stay fast as history grows.
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import and_, exists, func, or_, select, tuple_
 
 from app.domain.clock import iso, parse_iso
 from app.domain.maker_checker import Verdict
@@ -119,14 +120,19 @@ class ProposalPage:
 
 
 def list_proposals(
-    operator: OperatorUser, filters: ProposalFilters, cursor: str | None, limit: int = PAGE_SIZE
+    operator: OperatorUser,
+    filters: ProposalFilters,
+    cursor: str | None,
+    limit: int = PAGE_SIZE,
+    with_counts: bool = True,
 ) -> ProposalPage:
     """One page of proposals, newest first, by keyset (created_at, id)."""
     query = _filtered(operator.installation_id, filters, operator)
     position = decode_cursor(cursor)
     if position:
         created_at, id = position
-        query = query.where(or_(P.created_at < created_at, and_(P.created_at == created_at, P.id < id)))
+        # A row-value comparison: the database walks the (created_at, id) index from the cursor.
+        query = query.where(tuple_(P.created_at, P.id) < tuple_(created_at, id))
     proposals = db.session.scalars(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
     more = len(proposals) > limit
     proposals = proposals[:limit]
@@ -139,17 +145,37 @@ def list_proposals(
     return ProposalPage(
         rows,
         encode_cursor(last.created_at, last.id) if last else None,
-        state_counts(operator.installation_id),
+        state_counts(operator.installation_id) if with_counts else {},
         [tuple(q) for q in queues],
     )
 
 
+COUNTS_TTL_SECONDS = 10
+
+
 def state_counts(installation_id: str) -> dict[str, int]:
+    """Proposals by state. Counting millions of rows takes a while, so the answer is
+    cached in Redis for a few seconds (and computed directly when Redis is down)."""
+    import json
+
+    import redis
+
+    from app.queueing import get_redis
+
+    key = f"console:state-counts:{installation_id}"
+    try:
+        cached = get_redis().get(key)
+        if cached:
+            return json.loads(cached)
+    except redis.RedisError:
+        cached = None
     rows = db.session.execute(
         select(P.state, func.count()).where(P.installation_id == installation_id).group_by(P.state)
     ).all()
     counts = {state.value: 0 for state in ProposalState}
     counts.update({state: count for state, count in rows})
+    with contextlib.suppress(redis.RedisError):
+        get_redis().set(key, json.dumps(counts), ex=COUNTS_TTL_SECONDS)
     return counts
 
 
@@ -163,11 +189,15 @@ class ProposalDetail:
     verdict: Verdict
     attempts_by_cycle: OrderedDict[int, list[ConnectionAttempt]]
     receipts: list[ActionReceiptRecord]
-    audit: list[AuditEvent]
+    audit: list
     actors: dict[str, str] = field(default_factory=dict)
+    audit_total: int = 0
 
 
-def proposal_detail(operator: OperatorUser, proposal_id: str) -> ProposalDetail | None:
+AUDIT_SHOWN = 50
+
+
+def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = False) -> ProposalDetail | None:
     """Everything the proposal page shows, or None outside the operator's tenant."""
     proposal = db.session.get(P, proposal_id)
     if proposal is None or proposal.installation_id != operator.installation_id:
@@ -188,11 +218,25 @@ def proposal_detail(operator: OperatorUser, proposal_id: str) -> ProposalDetail 
         .where(ActionReceiptRecord.proposal_id == proposal.id)
         .order_by(ActionReceiptRecord.received_at.desc())
     ).all()
-    audit = db.session.scalars(
-        select(AuditEvent)
-        .where(AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
-        .order_by(AuditEvent.seq)
-    ).all()
+    mine = (AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
+    audit_total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*mine))
+    audit = list(
+        reversed(
+            db.session.execute(  # the newest events; plain rows, not entities
+                select(
+                    AuditEvent.seq,
+                    AuditEvent.action,
+                    AuditEvent.actor_type,
+                    AuditEvent.actor_id,
+                    AuditEvent.details_json,
+                    AuditEvent.created_at,
+                )
+                .where(*mine)
+                .order_by(AuditEvent.seq.desc())
+                .limit(None if all_audit else AUDIT_SHOWN)
+            ).all()
+        )
+    )
     actor_ids = {a.actor_id for a in audit if a.actor_type == "operator"}
     if approval:
         actor_ids.add(approval.approver_id)
@@ -206,8 +250,9 @@ def proposal_detail(operator: OperatorUser, proposal_id: str) -> ProposalDetail 
         verdict=approval_verdict(db.session, proposal, operator),
         attempts_by_cycle=by_cycle,
         receipts=list(receipts),
-        audit=list(audit),
+        audit=audit,
         actors=actors,
+        audit_total=audit_total,
     )
 
 

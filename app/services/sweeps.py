@@ -48,10 +48,8 @@ class SweepCounts:
     corrections_reconciled: int = 0
 
 
-def due_proposals(now, limit: int = BATCH) -> list[tuple[str, int, int]]:
-    """(id, cycle, attempts) of proposals a worker could claim now (DLV-1)."""
-    from app.extensions import db
-
+def due_query(now, limit: int = BATCH):
+    """Proposals a worker could claim now (DLV-1): the sweep's query."""
     attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
     due = and_(
         P.state.in_([S.QUEUED, S.FAILED]),
@@ -59,12 +57,19 @@ def due_proposals(now, limit: int = BATCH) -> list[tuple[str, int, int]]:
         or_(attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE, P.accepted_at.is_not(None)),
     )
     lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
-    rows = db.session.execute(
+    return (
         select(P.id, P.delivery_cycle, P.delivery_attempt_count)
         .where(P.delivery_terminal.is_(False), or_(due, lease_expired))
         .order_by(P.next_attempt_at, P.id)
         .limit(limit)
-    ).all()
+    )
+
+
+def due_proposals(now, limit: int = BATCH) -> list[tuple[str, int, int]]:
+    """(id, cycle, attempts) of proposals a worker could claim now (DLV-1)."""
+    from app.extensions import db
+
+    rows = db.session.execute(due_query(now, limit)).all()
     db.session.rollback()
     return [tuple(row) for row in rows]
 

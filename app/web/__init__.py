@@ -10,6 +10,7 @@ import uuid
 
 from flask import Flask, g, request
 from flask_login import AnonymousUserMixin, current_user
+from markupsafe import Markup
 
 from app.domain.clock import iso
 from app.domain.errors import ApiError
@@ -40,6 +41,14 @@ def load_operator(session_id: str) -> OperatorUser | None:
 
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def time_tag(value) -> Markup:
+    """A <time> element: UTC in the page, the operator's local time once console.js runs."""
+    if value is None:
+        return Markup("—")
+    stamp = iso(value)  # digits and punctuation only: nothing to escape
+    return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{value.strftime("%Y-%m-%d %H:%M:%S")} UTC</time>')
 
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
@@ -110,6 +119,7 @@ def register_web(app: Flask) -> None:
     register_error_handlers(app)
     app.jinja_env.filters["pretty_json"] = pretty_json
     app.jinja_env.filters["iso"] = iso
+    app.jinja_env.filters["time"] = time_tag  # a filter, not a macro: pages render hundreds
     app.jinja_env.globals["is_terminal"] = is_terminal
 
     @app.after_request

@@ -54,7 +54,7 @@ def proposals():
 
 
 def _detail_or_404(proposal_id: str) -> readmodels.ProposalDetail:
-    detail = readmodels.proposal_detail(current_user, proposal_id)
+    detail = readmodels.proposal_detail(current_user, proposal_id, all_audit=request.args.get("audit") == "all")
     if detail is None:
         abort(404)
     return detail
@@ -68,9 +68,14 @@ def _compensation_form(detail, formdata=None) -> CompensationForm:
 
 
 def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200, compensation_form=None):
-    decision_form = decision_form or DecisionForm(formdata=None)
-    retry_form = retry_form or RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest)
-    compensation_form = compensation_form or _compensation_form(detail)
+    """The detail page; each form is built only when the page shows it."""
+    p = detail.proposal
+    if decision_form is None and p.state == ProposalState.APPROVAL_REQUIRED:
+        decision_form = DecisionForm(formdata=None)
+    if retry_form is None and p.state == ProposalState.FAILED and p.delivery_terminal:
+        retry_form = RetryForm(formdata=None, payload_digest=p.payload_digest)
+    if compensation_form is None and p.state in (ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED):
+        compensation_form = _compensation_form(detail)
     return render_template(
         "proposals/detail.html",
         d=detail,
@@ -93,12 +98,10 @@ def proposal(proposal_id: str):
 def proposal_live(proposal_id: str):
     """The self-refreshing part of the detail page; stops polling once terminal."""
     detail = _detail_or_404(proposal_id)
+    p = detail.proposal
+    retry_form = RetryForm(formdata=None, payload_digest=p.payload_digest) if p.state == ProposalState.FAILED else None
     return render_template(
-        "proposals/_live.html",
-        d=detail,
-        poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
-        decision_form=DecisionForm(formdata=None),
-        retry_form=RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest),
+        "proposals/_live.html", d=detail, poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"], retry_form=retry_form
     )
 
 
