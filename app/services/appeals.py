@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 
 from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import canonical_json, json_digest, payload_digest
+from app.domain.digests import canonical_json, payload_digest
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.states import ProposalState
@@ -20,7 +20,6 @@ from app.models import (
     AppealCorrection,
     AppealDecision,
     Decision,
-    HumanTask,
     OperatorUser,
     Report,
     WorkflowRun,
@@ -30,7 +29,7 @@ from app.models import (
 from .cases import latest_decision
 from .components import load_action_component
 from .corrections import CORRECTABLE_OUTCOMES, correction_problems
-from .prepare import APPROVAL_RESPONSE_SCHEMA
+from .tasks import open_approval_task
 from .uow import Actor, UnitOfWork, unit_of_work
 
 OUTCOMES = ("upheld", "modified", "reversed")
@@ -408,30 +407,7 @@ def _correction_proposal(uow, correction, config, appeal, ad, report, original) 
     )
     session.add(proposal)
     session.flush()
-    context_json = {
-        "action_code": action_code,
-        "target": original.target,
-        "payload": payload,
-        "preconditions": preconditions,
-        "payload_digest": digest,
-    }
-    session.add(
-        HumanTask(
-            id=f"{proposal_id}:approval-task",
-            installation_id=report.installation_id,
-            report_id=report.id,
-            run_id=original.run_id,
-            step_run_id=original.step_run_id,
-            task_type="approval",
-            state="open",
-            queue_id=report.queue_id,
-            context_json=canonical_json(context_json),
-            context_digest=json_digest(context_json),
-            response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
-            action_proposal_id=proposal_id,
-            due_at=expires_at,
-        )
-    )
+    open_approval_task(uow, proposal, task_id=f"{proposal_id}:approval-task", queue_id=report.queue_id)
     uow.audit(
         report.installation_id,
         f"action-proposed:{proposal.operation_id}",

@@ -10,14 +10,14 @@ from typing import Any
 from sqlalchemy import select
 
 from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import canonical_json, json_digest, json_problem, payload_digest
+from app.domain.digests import canonical_json, json_problem, payload_digest
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
 from app.domain.states import Move, ProposalState
-from app.models import ActionProposal, HumanTask, OperatorUser, Report, move_proposal
+from app.models import ActionProposal, OperatorUser, Report, move_proposal
 
 from .components import load_action_component
-from .prepare import APPROVAL_RESPONSE_SCHEMA
+from .tasks import open_approval_task
 from .uow import Actor, unit_of_work
 
 COMPENSATION_EXPIRY_SECONDS = 86_400
@@ -167,30 +167,13 @@ def propose_compensation(
             )
         )
         session.flush()
-        context = {
-            "action_code": action_code,
-            "target": target,
-            "payload": payload,
-            "preconditions": preconditions,
-            "payload_digest": digest,
-            "compensates_proposal_id": original.id,
-        }
-        session.add(
-            HumanTask(
-                id=f"{new_proposal_id}:approval-task",
-                installation_id=original.installation_id,
-                report_id=original.report_id,
-                run_id=original.run_id,
-                step_run_id=original.step_run_id,
-                task_type="approval",
-                state="open",
-                queue_id=report.queue_id,
-                context_json=canonical_json(context),
-                context_digest=json_digest(context),
-                response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
-                action_proposal_id=new_proposal_id,
-                due_at=expires_at,
-            )
+        proposal = session.get(ActionProposal, new_proposal_id)
+        open_approval_task(
+            uow,
+            proposal,
+            task_id=f"{new_proposal_id}:approval-task",
+            queue_id=report.queue_id,
+            extra={"compensates_proposal_id": original.id},
         )
         if move_proposal(session, original.id, Move.COMPENSATE, where=(ActionProposal.state == ProposalState.APPLIED,)):
             uow.audit(

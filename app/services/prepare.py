@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from app.domain import workflow as wf
 from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import canonical_json, json_digest, payload_digest
+from app.domain.digests import canonical_json, payload_digest
 from app.domain.errors import ActionError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.states import Move, ProposalState
@@ -28,21 +28,13 @@ from app.queueing import enqueue_delivery
 
 from .cases import latest_decision, run_context
 from .components import load_action_component
+from .tasks import open_approval_task
 from .uow import Actor, UnitOfWork
 
 S = ProposalState
 DEFAULT_EXPIRY_SECONDS = 86_400
 MIN_EXPIRY_SECONDS = 60
 MAX_EXPIRY_SECONDS = 2_678_400
-APPROVAL_RESPONSE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "decision": {"type": "string", "enum": ["approved", "rejected"]},
-        "reason": {"type": "string", "maxLength": 1000},
-    },
-    "required": ["decision"],
-    "additionalProperties": False,
-}
 
 
 def _object(value: Any, code: str) -> dict[str, Any]:
@@ -339,7 +331,9 @@ def _create(
         },
     )
     if mode == "human":
-        task = _approval_task(uow, proposal, run, report, step_run_id, expires_at)
+        task = open_approval_task(
+            uow, proposal, task_id=f"{step_run_id}:action-approval-task", queue_id=report.queue_id
+        )
         return wf.waiting(
             f"action.{proposal_id}.resolved",
             _pending_deadline(proposal.expires_at),
@@ -356,34 +350,6 @@ def _decision_of(uow: UnitOfWork, decision_id: str, report_id: str) -> bool:
 
     decision = uow.session.get(Decision, decision_id)
     return decision is not None and decision.report_id == report_id
-
-
-def _approval_task(uow, proposal, run, report, step_run_id, expires_at) -> HumanTask:
-    context = {
-        "action_code": proposal.action_code,
-        "target": proposal.target,
-        "payload": proposal.payload,
-        "preconditions": proposal.preconditions,
-        "payload_digest": proposal.payload_digest,
-    }
-    task = HumanTask(
-        id=f"{step_run_id}:action-approval-task",
-        installation_id=run.installation_id,
-        report_id=run.report_id,
-        run_id=run.id,
-        step_run_id=step_run_id,
-        task_type="approval",
-        state="open",
-        queue_id=report.queue_id,
-        context_json=canonical_json(context),
-        context_digest=json_digest(context),
-        response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
-        action_proposal_id=proposal.id,
-        due_at=expires_at,
-    )
-    uow.session.add(task)
-    uow.session.flush()
-    return task
 
 
 def complete_workflow_action(

@@ -5,12 +5,62 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from app.domain.clock import utcnow
+from app.domain.digests import canonical_json, json_digest
 from app.domain.errors import ApiError
 from app.models import HumanTask, HumanTaskClaim, OperatorUser
 
 from .uow import Actor, UnitOfWork, unit_of_work
 
 OPEN_STATES = ("open", "claimed")
+APPROVAL_RESPONSE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "enum": ["approved", "rejected"]},
+        "reason": {"type": "string", "maxLength": 1000},
+    },
+    "required": ["decision"],
+    "additionalProperties": False,
+}
+
+
+def open_approval_task(
+    uow: UnitOfWork, proposal, *, task_id: str, queue_id: str | None, extra: dict | None = None
+) -> HumanTask:
+    """The approval task of a proposal that needs a person (PREP-8): due at its
+    expiry, showing what will be sent and the digest to confirm.
+
+    Args:
+        proposal: the new proposal (flushed).
+        task_id: deterministic, so a replay finds the same task.
+        queue_id: the report's queue (the task lands in that reviewers' queue).
+        extra: more context, e.g. what a compensation compensates.
+    """
+    context = {
+        "action_code": proposal.action_code,
+        "target": proposal.target,
+        "payload": proposal.payload,
+        "preconditions": proposal.preconditions,
+        "payload_digest": proposal.payload_digest,
+        **(extra or {}),
+    }
+    task = HumanTask(
+        id=task_id,
+        installation_id=proposal.installation_id,
+        report_id=proposal.report_id,
+        run_id=proposal.run_id,
+        step_run_id=proposal.step_run_id,
+        task_type="approval",
+        state="open",
+        queue_id=queue_id,
+        context_json=canonical_json(context),
+        context_digest=json_digest(context),
+        response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
+        action_proposal_id=proposal.id,
+        due_at=proposal.expires_at,
+    )
+    uow.session.add(task)
+    uow.session.flush()
+    return task
 
 
 def _release_claims(uow: UnitOfWork, task_id: str, reason: str) -> None:

@@ -297,7 +297,7 @@ def compensate(world, original, key="comp-1", who="reviewer", **overrides):
 
 
 def test_compensation_is_proposed_replayed_and_approved_by_someone_else(app, world, platform):
-    """COMP-1..3: operation id, replay, digest covers the original, proposer cannot approve."""
+    """COMP-1, COMP-2, COMP-3: operation id, replay, digest covers the original, proposer cannot approve."""
     original = applied_takedown(world)
     first = compensate(world, original)
     again = compensate(world, original)

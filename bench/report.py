@@ -1,0 +1,47 @@
+"""Write bench/RESULTS.md from bench/results.json: every figure against its target."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+TARGETS = [
+    ("delivery_ratio", "Delivery throughput / plain RQ jobs", ">= 0.6", lambda v: v >= 0.6),
+    ("detail_p50_ratio", "Proposal page p50 / bare route p50", "<= 2", lambda v: v <= 2),
+    ("list_p50_ratio", "Proposals list p50 / bare route p50", "<= 2", lambda v: v <= 2),
+    ("deep_page_ratio", "Page 1,000 / first page (1M rows)", "<= 1.5", lambda v: v <= 1.5),
+    ("sweep_uses_index", "Due-delivery sweep uses an index", "true", lambda v: v is True),
+    ("worker_peak_rss_mb", "Worker peak RSS (MB)", "<= 150", lambda v: v <= 150),
+]
+
+
+def main() -> None:
+    data = json.loads((HERE / "results.json").read_text())
+    lines = ["# Benchmark results", "",
+             "Written by `bench/report.py` from `bench/results.json` (run everything with `bash bench/run`).", "",
+             "| figure | measured | target | holds |", "|---|---|---|---|"]
+    for key, label, target, check in TARGETS:
+        value = data.get(key)
+        holds = "—" if value is None else ("yes" if check(value) else "**no**")
+        lines.append(f"| {label} (`{key}`) | {value} | {target} | {holds} |")
+    lines += ["", "## Raw figures", "", "```json",
+              json.dumps({k: v for k, v in data.items() if k not in ("sections", "sweep_plan")}, indent=2, sort_keys=True),
+              "```", "", "## Sweep query plan (1M rows, 1,000 due)", "", "```"] + data.get("sweep_plan", []) + ["```", ""]
+    sections = data.get("sections", {})
+    if sections:
+        lines += ["## Where and when", ""]
+        for name, info in sorted(sections.items()):
+            machine = info["machine"]
+            lines.append(f"* {name}: {info['measured_at']}, {machine['cpus']} CPUs, {machine['memory_gb']} GB, "
+                         f"Python {machine['python']}, {machine['platform']}")
+    notes = HERE / "NOTES.md"
+    if notes.exists():
+        lines += ["", notes.read_text().strip(), ""]
+    (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    print((HERE / "RESULTS.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
