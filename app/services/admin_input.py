@@ -155,3 +155,32 @@ def parse_json_text(text: Any, *, code: str, field: str, label: str, max_chars: 
 def change_key(kind: str, target_id: str) -> str:
     """A fresh audit idempotency key for one admin change of `target_id`."""
     return f"admin:{kind}:{target_id}:{new_id('chg')}"
+
+
+def lock_owned(session, model, row_id: Any, installation_id: str, code: str, noun: str):
+    """The installation's row, locked for the new version about to be written under it.
+
+    Raises:
+        ApiError: 404 `code` for a missing id or another installation's.
+    """
+    from sqlalchemy import select
+
+    row = (
+        session.scalar(
+            select(model).where(model.id == row_id, model.installation_id == installation_id).with_for_update()
+        )
+        if plausible_id(row_id)
+        else None
+    )
+    if row is None:
+        raise ApiError(404, code, f"No such {noun}.")
+    return row
+
+
+def latest_version(session, version_model, parent_column, parent_id: str):
+    """The newest version row under a parent (None when it has none)."""
+    from sqlalchemy import select
+
+    return session.scalar(
+        select(version_model).where(parent_column == parent_id).order_by(version_model.version.desc()).limit(1)
+    )

@@ -24,7 +24,16 @@ from app.extensions import db
 from app.models import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion, OperatorUser
 from app.models.components import IMPLEMENTATION_KINDS
 
-from .admin_input import InvalidInput, clean_name, clean_slug, has_control_characters, parse_json_text, plausible_id
+from .admin_input import (
+    InvalidInput,
+    clean_name,
+    clean_slug,
+    has_control_characters,
+    latest_version,
+    lock_owned,
+    parse_json_text,
+    plausible_id,
+)
 from .components import OPERATION_PATTERN
 from .uow import Actor, UnitOfWork, unit_of_work
 
@@ -343,24 +352,13 @@ def create_component_version(operator: OperatorUser, definition_id: str, spec: C
     """
     installation_id = operator.installation_id
     actor = Actor("operator", operator.id)
-    if not plausible_id(definition_id):
-        raise ApiError(404, "component_not_found", "No such component.")
     with unit_of_work() as uow:
-        definition = uow.session.scalar(
-            select(ComponentDefinition)
-            .where(ComponentDefinition.id == definition_id, ComponentDefinition.installation_id == installation_id)
-            .with_for_update()
+        definition = lock_owned(
+            uow.session, ComponentDefinition, definition_id, installation_id, "component_not_found", "component"
         )
-        if definition is None:
-            raise ApiError(404, "component_not_found", "No such component.")
         columns = _clean_spec(spec, installation_id, uow)
-        latest = uow.session.scalar(
-            select(ComponentVersion.version)
-            .where(ComponentVersion.definition_id == definition.id)
-            .order_by(ComponentVersion.version.desc())
-            .limit(1)
-        )
-        version = _add_version(uow, definition, (latest or 0) + 1, columns)
+        latest = latest_version(uow.session, ComponentVersion, ComponentVersion.definition_id, definition.id)
+        version = _add_version(uow, definition, (latest.version if latest else 0) + 1, columns)
         uow.audit(
             installation_id,
             f"admin:component-version-created:{version.id}",

@@ -28,7 +28,7 @@ from app.models import Connection, ConnectionVersion, Integration, OperatorUser
 from app.models.base import loads
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
 
-from .admin_input import clean_name, clean_slug, parse_number, plausible_id
+from .admin_input import clean_name, clean_slug, latest_version, lock_owned, parse_number, plausible_id
 from .uow import Actor, UnitOfWork, unit_of_work
 
 BEARER_ACTIONS = ("keep", "set", "none")
@@ -387,22 +387,11 @@ def create_connection_version(
     """
     installation_id = operator.installation_id
     actor = Actor("operator", operator.id)
-    if not plausible_id(connection_id):
-        raise ApiError(404, "connection_not_found", "No such connection.")
     with unit_of_work() as uow:
-        connection = uow.session.scalar(
-            select(Connection)
-            .where(Connection.id == connection_id, Connection.installation_id == installation_id)
-            .with_for_update()
+        connection = lock_owned(
+            uow.session, Connection, connection_id, installation_id, "connection_not_found", "connection"
         )
-        if connection is None:
-            raise ApiError(404, "connection_not_found", "No such connection.")
-        previous = uow.session.scalar(
-            select(ConnectionVersion)
-            .where(ConnectionVersion.connection_id == connection.id)
-            .order_by(ConnectionVersion.version.desc())
-            .limit(1)
-        )
+        previous = latest_version(uow.session, ConnectionVersion, ConnectionVersion.connection_id, connection.id)
         columns, generated, details = _settings_row(settings, previous)
         number = (previous.version if previous else 0) + 1
         version = _add_version(uow, connection, number, columns)

@@ -21,7 +21,16 @@ from app.extensions import db
 from app.models import ComponentVersion, OperatorUser, WorkflowDefinition, WorkflowVersion
 from app.models.workflows import AUTHORITY_MODES
 
-from .admin_input import InvalidInput, change_key, clean_name, clean_slug, parse_json_text, plausible_id
+from .admin_input import (
+    InvalidInput,
+    change_key,
+    clean_name,
+    clean_slug,
+    latest_version,
+    lock_owned,
+    parse_json_text,
+    plausible_id,
+)
 from .uow import Actor, UnitOfWork, unit_of_work
 
 MAX_GRAPH_CHARS = 200_000
@@ -237,24 +246,13 @@ def create_workflow_version(
     """
     installation_id = operator.installation_id
     actor = Actor("operator", operator.id)
-    if not plausible_id(definition_id):
-        raise ApiError(404, "workflow_not_found", "No such workflow.")
     with unit_of_work() as uow:
-        definition = uow.session.scalar(
-            select(WorkflowDefinition)
-            .where(WorkflowDefinition.id == definition_id, WorkflowDefinition.installation_id == installation_id)
-            .with_for_update()
+        definition = lock_owned(
+            uow.session, WorkflowDefinition, definition_id, installation_id, "workflow_not_found", "workflow"
         )
-        if definition is None:
-            raise ApiError(404, "workflow_not_found", "No such workflow.")
         columns = _clean_version(uow, installation_id, authority_mode, graph)
-        latest = uow.session.scalar(
-            select(WorkflowVersion.version)
-            .where(WorkflowVersion.definition_id == definition.id)
-            .order_by(WorkflowVersion.version.desc())
-            .limit(1)
-        )
-        version = _add_version(uow, definition, (latest or 0) + 1, columns, bool(active))
+        latest = latest_version(uow.session, WorkflowVersion, WorkflowVersion.definition_id, definition.id)
+        version = _add_version(uow, definition, (latest.version if latest else 0) + 1, columns, bool(active))
         uow.audit(
             installation_id,
             f"admin:workflow-version-created:{version.id}",
