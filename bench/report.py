@@ -19,23 +19,45 @@ TARGETS = [
 
 def main() -> None:
     data = json.loads((HERE / "results.json").read_text())
-    lines = ["# Benchmark results", "",
-             "Written by `bench/report.py` from `bench/results.json` (run everything with `bash bench/run`).", "",
-             "| figure | measured | target | holds |", "|---|---|---|---|"]
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `bench/report.py` from `bench/results.json` (run everything with `bash bench/run`).",
+        "",
+        "| figure | measured | target | holds |",
+        "|---|---|---|---|",
+    ]
     for key, label, target, check in TARGETS:
         value = data.get(key)
         holds = "—" if value is None else ("yes" if check(value) else "**no**")
         lines.append(f"| {label} (`{key}`) | {value} | {target} | {holds} |")
-    lines += ["", "## Raw figures", "", "```json",
-              json.dumps({k: v for k, v in data.items() if k not in ("sections", "sweep_plan")}, indent=2, sort_keys=True),
-              "```", "", "## Sweep query plan (1M rows, 1,000 due)", "", "```"] + data.get("sweep_plan", []) + ["```", ""]
+    lines += (
+        [
+            "",
+            "## Raw figures",
+            "",
+            "```json",
+            json.dumps(
+                {k: v for k, v in data.items() if k not in ("sections", "sweep_plan")}, indent=2, sort_keys=True
+            ),
+            "```",
+            "",
+            "## Sweep query plan (1M rows, 1,000 due)",
+            "",
+            "```",
+        ]
+        + data.get("sweep_plan", [])
+        + ["```", ""]
+    )
     sections = data.get("sections", {})
     if sections:
         lines += ["## Where and when", ""]
         for name, info in sorted(sections.items()):
             machine = info["machine"]
-            lines.append(f"* {name}: {info['measured_at']}, {machine['cpus']} CPUs, {machine['memory_gb']} GB, "
-                         f"Python {machine['python']}, {machine['platform']}")
+            lines.append(
+                f"* {name}: {info['measured_at']}, {machine['cpus']} CPUs, {machine['memory_gb']} GB, "
+                f"Python {machine['python']}, {machine['platform']}"
+            )
     notes = HERE / "NOTES.md"
     if notes.exists():
         lines += ["", notes.read_text().strip(), ""]
