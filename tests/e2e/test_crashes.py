@@ -27,8 +27,8 @@ PROPOSALS = 16
 MAX_ROUNDS = 60
 
 
-def run_crashing_worker(app, tmp_path, chance: float) -> int:
-    """One worker in burst mode that kills itself at any failpoint with `chance`."""
+def run_crashing_worker(app, tmp_path, failpoints: str) -> int:
+    """One worker in burst mode that kills itself at the given failpoints (point:chance,...)."""
     env = {
         **os.environ,
         "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
@@ -36,7 +36,7 @@ def run_crashing_worker(app, tmp_path, chance: float) -> int:
         "EGRESS_ALLOW_PRIVATE": "1",
         "INSTANCE_PATH": str(tmp_path / "worker"),
         "LOG_LEVEL": "ERROR",
-        "FAILPOINTS": ",".join(f"{point}:{chance}" for point in POINTS),
+        "FAILPOINTS": failpoints,
     }
     worker = subprocess.run(
         [sys.executable, str(ROOT / "worker.py"), "--burst"],
@@ -69,9 +69,12 @@ def test_killed_workers_lose_and_duplicate_nothing(app, platform, tmp_path):
     add_reports(world, PROPOSALS - len(world.report_ids))
     for index in range(PROPOSALS):
         decide_report(world, index)
+    # First a sure kill at each point in turn, then kills at random points.
+    schedule = [f"{point}:1" for point in POINTS]
     kills = 0
-    for _ in range(MAX_ROUNDS):
-        returncode = run_crashing_worker(app, tmp_path, chance=0.1)
+    for round_number in range(MAX_ROUNDS):
+        failpoints = schedule[round_number] if round_number < len(schedule) else ",".join(f"{p}:0.1" for p in POINTS)
+        returncode = run_crashing_worker(app, tmp_path, failpoints)
         kills += returncode == -signal.SIGKILL
         db.session.rollback()
         open_ = db.session.scalar(
@@ -83,7 +86,7 @@ def test_killed_workers_lose_and_duplicate_nothing(app, platform, tmp_path):
         sweeps.run_sweeps()  # ...and one sweep hands the action to the next worker
     else:
         raise AssertionError(f"{open_} proposals not terminal after {MAX_ROUNDS} rounds")
-    assert kills >= 3, "the failpoints never fired"
+    assert kills >= len(POINTS), "a failpoint did not fire"
 
     db.session.rollback()
     rows = db.session.scalars(select(ActionProposal)).all()
