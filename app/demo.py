@@ -290,4 +290,4 @@ def run_demo(app, console_port: int, platform_port: int) -> None:
         if not app.config.get("REDIS_URL"):  # the embedded Redis this command started
             from app.queueing import embedded_redis
 
-            embedded_redis(app.config["EMBEDDED_REDIS_PATH"]).shutdown(save=True, now=True)
+            embedded_redis(app.config["EMBEDDED_REDIS_PATH"]).shutdown(save=True)
