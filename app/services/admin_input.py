@@ -184,3 +184,23 @@ def latest_version(session, version_model, parent_column, parent_id: str):
     return session.scalar(
         select(version_model).where(parent_column == parent_id).order_by(version_model.version.desc()).limit(1)
     )
+
+
+def add_with_unique_slug(session, row, noun: str) -> None:
+    """Add a new row whose slug must be unique in its installation (also under a race).
+
+    Raises:
+        ApiError: 409 ``slug_taken``.
+    """
+    from sqlalchemy import select
+    from sqlalchemy.exc import IntegrityError
+
+    model = type(row)
+    taken = ApiError(409, "slug_taken", f"{noun} with the slug {row.slug!r} exists.", "slug")
+    if session.scalar(select(model.id).where(model.installation_id == row.installation_id, model.slug == row.slug)):
+        raise taken
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as error:  # created a moment ago by someone else
+        raise taken from error

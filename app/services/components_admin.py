@@ -26,6 +26,7 @@ from app.models.components import IMPLEMENTATION_KINDS
 
 from .admin_input import (
     InvalidInput,
+    add_with_unique_slug,
     clean_name,
     clean_slug,
     has_control_characters,
@@ -308,20 +309,10 @@ def create_component(operator: OperatorUser, *, name: str, slug: str, spec: Comp
     slug = clean_slug(slug)
     with unit_of_work() as uow:
         columns = _clean_spec(spec, installation_id, uow)
-        if uow.session.scalar(
-            select(ComponentDefinition.id).where(
-                ComponentDefinition.installation_id == installation_id, ComponentDefinition.slug == slug
-            )
-        ):
-            raise ApiError(409, "slug_taken", f"A component with the slug {slug!r} exists.", "slug")
         definition = ComponentDefinition(
             installation_id=installation_id, name=name, slug=slug, effect_class="side_effecting", status="active"
         )
-        uow.session.add(definition)
-        try:
-            uow.session.flush()
-        except IntegrityError as error:
-            raise ApiError(409, "slug_taken", f"A component with the slug {slug!r} exists.", "slug") from error
+        add_with_unique_slug(uow.session, definition, "A component")
         version = _add_version(uow, definition, 1, columns)
         uow.audit(
             installation_id,

@@ -28,7 +28,15 @@ from app.models import Connection, ConnectionVersion, Integration, OperatorUser
 from app.models.base import loads
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
 
-from .admin_input import clean_name, clean_slug, latest_version, lock_owned, parse_number, plausible_id
+from .admin_input import (
+    add_with_unique_slug,
+    clean_name,
+    clean_slug,
+    latest_version,
+    lock_owned,
+    parse_number,
+    plausible_id,
+)
 from .uow import Actor, UnitOfWork, unit_of_work
 
 BEARER_ACTIONS = ("keep", "set", "none")
@@ -346,16 +354,8 @@ def create_connection(
                 raise ApiError(
                     400, "integration_invalid", "Choose one of this installation's integrations.", "integration_id"
                 )
-        if uow.session.scalar(
-            select(Connection.id).where(Connection.installation_id == installation_id, Connection.slug == slug)
-        ):
-            raise ApiError(409, "slug_taken", f"A connection with the slug {slug!r} exists.", "slug")
         connection = Connection(installation_id=installation_id, integration_id=integration_id, name=name, slug=slug)
-        uow.session.add(connection)
-        try:
-            uow.session.flush()
-        except IntegrityError as error:
-            raise ApiError(409, "slug_taken", f"A connection with the slug {slug!r} exists.", "slug") from error
+        add_with_unique_slug(uow.session, connection, "A connection")
         version = _add_version(uow, connection, 1, columns)
         uow.audit(
             installation_id,

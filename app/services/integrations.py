@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, or_, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.domain.clock import utcnow
 from app.domain.digests import sha256_hex
@@ -17,7 +17,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Integration, IntegrationToken, OperatorUser, Queue
 
-from .admin_input import clean_name, clean_slug, has_control_characters, plausible_id
+from .admin_input import add_with_unique_slug, clean_name, clean_slug, has_control_characters, plausible_id
 from .uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -282,19 +282,10 @@ def create_integration(operator: OperatorUser, *, name: str, slug: str, default_
             queue = uow.session.get(Queue, default_queue_id) if plausible_id(default_queue_id) else None
             if queue is None or queue.installation_id != installation_id:
                 raise ApiError(400, "queue_invalid", "Choose one of this installation's queues.", "default_queue_id")
-        taken = uow.session.scalar(
-            select(Integration.id).where(Integration.installation_id == installation_id, Integration.slug == slug)
-        )
-        if taken:
-            raise ApiError(409, "slug_taken", f"An integration with the slug {slug!r} exists.", "slug")
         integration = Integration(
             installation_id=installation_id, name=name, slug=slug, default_queue_id=default_queue_id, active=True
         )
-        uow.session.add(integration)
-        try:
-            uow.session.flush()
-        except IntegrityError as error:
-            raise ApiError(409, "slug_taken", f"An integration with the slug {slug!r} exists.", "slug") from error
+        add_with_unique_slug(uow.session, integration, "An integration")
         uow.audit(
             installation_id,
             f"admin:integration-created:{integration.id}",

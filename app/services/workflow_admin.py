@@ -23,6 +23,7 @@ from app.models.workflows import AUTHORITY_MODES
 
 from .admin_input import (
     InvalidInput,
+    add_with_unique_slug,
     change_key,
     clean_name,
     clean_slug,
@@ -196,18 +197,8 @@ def create_workflow(
     slug = clean_slug(slug)
     with unit_of_work() as uow:
         columns = _clean_version(uow, installation_id, authority_mode, graph)
-        if uow.session.scalar(
-            select(WorkflowDefinition.id).where(
-                WorkflowDefinition.installation_id == installation_id, WorkflowDefinition.slug == slug
-            )
-        ):
-            raise ApiError(409, "slug_taken", f"A workflow with the slug {slug!r} exists.", "slug")
         definition = WorkflowDefinition(installation_id=installation_id, name=name, slug=slug, status="active")
-        uow.session.add(definition)
-        try:
-            uow.session.flush()
-        except IntegrityError as error:
-            raise ApiError(409, "slug_taken", f"A workflow with the slug {slug!r} exists.", "slug") from error
+        add_with_unique_slug(uow.session, definition, "A workflow")
         version = _add_version(uow, definition, 1, columns, bool(active))
         uow.audit(
             installation_id,
