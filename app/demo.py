@@ -32,8 +32,8 @@ from app.models import (
     WorkflowDefinition,
     WorkflowVersion,
 )
-from app.services.integrations import issue_token
-from app.services.operators import create_operator
+from app.services.admin.integrations import issue_token
+from app.services.admin.operators import create_operator
 from app.services.uow import Actor, unit_of_work
 
 DEMO_PASSWORD = "demo-password-1"

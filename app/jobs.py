@@ -39,7 +39,7 @@ def _job_context():
 
 def deliver_proposal_job(proposal_id: str) -> str | None:
     """Deliver one proposal if it is due (SPEC DLV). Returns its state afterwards."""
-    from app.services.delivery import deliver
+    from app.services.lifecycle.delivery import deliver
 
     with _job_context():
         outcome = deliver(proposal_id)
@@ -50,7 +50,7 @@ def sweep_job() -> dict:
     """Run the periodic sweeps once (SPEC EVT-3)."""
     from dataclasses import asdict
 
-    from app.services.sweeps import run_sweeps
+    from app.services.lifecycle.sweeps import run_sweeps
 
     with _job_context():
         return asdict(run_sweeps())

@@ -59,6 +59,11 @@ def delivery_queue(app=None) -> Queue:
     return Queue(app.config["DELIVERY_QUEUE"], connection=get_redis(app))
 
 
+# Named by import path, so enqueueing does not import the job module (and, through
+# it, the services that enqueue): the lifecycle keeps no import circle.
+DELIVER_JOB = "app.jobs.deliver_proposal_job"
+
+
 def _job_id(proposal_id: str, *parts: object) -> str:
     # RQ job ids allow only letters, digits, "_" and "-"; proposal ids hold ":".
     digest = hashlib.sha256(proposal_id.encode()).hexdigest()[:32]
@@ -84,16 +89,14 @@ def enqueue_delivery(
         True when a job was enqueued; False when one was already waiting or Redis
         could not be reached (the sweep will enqueue it later).
     """
-    from app.jobs import deliver_proposal_job
-
     queue = delivery_queue()
     job_id = _job_id(proposal_id, cycle, attempt_count, tag)
     options = dict(job_id=job_id, unique=True, result_ttl=0, failure_ttl=3600, job_timeout=300)
     try:
         if delay_seconds > 0:
-            queue.enqueue_in(timedelta(seconds=delay_seconds), deliver_proposal_job, proposal_id, **options)
+            queue.enqueue_in(timedelta(seconds=delay_seconds), DELIVER_JOB, proposal_id, **options)
         else:
-            queue.enqueue(deliver_proposal_job, proposal_id, **options)
+            queue.enqueue(DELIVER_JOB, proposal_id, **options)
         return True
     except DuplicateJobError:
         return False

@@ -26,7 +26,7 @@ def seed(app) -> str:
     from app.domain.clock import utcnow
     from app.extensions import db
     from app.models import ActionProposal, ConnectionAttempt, ConnectionVersion, Integration, OperatorUser
-    from app.services.reports import intake_report, record_decision
+    from app.services.cases.reports import intake_report, record_decision
     from app.services.uow import Actor, unit_of_work
 
     with app.app_context():

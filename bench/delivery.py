@@ -21,7 +21,7 @@ def prepare(app, platform_url: str) -> list[str]:
     from app.demo import seed_demo
     from app.extensions import db
     from app.models import ActionProposal, Installation, Integration, OperatorUser
-    from app.services.reports import intake_report, record_decision
+    from app.services.cases.reports import intake_report, record_decision
 
     with app.app_context():
         seed_demo(platform_url, approval_mode="bounded_auto", slug="bench")

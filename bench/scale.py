@@ -25,7 +25,7 @@ def bulk_load(app) -> None:
     from app.demo import seed_demo
     from app.extensions import db
     from app.models import ActionProposal, OperatorUser
-    from app.services.reports import record_decision
+    from app.services.cases.reports import record_decision
 
     with app.app_context():
         seed_demo("http://127.0.0.1:9", slug="bench")
@@ -88,7 +88,8 @@ def main() -> None:
     from app.domain.clock import utcnow
     from app.extensions import db
     from app.models import ActionProposal, OperatorUser
-    from app.services import readmodels, sweeps
+    from app.services.read import console as readmodels
+    from app.services.lifecycle import sweeps
 
     with app.app_context():
         operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "bench-reviewer@example.com"))

@@ -146,7 +146,7 @@ class Platform:
 
 def decide_report(world: World, report_index: int = 0, code: str = "remove_content", maker: str = "moderator"):
     """A moderator's decision through the service; returns the proposal it made (or None)."""
-    from app.services.reports import record_decision
+    from app.services.cases.reports import record_decision
 
     report_id = world.report_ids[report_index]
     record_decision(report_id, decision_code=code, rationale="test", operator=world.user(maker))
@@ -154,7 +154,7 @@ def decide_report(world: World, report_index: int = 0, code: str = "remove_conte
 
 
 def approve(world: World, proposal, reviewer: str = "reviewer", decision: str = "approved", key: str | None = None):
-    from app.services.approval import decide_proposal
+    from app.services.lifecycle.approval import decide_proposal
 
     return decide_proposal(
         proposal.id,
@@ -200,7 +200,7 @@ def make_due(proposal) -> None:
 
 def add_reports(world: World, count: int, prefix: str = "extra") -> list[str]:
     """More open reports (each about its own post) through the intake service."""
-    from app.services.reports import intake_report
+    from app.services.cases.reports import intake_report
 
     ids = []
     for n in range(count):

@@ -20,6 +20,7 @@ from app.models import OperatorUser
 from app.observability import pop, push
 
 from .errors import register_error_handlers
+from .formatting import pretty_json, time_tag
 
 
 class Anonymous(AnonymousUserMixin):
@@ -37,18 +38,6 @@ def load_operator(session_id: str) -> OperatorUser | None:
     if operator is None or str(operator.session_version) != version or not operator.active:
         return None
     return operator
-
-
-def pretty_json(value) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
-
-
-def time_tag(value) -> Markup:
-    """A <time> element: UTC in the page, the operator's local time once console.js runs."""
-    if value is None:
-        return Markup("—")
-    stamp = iso(value)  # digits and punctuation only: nothing to escape
-    return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{value.strftime("%Y-%m-%d %H:%M:%S")} UTC</time>')
 
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")

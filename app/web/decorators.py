@@ -49,7 +49,7 @@ def integration_required(view):
 
     @wraps(view)
     def wrapper(*args, **kwargs):
-        from app.services.integrations import authenticate
+        from app.services.admin.integrations import authenticate
 
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else None

@@ -17,7 +17,7 @@ from sqlalchemy import func, select, update
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import ActionProposal, AuditEvent
-from app.services import sweeps
+from app.services.lifecycle import sweeps
 
 from ..builders import add_reports, decide_report, make_world
 

@@ -13,7 +13,7 @@ from app.demo_platform import serve
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import ActionProposal, AuditEvent, ConnectionAttempt, WorkflowRun
-from app.services import sweeps
+from app.services.lifecycle import sweeps
 
 from .. import scripted as s
 from ..builders import approve, decide_report, login, make_due, point_connection_at, reload, run_worker, set_row

@@ -23,7 +23,7 @@ from app.demo import DEMO_PASSWORD
 from app.demo_platform import serve
 from app.extensions import db
 from app.models import ActionApproval, ActionProposal, AuditEvent
-from app.services import sweeps
+from app.services.lifecycle import sweeps
 
 from ..builders import add_reports, decide_report, make_world, proposal_of
 
@@ -179,7 +179,7 @@ def test_redis_restart_loses_nothing(app, platform, own_redis, tmp_path):
     )
     try:
         with console.app_context():
-            from app.services.reports import record_decision
+            from app.services.cases.reports import record_decision
 
             for index in range(4):  # delivered while Redis is up
                 record_decision(

@@ -16,9 +16,9 @@ from app.models import (
     Decision,
     Report,
 )
-from app.services.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
-from app.services.compensation import propose_compensation
-from app.services.delivery import deliver
+from app.services.cases.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
+from app.services.lifecycle.compensation import propose_compensation
+from app.services.lifecycle.delivery import deliver
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import approve, decide_report, reload, set_graph, set_row
@@ -210,7 +210,7 @@ def test_approver_who_lost_the_reviewer_role_blocks_delivery(app, world, platfor
 
 def test_condition_checked_inside_the_receipt_write(app, world, platform, correction, monkeypatch):
     """CORR-3: a change during the request still blocks the receipt write."""
-    import app.services.delivery as delivery
+    import app.services.lifecycle.delivery as delivery
 
     proposal = correction_proposal(correction)
     approve(world, proposal, reviewer="admin")
@@ -362,7 +362,7 @@ def test_compensation_input_is_validated(app, world, platform, overrides, status
 
 def test_sweep_reconciles_a_correction_a_crashed_worker_left(app, world, platform, correction):
     """CORR-4, EVT-3: applied but not reconciled (the worker died): the sweep completes it."""
-    from app.services import sweeps
+    from app.services.lifecycle import sweeps
 
     proposal = correction_proposal(correction)
     set_row(ActionProposal, proposal.id, state="applied", delivery_terminal=True, confirmed_at=utcnow())

@@ -24,8 +24,8 @@ from app.models import (
     ReportTarget,
     WorkflowEventInbox,
 )
-from app.services.delivery import deliver, take_lease
-from app.services.receipts import AttemptGuard, save_receipt
+from app.services.lifecycle.delivery import deliver, take_lease
+from app.services.lifecycle.receipts import AttemptGuard, save_receipt
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s
@@ -362,7 +362,7 @@ def test_eight_failures_exhaust_the_cycle(app, approved, scripted):
 def test_failure_write_is_guarded_by_lease(app, approved, scripted):
     """DLV-6: a stale worker's failure write changes nothing."""
     from app.domain.errors import ActionError
-    from app.services.delivery import _fail
+    from app.services.lifecycle.delivery import _fail
 
     now = utcnow()
     stale_lease = now + timedelta(seconds=150)

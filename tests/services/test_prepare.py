@@ -13,7 +13,7 @@ from app.domain.errors import ActionError
 from app.extensions import db
 from app.models import ActionProposal, ComponentVersion, Decision, HumanTask, WorkflowRun, WorkflowVersion
 from app.queueing import delivery_queue
-from app.services.prepare import prepare_action
+from app.services.lifecycle.prepare import prepare_action
 from app.services.uow import unit_of_work
 
 from ..builders import approve, decide_report, make_world, reload, set_graph, set_row

@@ -22,9 +22,9 @@ from app.models import (
     WorkflowRun,
 )
 from app.queueing import delivery_queue
-from app.services import sweeps
-from app.services.delivery import deliver
-from app.services.retry import retry_proposal
+from app.services.lifecycle import sweeps
+from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.retry import retry_proposal
 
 from .. import scripted as s
 from ..builders import approve, decide_report, make_due, reload, set_graph, set_row
@@ -265,7 +265,7 @@ def test_approval_event_ids(app, world):
 
 def test_failed_wake_up_is_recorded_and_retried(app, world, monkeypatch):
     """EVT-2: rows are written before the wake-up; a failure is retried by the sweep."""
-    import app.services.workflows as workflows
+    import app.services.lifecycle.runs as workflows
 
     proposal = decide_report(world)
     real = workflows._resume

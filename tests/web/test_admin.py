@@ -86,7 +86,7 @@ def assert_refused(response, status: int, code: str) -> str:
 
 def ids_for_paths(world) -> dict[str, str]:
     """A real id of the world's installation for each URL parameter of the admin routes."""
-    from app.services.integrations import issue_token
+    from app.services.admin.integrations import issue_token
 
     token = issue_token(world.integration_id, label="t", actor=Actor.system())
     component_version = db.session.get(ComponentVersion, world.components["takedown"])

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Appeal, ComponentVersion, Decision
-from app.services.appeals import decide_appeal, file_appeal, redact_rationale
-from app.services.delivery import deliver
+from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
+from app.services.lifecycle.delivery import deliver
 from app.services.uow import Actor
 
 from ..builders import approve, decide_report, login, set_row

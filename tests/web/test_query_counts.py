@@ -123,7 +123,7 @@ def test_report_detail_is_bounded(app, client, world):
     login(client, "moderator@example.com")
     first = queries_for(app, client, f"/reports/{world.report_ids[0]}")
     for _ in range(3):
-        from app.services.reports import record_decision
+        from app.services.cases.reports import record_decision
 
         record_decision(
             world.report_ids[0], decision_code="no_violation", rationale="", operator=world.user("moderator")

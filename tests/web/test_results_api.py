@@ -7,8 +7,8 @@ from sqlalchemy import func, select
 
 from app.extensions import db
 from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, Integration, Report, WorkflowEventInbox
-from app.services.delivery import deliver
-from app.services.integrations import issue_token
+from app.services.lifecycle.delivery import deliver
+from app.services.admin.integrations import issue_token
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s
@@ -174,7 +174,7 @@ def test_other_status_after_terminal_is_409(app, client, world, accepted):
 
 def test_lost_race_is_409_conflict(app, client, world, accepted, monkeypatch):
     """API-4: when the guarded write loses to another writer: action_result_conflict."""
-    import app.services.receipts as receipts
+    import app.services.lifecycle.receipts as receipts
 
     monkeypatch.setattr(receipts, "move_proposal", lambda *args, **kwargs: False)
     response = post(client, world.console_token, body(accepted))
@@ -200,7 +200,7 @@ def test_missing_or_wrong_token_is_401(app, client, world, accepted, headers):
 
 def test_revoked_token_is_refused(app, client, world, accepted):
     from app.models import IntegrationToken
-    from app.services.integrations import revoke_token
+    from app.services.admin.integrations import revoke_token
 
     token_id = db.session.scalar(select(IntegrationToken.id))
     revoke_token(token_id, installation_id=world.installation_id, actor=Actor.system())

@@ -58,7 +58,7 @@ def test_security_headers_and_csp(client):
 
 
 def test_passwords_are_hashed_with_scrypt(app, world):
-    from app.services.operators import create_operator
+    from app.services.admin.operators import create_operator
     from app.services.uow import Actor
 
     app.config.pop("PASSWORD_HASH_METHOD")  # the tests use a fast hash; production's default is scrypt

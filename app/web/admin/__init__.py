@@ -1,8 +1,6 @@
 """Administration: integrations and tokens, connections, components, workflows,
 budgets, users. Admins change things; auditors may look."""
 
-from flask import Blueprint
+from .blueprint import bp
 
-bp = Blueprint("admin", __name__)
-
-from . import routes  # noqa: E402,F401
+from . import routes  # noqa: F401

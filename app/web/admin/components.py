@@ -7,12 +7,12 @@ from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
-from app.services import components_admin as service
-from app.services.connections import connection_version_choices
+from app.services.admin import components as service
+from app.services.admin.connections import connection_version_choices
 
-from .. import pretty_json
+from ..formatting import pretty_json
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, ComponentForm, ComponentVersionForm
 

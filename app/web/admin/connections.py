@@ -8,11 +8,11 @@ from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
-from app.services import connections as service
-from app.services.integrations import list_integrations
+from app.services.admin import connections as service
+from app.services.admin.integrations import list_integrations
 
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ConnectionForm, ConnectionVersionForm
 

@@ -7,11 +7,11 @@ from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
-from app.services import integrations as service
+from app.services.admin import integrations as service
 from app.services.uow import Actor
 
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, IntegrationForm, TokenForm
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import render_template
 
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 from .common import VIEW_ROLES
 
 

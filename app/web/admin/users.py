@@ -6,11 +6,11 @@ from flask import redirect, render_template, url_for
 from flask_login import current_user, login_user
 
 from app.domain.errors import ApiError
-from app.services import operators as service
+from app.services.admin import operators as service
 from app.services.uow import Actor
 
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, raise_if_not_found, refused
 from .forms import ActionForm, RolesForm, UserForm
 

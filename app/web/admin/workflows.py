@@ -6,11 +6,11 @@ from flask import redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
-from app.services import workflow_admin as service
+from app.services.admin import workflows as service
 
-from .. import pretty_json
+from ..formatting import pretty_json
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, WorkflowForm, WorkflowVersionForm
 

@@ -1,7 +1,5 @@
 """The JSON API for platforms (bearer tokens of integrations)."""
 
-from flask import Blueprint
+from .blueprint import bp
 
-bp = Blueprint("api", __name__)
-
-from . import routes  # noqa: E402,F401
+from . import routes  # noqa: F401

@@ -7,11 +7,11 @@ from app.domain.digests import json_problem
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
-from app.services.receipts import accept_async_result
-from app.services.reports import intake_report
+from app.services.lifecycle.receipts import accept_async_result
+from app.services.cases.reports import intake_report
 
 from ..decorators import integration_required
-from . import bp
+from .blueprint import bp
 from .openapi import openapi_document
 
 
@@ -64,7 +64,7 @@ def appeals():
     """An appeal the platform received from a user, against the report's latest decision."""
     from sqlalchemy import select
 
-    from app.services.appeals import file_appeal
+    from app.services.cases.appeals import file_appeal
     from app.services.uow import Actor
 
     body = json_body()

@@ -1,7 +1,5 @@
 """Sign in and out (Flask-Login)."""
 
-from flask import Blueprint
+from .blueprint import bp
 
-bp = Blueprint("auth", __name__)
-
-from . import routes  # noqa: E402,F401
+from . import routes  # noqa: F401

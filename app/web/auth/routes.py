@@ -7,9 +7,9 @@ from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 
 from app.extensions import limiter
-from app.services.operators import authenticate_operator
+from app.services.admin.operators import authenticate_operator
 
-from . import bp
+from .blueprint import bp
 from .forms import LoginForm
 
 

@@ -1,8 +1,6 @@
 """The console: proposals, approval tasks, reports (and later appeals, admin,
 operations). Views are thin: parse the request, call one service, render."""
 
-from flask import Blueprint
+from .blueprint import bp
 
-bp = Blueprint("console", __name__)
-
-from . import appeals, operations, proposals, reports, tasks  # noqa: E402,F401
+from . import appeals, operations, proposals, reports, tasks  # noqa: F401

@@ -4,10 +4,10 @@ from flask import render_template
 from flask_login import current_user
 
 from app.queueing import delivery_queue
-from app.services.operations import operations_view
+from app.services.read.operations import operations_view
 
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 
 
 @bp.route("/operations")

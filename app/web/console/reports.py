@@ -4,11 +4,11 @@ from flask import abort, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
-from app.services import readmodels
-from app.services.reports import record_decision
+from app.services.read import console as readmodels
+from app.services.cases.reports import record_decision
 
 from ..decorators import role_required
-from . import bp
+from .blueprint import bp
 from .forms import AppealForm, ReportDecisionForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")

@@ -3,11 +3,11 @@ from __future__ import annotations
 from flask import redirect, render_template, url_for
 from flask_login import current_user
 
-from app.services import readmodels
-from app.services.tasks import claim_task, release_task
+from app.services.read import console as readmodels
+from app.services.cases.tasks import claim_task, release_task
 
 from ..decorators import is_htmx, role_required
-from . import bp
+from .blueprint import bp
 from .forms import EmptyForm
 
 

@@ -4,7 +4,7 @@ version 1), publish new versions, retire versions.
 A version is immutable once published: how to call the platform (implementation
 kind and reference, connection version), what it accepts and answers (input and
 output JSON Schemas) and its approval policy. Delivery and prepare read versions
-through `app.services.components`.
+through `app.services.lifecycle.components`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from app.extensions import db
 from app.models import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion, OperatorUser
 from app.models.components import IMPLEMENTATION_KINDS
 
-from .admin_input import (
+from app.services.admin.input import (
     InvalidInput,
     add_with_unique_slug,
     clean_name,
@@ -35,8 +35,8 @@ from .admin_input import (
     parse_json_text,
     plausible_id,
 )
-from .components import OPERATION_PATTERN
-from .uow import Actor, UnitOfWork, unit_of_work
+from app.services.lifecycle.components import OPERATION_PATTERN
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 APPROVAL_MODES = ("human", "bounded_auto")
 MAX_SCHEMA_CHARS = 100_000

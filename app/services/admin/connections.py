@@ -28,7 +28,7 @@ from app.models import Connection, ConnectionVersion, Integration, OperatorUser
 from app.models.base import loads
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
 
-from .admin_input import (
+from app.services.admin.input import (
     add_with_unique_slug,
     clean_name,
     clean_slug,
@@ -37,7 +37,7 @@ from .admin_input import (
     parse_number,
     plausible_id,
 )
-from .uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 BEARER_ACTIONS = ("keep", "set", "none")
 SIGNING_ACTIONS = ("keep", "generate", "none")

@@ -33,7 +33,7 @@ from app.models import (
     WorkflowRun,
 )
 
-from .approval import approval_verdict
+from app.services.lifecycle.approval import approval_verdict
 
 P = ActionProposal
 PAGE_SIZE = 50
@@ -359,7 +359,7 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     proposal, what blocks it, and whether this operator may approve it."""
     from app.models import Appeal, AppealCorrection, AppealDecision
 
-    from .corrections import correction_problems, load_context, reviewer_problem
+    from app.services.lifecycle.corrections import correction_problems, load_context, reviewer_problem
 
     appeal = db.session.get(Appeal, appeal_id)
     if appeal is None or appeal.installation_id != operator.installation_id:

@@ -18,7 +18,7 @@ from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.models import Budget, BudgetReservation, insert_ignore, new_id
 
-from .uow import UnitOfWork
+from app.services.uow import UnitOfWork
 
 
 class BudgetExhausted(ActionError):

@@ -26,10 +26,10 @@ from app.models import (
 )
 from app.queueing import enqueue_delivery
 
-from .cases import latest_decision, run_context
-from .components import load_action_component
-from .tasks import open_approval_task
-from .uow import Actor, UnitOfWork
+from app.services.cases.snapshot import latest_decision, run_context
+from app.services.lifecycle.components import load_action_component
+from app.services.cases.tasks import open_approval_task
+from app.services.uow import Actor, UnitOfWork
 
 S = ProposalState
 DEFAULT_EXPIRY_SECONDS = 86_400
@@ -403,7 +403,7 @@ def complete_workflow_action(
 
 def _time_out(uow: UnitOfWork, proposal: ActionProposal) -> NodeOutcome:
     """The wait expired: cancel what was never sent, fail what may have been (WAIT-2)."""
-    from .tasks import cancel_open_tasks
+    from app.services.cases.tasks import cancel_open_tasks
 
     session = uow.session
     values = dict(delivery_terminal=True, lease_expires_at=None, last_error_code="action_confirmation_timed_out")

@@ -12,8 +12,8 @@ from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.models.tenancy import ROLES
 
-from .admin_input import change_key, has_control_characters, plausible_id
-from .uow import Actor, unit_of_work
+from app.services.admin.input import change_key, has_control_characters, plausible_id
+from app.services.uow import Actor, unit_of_work
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]{1,200}@[^@\s]{1,100}\.[^@\s]{1,20}$")
 # Checked against when the email is unknown, so timing does not tell which emails exist.

@@ -16,9 +16,9 @@ from app.domain.expressions import schema_errors
 from app.domain.states import Move, ProposalState
 from app.models import ActionProposal, OperatorUser, Report, move_proposal
 
-from .components import load_action_component
-from .tasks import open_approval_task
-from .uow import Actor, unit_of_work
+from app.services.lifecycle.components import load_action_component
+from app.services.cases.tasks import open_approval_task
+from app.services.uow import Actor, unit_of_work
 
 COMPENSATION_EXPIRY_SECONDS = 86_400
 

@@ -2,7 +2,7 @@
 with an authority mode), activate and deactivate versions.
 
 When a decision is recorded, the newest *active* version of each workflow runs
-(`app.services.reports.active_versions`), so a new version is saved inactive
+(`app.services.cases.reports.active_versions`), so a new version is saved inactive
 unless asked otherwise, and takes over when activated.
 """
 
@@ -21,7 +21,7 @@ from app.extensions import db
 from app.models import ComponentVersion, OperatorUser, WorkflowDefinition, WorkflowVersion
 from app.models.workflows import AUTHORITY_MODES
 
-from .admin_input import (
+from app.services.admin.input import (
     InvalidInput,
     add_with_unique_slug,
     change_key,
@@ -32,7 +32,7 @@ from .admin_input import (
     parse_json_text,
     plausible_id,
 )
-from .uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 MAX_GRAPH_CHARS = 200_000
 

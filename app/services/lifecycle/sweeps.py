@@ -27,9 +27,9 @@ from app.models import (
 )
 from app.queueing import enqueue_delivery
 
-from .events import emit_delivery_resolution
-from .uow import Actor, unit_of_work
-from .workflows import dispatch, time_out_run
+from app.services.lifecycle.events import emit_delivery_resolution
+from app.services.uow import Actor, unit_of_work
+from app.services.lifecycle.runs import dispatch, time_out_run
 
 log = logging.getLogger(__name__)
 S = ProposalState
@@ -156,7 +156,7 @@ def reconcile_corrections() -> int:
     from app.extensions import db
     from app.models import AppealCorrection
 
-    from .corrections import reconcile_appeal_completion
+    from app.services.lifecycle.corrections import reconcile_appeal_completion
 
     resolved = or_(P.state == S.APPLIED, P.delivery_terminal.is_(True), P.state.in_([S.REJECTED, S.CANCELLED]))
     report_ids = db.session.scalars(

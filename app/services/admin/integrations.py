@@ -17,8 +17,8 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Integration, IntegrationToken, OperatorUser, Queue
 
-from .admin_input import add_with_unique_slug, clean_name, clean_slug, has_control_characters, plausible_id
-from .uow import Actor, unit_of_work
+from app.services.admin.input import add_with_unique_slug, clean_name, clean_slug, has_control_characters, plausible_id
+from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
 

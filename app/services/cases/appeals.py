@@ -26,11 +26,11 @@ from app.models import (
     WorkflowVersion,
 )
 
-from .cases import latest_decision
-from .components import load_action_component
-from .corrections import CORRECTABLE_OUTCOMES, correction_problems
-from .tasks import open_approval_task
-from .uow import Actor, UnitOfWork, unit_of_work
+from app.services.cases.snapshot import latest_decision
+from app.services.lifecycle.components import load_action_component
+from app.services.lifecycle.corrections import CORRECTABLE_OUTCOMES, correction_problems
+from app.services.cases.tasks import open_approval_task
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 OUTCOMES = ("upheld", "modified", "reversed")
 CORRECTION_EXPIRY_SECONDS = 7 * 86_400
@@ -473,7 +473,7 @@ def record_manual_correction(
             ``correction_not_pending``; 403 ``maker_checker_violation``; 409
             ``appeal_correction_precondition_changed``; 400 ``appeal_note_invalid``.
     """
-    from .corrections import load_context, reconcile_appeal_completion, reviewer_problem
+    from app.services.lifecycle.corrections import load_context, reconcile_appeal_completion, reviewer_problem
 
     note = _text(note, "note", 2000, required=True)
     with unit_of_work() as uow:

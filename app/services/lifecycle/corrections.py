@@ -27,7 +27,7 @@ from app.models import (
     Report,
 )
 
-from .cases import latest_decision
+from app.services.cases.snapshot import latest_decision
 
 CORRECTABLE_OUTCOMES = ("modified", "reversed")
 
@@ -168,7 +168,7 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
     failed. When every correction of a waiting appeal decision is confirmed, the
     decision is completed and the report closed.
     """
-    from .uow import Actor
+    from app.services.uow import Actor
 
     session = uow.session
     now = utcnow()

@@ -33,12 +33,12 @@ from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
 from app.observability import bind
 
-from . import budgets
-from .cases import report_snapshot
-from .components import load_delivery_target, parse_operation
-from .events import emit_delivery_resolution
-from .receipts import AttemptGuard, save_receipt, schedule_next_attempt
-from .uow import Actor, unit_of_work
+from app.services.lifecycle import budgets
+from app.services.cases.snapshot import report_snapshot
+from app.services.lifecycle.components import load_delivery_target, parse_operation
+from app.services.lifecycle.events import emit_delivery_resolution
+from app.services.lifecycle.receipts import AttemptGuard, save_receipt, schedule_next_attempt
+from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
 S = ProposalState
@@ -134,7 +134,7 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
     if proposal.expires_at <= now:
         raise ActionError("action_approval_expired")
     if proposal.appeal_id:
-        from .corrections import check_correction_eligible
+        from app.services.lifecycle.corrections import check_correction_eligible
 
         check_correction_eligible(session, proposal)
     snapshot = report_snapshot(session, proposal.report_id)

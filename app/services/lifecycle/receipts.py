@@ -17,8 +17,8 @@ from app.domain.states import CONFIRMATION_WINDOW_SECONDS, MAX_ATTEMPTS_PER_CYCL
 from app.models import ActionProposal, ActionReceiptRecord, Report, insert_ignore, move_proposal, new_id
 from app.queueing import enqueue_delivery
 
-from .events import emit_delivery_resolution
-from .uow import Actor, UnitOfWork, unit_of_work
+from app.services.lifecycle.events import emit_delivery_resolution
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 S = ProposalState
 P = ActionProposal
@@ -76,7 +76,7 @@ def save_receipt(
     session = uow.session
     now = utcnow()
     if proposal.appeal_id:
-        from .corrections import check_correction_eligible
+        from app.services.lifecycle.corrections import check_correction_eligible
 
         check_correction_eligible(session, proposal, lock=True)
     deadline = proposal.confirmation_deadline_at or min(

@@ -24,7 +24,7 @@ from app.models import (
     WorkflowVersion,
 )
 
-from .uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def create_run(
     Returns:
         The new run, or None when this trigger already started one.
     """
-    from .events import write_dispatch
+    from app.services.lifecycle.events import write_dispatch
 
     session = uow.session
     exists = session.scalar(
@@ -110,7 +110,7 @@ def _step_run(uow: UnitOfWork, run: WorkflowRun, node_id: str) -> StepRun:
 
 
 def _execute_node(uow: UnitOfWork, run: WorkflowRun, version: WorkflowVersion, step: StepRun) -> NodeOutcome:
-    from .prepare import prepare_action
+    from app.services.lifecycle.prepare import prepare_action
 
     node = version.graph["nodes"][step.node_id]
     try:
@@ -210,7 +210,7 @@ def _awaits_recovery(node: dict) -> bool:
 
 
 def _resume(uow: UnitOfWork, run: WorkflowRun, timed_out: bool) -> None:
-    from .prepare import complete_workflow_action
+    from app.services.lifecycle.prepare import complete_workflow_action
 
     proposal_id = run.waiting_proposal_id
     version = uow.session.get(WorkflowVersion, run.workflow_version_id)

@@ -9,7 +9,7 @@ from app.domain.digests import canonical_json, json_digest
 from app.domain.errors import ApiError
 from app.models import HumanTask, HumanTaskClaim, OperatorUser
 
-from .uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 OPEN_STATES = ("open", "claimed")
 APPROVAL_RESPONSE_SCHEMA = {

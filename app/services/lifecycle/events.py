@@ -13,7 +13,7 @@ from app.domain.clock import utcnow
 from app.domain.digests import canonical_json, sha256_digest
 from app.models import ActionProposal, WorkflowDispatchOutbox, WorkflowEventInbox, insert_ignore
 
-from .uow import UnitOfWork
+from app.services.uow import UnitOfWork
 
 
 def resolution_event_id(proposal: ActionProposal) -> str:
@@ -95,7 +95,7 @@ def write_dispatch(
             updated_at=now,
         ),
     )
-    from .workflows import wake  # the engine imports this module
+    from app.services.lifecycle.runs import wake  # the engine imports this module
 
     uow.before_commit(lambda: wake(uow, dispatch_id))
 
@@ -106,7 +106,7 @@ def emit_delivery_resolution(uow: UnitOfWork, proposal: ActionProposal) -> None:
     Appeal corrections reconcile their appeal decision instead (CORR-4).
     """
     if proposal.appeal_id:
-        from .corrections import reconcile_appeal_completion
+        from app.services.lifecycle.corrections import reconcile_appeal_completion
 
         reconcile_appeal_completion(uow, proposal.report_id)
         return

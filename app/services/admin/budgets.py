@@ -2,7 +2,7 @@
 component version or a queue; change its limit; deactivate and reactivate it.
 
 A budget bounds how many actions (metric ``actions``) may be delivered for its
-scope per fixed window; delivery reserves against it (`app.services.budgets`).
+scope per fixed window; delivery reserves against it (`app.services.lifecycle.budgets`).
 One budget per scope: a deactivated budget is reactivated, not created again.
 """
 
@@ -20,12 +20,12 @@ from app.extensions import db
 from app.models import Budget, ComponentVersion, OperatorUser, Queue, WorkflowVersion
 from app.models.budgets import BUDGET_SCOPES
 
-from .admin_input import change_key, parse_int, plausible_id
-from .budgets import window_start
-from .components_admin import component_version_choices
-from .integrations import list_queues
-from .uow import Actor, unit_of_work
-from .workflow_admin import workflow_version_choices
+from app.services.admin.input import change_key, parse_int, plausible_id
+from app.services.lifecycle.budgets import window_start
+from app.services.admin.components import component_version_choices
+from app.services.admin.integrations import list_queues
+from app.services.uow import Actor, unit_of_work
+from app.services.admin.workflows import workflow_version_choices
 
 METRIC = "actions"
 MIN_WINDOW_SECONDS = 60

@@ -13,8 +13,8 @@ from app.domain.states import Move, ProposalState
 from app.models import ActionProposal, AuditEvent, OperatorUser, WorkflowRun, move_proposal
 from app.queueing import enqueue_delivery
 
-from .cases import report_snapshot
-from .uow import Actor, unit_of_work
+from app.services.cases.snapshot import report_snapshot
+from app.services.uow import Actor, unit_of_work
 
 P = ActionProposal
 RETRY_ACTION = "action.retry_requested"
@@ -83,7 +83,7 @@ def retry_proposal(
                 proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction
             )
             if proposal.appeal_id:
-                from .corrections import check_correction_eligible
+                from app.services.lifecycle.corrections import check_correction_eligible
 
                 check_correction_eligible(session, proposal)
         except ActionError as error:

@@ -25,9 +25,9 @@ from app.models import (
 )
 from app.observability import bind
 
-from .events import emit_approval_event
-from .tasks import finish_task_for_proposal
-from .uow import Actor, unit_of_work
+from app.services.lifecycle.events import emit_approval_event
+from app.services.cases.tasks import finish_task_for_proposal
+from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
 DECISIONS = ("approved", "rejected")
@@ -84,7 +84,7 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
     approved one is queued at once; a correction records who approved it (CORR-2)."""
     from app.queueing import enqueue_delivery
 
-    from .corrections import correction_problems
+    from app.services.lifecycle.corrections import correction_problems
 
     correction = uow.session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
     if correction is not None:

@@ -26,8 +26,8 @@ from app.models import (
     WorkflowVersion,
 )
 
-from .uow import Actor, unit_of_work
-from .workflows import create_run
+from app.services.uow import Actor, unit_of_work
+from app.services.lifecycle.runs import create_run
 
 CODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,99}$")
 TARGET_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,50}:[^\s]{1,440}$")
