@@ -88,8 +88,8 @@ def main() -> None:
     from app.domain.clock import utcnow
     from app.extensions import db
     from app.models import ActionProposal, OperatorUser
-    from app.services.read import console as readmodels
     from app.services.lifecycle import sweeps
+    from app.services.read import console as readmodels
 
     with app.app_context():
         operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "bench-reviewer@example.com"))

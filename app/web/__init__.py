@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -10,7 +9,6 @@ import uuid
 
 from flask import Flask, g, request
 from flask_login import AnonymousUserMixin, current_user
-from markupsafe import Markup
 
 from app.domain.clock import iso
 from app.domain.errors import ApiError

@@ -18,8 +18,8 @@ from app.models import (
     WorkflowDispatchOutbox,
     WorkflowEventInbox,
 )
-from app.services.lifecycle.approval import decide_proposal
 from app.services.cases.tasks import claim_task
+from app.services.lifecycle.approval import decide_proposal
 
 from ..builders import approve, decide_report, reload, set_row
 

@@ -7,8 +7,8 @@ from sqlalchemy import func, select
 
 from app.extensions import db
 from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, Integration, Report, WorkflowEventInbox
-from app.services.lifecycle.delivery import deliver
 from app.services.admin.integrations import issue_token
+from app.services.lifecycle.delivery import deliver
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s

@@ -20,9 +20,9 @@ from app.models import (
     IntegrationToken,
     WorkflowDefinition,
 )
+from app.services.admin.operators import create_operator
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle.delivery import deliver
-from app.services.admin.operators import create_operator
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import approve, decide_report, make_world

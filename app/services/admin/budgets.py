@@ -19,13 +19,12 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Budget, ComponentVersion, OperatorUser, Queue, WorkflowVersion
 from app.models.budgets import BUDGET_SCOPES
-
-from app.services.admin.input import change_key, parse_int, plausible_id
-from app.services.lifecycle.budgets import window_start
 from app.services.admin.components import component_version_choices
+from app.services.admin.input import change_key, parse_int, plausible_id
 from app.services.admin.integrations import list_queues
-from app.services.uow import Actor, unit_of_work
 from app.services.admin.workflows import workflow_version_choices
+from app.services.lifecycle.budgets import window_start
+from app.services.uow import Actor, unit_of_work
 
 METRIC = "actions"
 MIN_WINDOW_SECONDS = 60

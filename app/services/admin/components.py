@@ -23,7 +23,6 @@ from app.domain.expressions import check_schema
 from app.extensions import db
 from app.models import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion, OperatorUser
 from app.models.components import IMPLEMENTATION_KINDS
-
 from app.services.admin.input import (
     InvalidInput,
     add_with_unique_slug,

@@ -27,7 +27,6 @@ from app.extensions import db
 from app.models import Connection, ConnectionVersion, Integration, OperatorUser
 from app.models.base import loads
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
-
 from app.services.admin.input import (
     add_with_unique_slug,
     clean_name,

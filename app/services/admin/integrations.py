@@ -16,7 +16,6 @@ from app.domain.digests import sha256_hex
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Integration, IntegrationToken, OperatorUser, Queue
-
 from app.services.admin.input import add_with_unique_slug, clean_name, clean_slug, has_control_characters, plausible_id
 from app.services.uow import Actor, unit_of_work
 

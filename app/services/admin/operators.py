@@ -11,7 +11,6 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.models.tenancy import ROLES
-
 from app.services.admin.input import change_key, has_control_characters, plausible_id
 from app.services.uow import Actor, unit_of_work
 

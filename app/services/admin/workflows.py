@@ -20,7 +20,6 @@ from app.domain.workflow import graph_errors
 from app.extensions import db
 from app.models import ComponentVersion, OperatorUser, WorkflowDefinition, WorkflowVersion
 from app.models.workflows import AUTHORITY_MODES
-
 from app.services.admin.input import (
     InvalidInput,
     add_with_unique_slug,

@@ -25,11 +25,10 @@ from app.models import (
     WorkflowRun,
     WorkflowVersion,
 )
-
 from app.services.cases.snapshot import latest_decision
+from app.services.cases.tasks import open_approval_task
 from app.services.lifecycle.components import load_action_component
 from app.services.lifecycle.corrections import CORRECTABLE_OUTCOMES, correction_problems
-from app.services.cases.tasks import open_approval_task
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 OUTCOMES = ("upheld", "modified", "reversed")

@@ -25,9 +25,8 @@ from app.models import (
     WorkflowDefinition,
     WorkflowVersion,
 )
-
-from app.services.uow import Actor, unit_of_work
 from app.services.lifecycle.runs import create_run
+from app.services.uow import Actor, unit_of_work
 
 CODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,99}$")
 TARGET_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,50}:[^\s]{1,440}$")

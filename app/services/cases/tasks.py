@@ -8,7 +8,6 @@ from app.domain.clock import utcnow
 from app.domain.digests import canonical_json, json_digest
 from app.domain.errors import ApiError
 from app.models import HumanTask, HumanTaskClaim, OperatorUser
-
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 OPEN_STATES = ("open", "claimed")

@@ -24,9 +24,8 @@ from app.models import (
     new_id,
 )
 from app.observability import bind
-
-from app.services.lifecycle.events import emit_approval_event
 from app.services.cases.tasks import finish_task_for_proposal
+from app.services.lifecycle.events import emit_approval_event
 from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -83,7 +82,6 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
     """Corrections and compensations have no run waiting for the approval: an
     approved one is queued at once; a correction records who approved it (CORR-2)."""
     from app.queueing import enqueue_delivery
-
     from app.services.lifecycle.corrections import correction_problems
 
     correction = uow.session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))

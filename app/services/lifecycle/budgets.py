@@ -17,7 +17,6 @@ from sqlalchemy import and_, case, or_, select, update
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.models import Budget, BudgetReservation, insert_ignore, new_id
-
 from app.services.uow import UnitOfWork
 
 

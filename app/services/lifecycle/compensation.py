@@ -15,9 +15,8 @@ from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
 from app.domain.states import Move, ProposalState
 from app.models import ActionProposal, OperatorUser, Report, move_proposal
-
-from app.services.lifecycle.components import load_action_component
 from app.services.cases.tasks import open_approval_task
+from app.services.lifecycle.components import load_action_component
 from app.services.uow import Actor, unit_of_work
 
 COMPENSATION_EXPIRY_SECONDS = 86_400

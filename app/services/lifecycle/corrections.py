@@ -26,7 +26,6 @@ from app.models import (
     OperatorUser,
     Report,
 )
-
 from app.services.cases.snapshot import latest_decision
 
 CORRECTABLE_OUTCOMES = ("modified", "reversed")

@@ -32,9 +32,8 @@ from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
 from app.observability import bind
-
-from app.services.lifecycle import budgets
 from app.services.cases.snapshot import report_snapshot
+from app.services.lifecycle import budgets
 from app.services.lifecycle.components import load_delivery_target, parse_operation
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.receipts import AttemptGuard, save_receipt, schedule_next_attempt

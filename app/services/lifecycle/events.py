@@ -11,8 +11,8 @@ from typing import Any
 
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json, sha256_digest
-from app.models import ActionProposal, WorkflowDispatchOutbox, WorkflowEventInbox, insert_ignore
-
+from app.models import ActionProposal, WorkflowEventInbox, insert_ignore
+from app.services.lifecycle.runs import write_dispatch
 from app.services.uow import UnitOfWork
 
 
@@ -63,41 +63,6 @@ def write_event(
         event_inbox_id=event_id,
         operation_key=f"workflow-event:{run_id}:{event_type}:{event_key}",
     )
-
-
-def write_dispatch(
-    uow: UnitOfWork,
-    *,
-    dispatch_id: str,
-    installation_id: str,
-    run_id: str,
-    operation: str,
-    operation_key: str,
-    event_inbox_id: str | None = None,
-) -> None:
-    """Write an outbox row once and deliver it in this transaction, just before it
-    commits (in a savepoint: a failed wake-up is recorded for the sweep, EVT-2)."""
-    now = utcnow()
-    insert_ignore(
-        uow.session,
-        WorkflowDispatchOutbox,
-        dict(
-            id=dispatch_id,
-            installation_id=installation_id,
-            run_id=run_id,
-            operation=operation,
-            event_inbox_id=event_inbox_id,
-            operation_key=operation_key,
-            state="pending",
-            attempts=0,
-            available_at=now,
-            created_at=now,
-            updated_at=now,
-        ),
-    )
-    from app.services.lifecycle.runs import wake  # the engine imports this module
-
-    uow.before_commit(lambda: wake(uow, dispatch_id))
 
 
 def emit_delivery_resolution(uow: UnitOfWork, proposal: ActionProposal) -> None:

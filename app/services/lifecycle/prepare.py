@@ -25,10 +25,9 @@ from app.models import (
     move_proposal,
 )
 from app.queueing import enqueue_delivery
-
 from app.services.cases.snapshot import latest_decision, run_context
-from app.services.lifecycle.components import load_action_component
 from app.services.cases.tasks import open_approval_task
+from app.services.lifecycle.components import load_action_component
 from app.services.uow import Actor, UnitOfWork
 
 S = ProposalState

@@ -16,7 +16,6 @@ from app.domain.receipts import Receipt, parse_receipt
 from app.domain.states import CONFIRMATION_WINDOW_SECONDS, MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
 from app.models import ActionProposal, ActionReceiptRecord, Report, insert_ignore, move_proposal, new_id
 from app.queueing import enqueue_delivery
-
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 

@@ -12,7 +12,6 @@ from app.domain.preconditions import check_preconditions
 from app.domain.states import Move, ProposalState
 from app.models import ActionProposal, AuditEvent, OperatorUser, WorkflowRun, move_proposal
 from app.queueing import enqueue_delivery
-
 from app.services.cases.snapshot import report_snapshot
 from app.services.uow import Actor, unit_of_work
 

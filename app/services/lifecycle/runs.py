@@ -22,13 +22,46 @@ from app.models import (
     WorkflowEventInbox,
     WorkflowRun,
     WorkflowVersion,
+    insert_ignore,
 )
-
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
 
 DISPATCH_RETRY_SECONDS = (5, 15, 60, 300, 900)
+
+
+def write_dispatch(
+    uow: UnitOfWork,
+    *,
+    dispatch_id: str,
+    installation_id: str,
+    run_id: str,
+    operation: str,
+    operation_key: str,
+    event_inbox_id: str | None = None,
+) -> None:
+    """Write an outbox row once and deliver it in this transaction, just before it
+    commits (in a savepoint: a failed wake-up is recorded for the sweep, EVT-2)."""
+    now = utcnow()
+    insert_ignore(
+        uow.session,
+        WorkflowDispatchOutbox,
+        dict(
+            id=dispatch_id,
+            installation_id=installation_id,
+            run_id=run_id,
+            operation=operation,
+            event_inbox_id=event_inbox_id,
+            operation_key=operation_key,
+            state="pending",
+            attempts=0,
+            available_at=now,
+            created_at=now,
+            updated_at=now,
+        ),
+    )
+    uow.before_commit(lambda: wake(uow, dispatch_id))
 
 
 def create_run(
@@ -45,8 +78,6 @@ def create_run(
     Returns:
         The new run, or None when this trigger already started one.
     """
-    from app.services.lifecycle.events import write_dispatch
-
     session = uow.session
     exists = session.scalar(
         select(WorkflowRun.id).where(

@@ -26,10 +26,9 @@ from app.models import (
     move_proposal,
 )
 from app.queueing import enqueue_delivery
-
 from app.services.lifecycle.events import emit_delivery_resolution
-from app.services.uow import Actor, unit_of_work
 from app.services.lifecycle.runs import dispatch, time_out_run
+from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
 S = ProposalState
@@ -155,7 +154,6 @@ def reconcile_corrections() -> int:
     """Finish appeal corrections whose proposal resolved without reconciling (CORR-4)."""
     from app.extensions import db
     from app.models import AppealCorrection
-
     from app.services.lifecycle.corrections import reconcile_appeal_completion
 
     resolved = or_(P.state == S.APPLIED, P.delivery_terminal.is_(True), P.state.in_([S.REJECTED, S.CANCELLED]))

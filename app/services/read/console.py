@@ -32,7 +32,6 @@ from app.models import (
     Report,
     WorkflowRun,
 )
-
 from app.services.lifecycle.approval import approval_verdict
 
 P = ActionProposal
@@ -358,7 +357,6 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     """An appeal with its decisions and each correction: original action, correction
     proposal, what blocks it, and whether this operator may approve it."""
     from app.models import Appeal, AppealCorrection, AppealDecision
-
     from app.services.lifecycle.corrections import correction_problems, load_context, reviewer_problem
 
     appeal = db.session.get(Appeal, appeal_id)

@@ -10,8 +10,8 @@ from app.domain.errors import ApiError
 from app.services.admin import components as service
 from app.services.admin.connections import connection_version_choices
 
-from ..formatting import pretty_json
 from ..decorators import role_required
+from ..formatting import pretty_json
 from .blueprint import bp
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, ComponentForm, ComponentVersionForm

@@ -8,8 +8,8 @@ from flask_login import current_user
 from app.domain.errors import ApiError
 from app.services.admin import workflows as service
 
-from ..formatting import pretty_json
 from ..decorators import role_required
+from ..formatting import pretty_json
 from .blueprint import bp
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, WorkflowForm, WorkflowVersionForm

@@ -7,8 +7,8 @@ from app.domain.digests import json_problem
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
-from app.services.lifecycle.receipts import accept_async_result
 from app.services.cases.reports import intake_report
+from app.services.lifecycle.receipts import accept_async_result
 
 from ..decorators import integration_required
 from .blueprint import bp

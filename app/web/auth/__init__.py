@@ -1,5 +1,4 @@
 """Sign in and out (Flask-Login)."""
 
-from .blueprint import bp
-
 from . import routes  # noqa: F401
+from .blueprint import bp as bp

@@ -4,8 +4,8 @@ from flask import abort, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
-from app.services.read import console as readmodels
 from app.services.cases.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
+from app.services.read import console as readmodels
 from app.services.uow import Actor
 
 from ..decorators import role_required

@@ -7,10 +7,10 @@ from flask_login import current_user
 
 from app.domain.errors import ApiError
 from app.domain.states import ProposalState
-from app.services.read import console as readmodels
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.retry import retry_proposal
+from app.services.read import console as readmodels
 from app.web.formatting import pretty_json
 
 from ..decorators import is_htmx, role_required

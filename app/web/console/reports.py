@@ -4,8 +4,8 @@ from flask import abort, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
-from app.services.read import console as readmodels
 from app.services.cases.reports import record_decision
+from app.services.read import console as readmodels
 
 from ..decorators import role_required
 from .blueprint import bp

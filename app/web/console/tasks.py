@@ -3,8 +3,8 @@ from __future__ import annotations
 from flask import redirect, render_template, url_for
 from flask_login import current_user
 
-from app.services.read import console as readmodels
 from app.services.cases.tasks import claim_task, release_task
+from app.services.read import console as readmodels
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
