@@ -13,7 +13,8 @@ from typing import Any
 
 from .errors import ActionError
 
-ERROR_CODE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+# Matched with fullmatch: "$" alone would let a trailing newline through (EDGE-1).
+ERROR_CODE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 DEFAULT_RETRY_AFTER_SECONDS = 30
 DEFAULT_PROVIDER_ERROR = "action_provider_failed"
 RECEIPT_STATUSES = ("accepted", "applied", "failed")
@@ -43,12 +44,22 @@ class ProposalIdentity:
     payload_digest: str
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _as_int(value: Any) -> int | None:
+    """An integer-valued JSON number as an int (``30.0`` is 30, EDGE-1), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def parse_receipt(value: Any, identity: ProposalIdentity) -> Receipt:
-    """Validate a receipt against the proposal it answers (RCPT-1).
+    """Validate a receipt against the proposal it answers (RCPT-1, EDGE-1, EDGE-2).
+
+    Fields the contract does not know are ignored; integer fields accept
+    integer-valued numbers; text fields are matched in full.
 
     Args:
         value: the decoded JSON body, expected to be an object.
@@ -79,11 +90,11 @@ def parse_receipt(value: Any, identity: ProposalIdentity) -> Receipt:
     terminal = value.get("terminal")
     if terminal is not None and not isinstance(terminal, bool):
         raise ActionError("action_result_invalid")
-    retry_after = value.get("retry_after_seconds", DEFAULT_RETRY_AFTER_SECONDS)
-    if not _is_int(retry_after) or not 1 <= retry_after <= 21_600:
+    retry_after = _as_int(value.get("retry_after_seconds", DEFAULT_RETRY_AFTER_SECONDS))
+    if retry_after is None or not 1 <= retry_after <= 21_600:
         raise ActionError("action_result_invalid")
     error_code = value.get("error_code")
-    if error_code is not None and (not isinstance(error_code, str) or not ERROR_CODE_PATTERN.match(error_code)):
+    if error_code is not None and (not isinstance(error_code, str) or not ERROR_CODE_PATTERN.fullmatch(error_code)):
         raise ActionError("action_result_invalid")
     provider_request_id = value.get("provider_request_id")
     if provider_request_id is not None and (not isinstance(provider_request_id, str) or len(provider_request_id) > 500):

@@ -77,3 +77,33 @@ def test_defaults_and_terminality():
     assert (applied.terminal, applied.error_code) == (True, None)
     accepted = parse_receipt(receipt(status="accepted", provider_request_id="p-1"), IDENTITY)
     assert (accepted.terminal, accepted.provider_request_id) == (False, "p-1")
+
+
+@pytest.mark.parametrize("value, expected", [(30.0, 30), (1.0, 1), (21_600.0, 21_600)])
+def test_integer_fields_accept_integer_valued_numbers(value, expected):
+    """EDGE-1: ``retry_after_seconds: 30.0`` is the integer 30, not an invalid receipt."""
+    parsed = parse_receipt(receipt(status="failed", terminal=False, retry_after_seconds=value), IDENTITY)
+    assert parsed.retry_after_seconds == expected and isinstance(parsed.retry_after_seconds, int)
+    assert parsed.terminal is False
+
+
+@pytest.mark.parametrize("value", [30.5, 0.0, 21_601.0, float("inf"), "30", True])
+def test_integer_fields_refuse_other_numbers(value):
+    """EDGE-1: a fraction, an out-of-range float, a string or a boolean is not an integer."""
+    with pytest.raises(ActionError) as caught:
+        parse_receipt(receipt(status="failed", retry_after_seconds=value), IDENTITY)
+    assert caught.value.code == "action_result_invalid"
+
+
+@pytest.mark.parametrize("code", ["a" * 200 + "\n", "code\n", "\ncode", "a" * 201])
+def test_text_fields_are_matched_in_full(code):
+    """EDGE-1: a trailing newline (which ``$`` lets through) makes error_code invalid."""
+    with pytest.raises(ActionError) as caught:
+        parse_receipt(receipt(status="failed", error_code=code), IDENTITY)
+    assert caught.value.code == "action_result_invalid"
+
+
+def test_unknown_fields_are_ignored():
+    """EDGE-2: fields the contract does not know are ignored, as the synchronous path does."""
+    parsed = parse_receipt(receipt(status="applied", platform_note="done by batch 7"), IDENTITY)
+    assert parsed.status == "applied"

@@ -117,10 +117,11 @@ def test_identity_and_status_are_required(app, client, world, accepted, payload)
     assert state_of_world() == before
 
 
-def test_unknown_fields_are_refused(app, client, world, accepted):
-    """API-1: a receipt with fields the contract does not know is refused."""
+def test_unknown_fields_are_ignored(app, client, world, accepted):
+    """EDGE-2: a receipt with one field the contract does not know is recorded like the
+    synchronous path records it (the unknown field is ignored)."""
     response = post(client, world.console_token, body(accepted, extra_field=1))
-    assert response.status_code == 400 and response.get_json()["error"]["code"] == "action_result_invalid"
+    assert response.status_code == 200 and response.get_json()["state"] == "applied"
 
 
 def test_other_integration_gets_the_same_404_as_a_missing_action(app, client, world, accepted):

@@ -26,18 +26,6 @@ RECEIPT_MOVES = {
     "applied": Move.RECEIPT_APPLIED,
     "failed": Move.RECEIPT_FAILED,
 }
-API_FIELDS = frozenset(
-    {
-        "action_id",
-        "operation_id",
-        "payload_digest",
-        "status",
-        "terminal",
-        "retry_after_seconds",
-        "error_code",
-        "provider_request_id",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -167,14 +155,14 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
         already in that terminal state.
 
     Raises:
-        ApiError: 400 ``action_result_invalid`` (API-1, unknown fields, other RCPT
+        ApiError: 400 ``action_result_invalid`` (API-1; unknown fields are ignored, EDGE-2; other RCPT
             errors with their own code); 404 ``action_result_unavailable`` for a
             proposal that does not exist or belongs to another integration (API-2);
             409 ``action_result_identity_mismatch`` (API-3); 409
             ``action_result_terminal`` or ``action_result_conflict`` (API-4).
     """
-    if not isinstance(value, dict) or set(value) - API_FIELDS:
-        raise ApiError(400, "action_result_invalid", "Send a JSON object with only the receipt fields.")
+    if not isinstance(value, dict):
+        raise ApiError(400, "action_result_invalid", "Send a JSON object with the receipt fields.")
     action_id, status = value.get("action_id"), value.get("status")
     if not isinstance(action_id, str) or not 1 <= len(action_id) <= 500 or status not in ("applied", "failed"):
         raise ApiError(400, "action_result_invalid", "An action_id and an applied or failed status are required.")

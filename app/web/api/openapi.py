@@ -56,7 +56,7 @@ def openapi_document() -> dict:
                 },
                 "ActionResult": {
                     "type": "object",
-                    "additionalProperties": False,
+                    "description": "Fields not listed here are ignored.",
                     "required": ["action_id", "operation_id", "payload_digest", "status"],
                     "properties": {
                         "action_id": {"type": "string", "minLength": 1, "maxLength": 500},
