@@ -1,9 +1,17 @@
 """The RQ worker: delivers action proposals and runs the periodic sweeps.
 
-    python worker.py               # a worker with RQ's scheduler, plus the sweep cron
-    python worker.py --no-cron     # a worker only: run the cron where you like, once
-                                   # or more (every sweep is safe to run twice at once)
+    python worker.py               # a delivery worker with RQ's scheduler, plus two
+                                   # children: the sweep cron and a sweep worker
+    python worker.py --no-cron     # a delivery worker only: run the sweeps where you
+                                   # like, once or more (every sweep is safe to run
+                                   # twice at once)
+    python worker.py --queue sweeps --no-cron
+                                   # a worker for the sweeps queue only
     python worker.py --burst       # work until the queue is empty, then exit
+
+Sweeps have a queue of their own (``SWEEP_QUEUE``, default ``sweeps``), so a slow
+platform holding every delivery worker never holds back the sweeps. The children
+die with their worker, even on ``kill -9`` (Linux's parent-death signal).
 
 Run as many as you need, on any number of machines: the database claim and lease
 decide who delivers what. Jobs run in the worker process itself (RQ's
@@ -23,14 +31,15 @@ import signal
 import time
 
 import redis
-from rq import SimpleWorker, Worker
+from rq import Queue
 from rq.cron import CronScheduler
 
 os.environ.setdefault("PROCESS_ROLE", "worker")
 
 from app import create_app  # noqa: E402
 from app.jobs import bind_app, sweep_job  # noqa: E402
-from app.queueing import delivery_queue, get_redis  # noqa: E402
+from app.queueing import get_redis  # noqa: E402
+from app.rq_workers import ConsoleSimpleWorker, ConsoleWorker, die_with_parent  # noqa: E402
 
 log = logging.getLogger("worker")
 
@@ -46,11 +55,12 @@ def _reconnect_delays():
         delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
 
-def run_cron(interval_seconds: int) -> None:
-    """Enqueue the sweep every `interval_seconds` with RQ's cron scheduler.
+def run_cron(interval_seconds: int, parent_pid: int) -> None:
+    """Enqueue the sweep on the sweeps queue every `interval_seconds` (RQ's cron).
 
     RQ's cron loop stops on a Redis error; start it again once Redis answers.
     """
+    die_with_parent(parent_pid)
     app = create_app()
     bind_app(app)
     delays = _reconnect_delays()
@@ -60,7 +70,7 @@ def run_cron(interval_seconds: int) -> None:
                 cron = CronScheduler(connection=get_redis(app), name=f"sweeps-{os.getpid()}")
                 cron.register(
                     sweep_job,
-                    queue_name=app.config["DELIVERY_QUEUE"],
+                    queue_name=app.config["SWEEP_QUEUE"],
                     interval=interval_seconds,
                     result_ttl=600,
                     failure_ttl=3600,
@@ -74,7 +84,15 @@ def run_cron(interval_seconds: int) -> None:
             time.sleep(delay)
 
 
-def run_worker(app, worker_class, burst: bool) -> None:
+def run_sweep_worker(parent_pid: int) -> None:
+    """Serve the sweeps queue in a child process of the delivery worker."""
+    die_with_parent(parent_pid)
+    app = create_app()
+    bind_app(app)
+    run_worker(app, ConsoleSimpleWorker, burst=False, queue_name=app.config["SWEEP_QUEUE"], scheduler=False)
+
+
+def run_worker(app, worker_class, burst: bool, queue_name: str, scheduler: bool = True) -> None:
     """Run RQ's worker loop, and start it again when Redis went away under it.
 
     RQ retries a lost connection while it waits for jobs, but quits when Redis
@@ -83,10 +101,15 @@ def run_worker(app, worker_class, burst: bool) -> None:
     """
     delays = _reconnect_delays()
     while True:
-        worker = worker_class([delivery_queue(app)], connection=get_redis(app))
+        connection = get_redis(app)
+        worker = worker_class(
+            [Queue(queue_name, connection=connection)],
+            connection=connection,
+            worker_ttl=app.config["WORKER_TTL_SECONDS"],
+        )
         try:
-            log.info("worker starting", extra={"worker": worker.name})
-            worker.work(with_scheduler=True, burst=burst, logging_level=app.config["LOG_LEVEL"])
+            log.info("worker starting", extra={"worker": worker.name, "queue": queue_name})
+            worker.work(with_scheduler=scheduler, burst=burst, logging_level=app.config["LOG_LEVEL"])
         except redis.RedisError as error:
             log.warning("worker lost Redis", extra={"error": str(error)})
         if burst or getattr(worker, "_shutdown_requested_date", None):  # done, or asked to stop
@@ -101,6 +124,7 @@ def main() -> None:
     parser.add_argument("--no-cron", action="store_true", help="do not schedule the sweeps from this process")
     parser.add_argument("--burst", action="store_true", help="stop when the queue is empty")
     parser.add_argument("--fork", action="store_true", help="run each job in a forked work horse")
+    parser.add_argument("--queue", default=None, help="the queue to serve (default: DELIVERY_QUEUE)")
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve this worker's Prometheus metrics on 127.0.0.1:PORT"
     )
@@ -111,18 +135,25 @@ def main() -> None:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr="127.0.0.1")
-    cron = None
+    children = []
     if not args.no_cron and not args.burst:
-        cron = multiprocessing.get_context("fork").Process(
-            target=run_cron, args=(app.config["SWEEP_INTERVAL_SECONDS"],), daemon=True
-        )
-        cron.start()
+        fork = multiprocessing.get_context("fork")
+        me = os.getpid()
+        children = [
+            fork.Process(target=run_cron, args=(app.config["SWEEP_INTERVAL_SECONDS"], me), daemon=True),
+            fork.Process(target=run_sweep_worker, args=(me,), daemon=True),
+        ]
+        for child in children:
+            child.start()
     try:
-        run_worker(app, Worker if args.fork else SimpleWorker, args.burst)
+        worker_class = ConsoleWorker if args.fork else ConsoleSimpleWorker
+        run_worker(app, worker_class, args.burst, args.queue or app.config["DELIVERY_QUEUE"])
     finally:
-        if cron is not None and cron.is_alive():
-            os.kill(cron.pid, signal.SIGTERM)
-            cron.join(timeout=10)
+        for child in children:
+            if child.is_alive():
+                os.kill(child.pid, signal.SIGTERM)
+        for child in children:
+            child.join(timeout=10)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,10 @@ class Config:
         self.REDIS_URL = os.environ.get("REDIS_URL") or None
         self.EMBEDDED_REDIS_PATH = str(Path(instance_path) / "redis.db")
         self.DELIVERY_QUEUE = os.environ.get("DELIVERY_QUEUE", "deliveries")
+        self.SWEEP_QUEUE = os.environ.get("SWEEP_QUEUE", "sweeps")
+        # Workers heartbeat at least every TTL - 15 s; Operations calls one dead
+        # when its heartbeat is older than TTL + 15 s.
+        self.WORKER_TTL_SECONDS = int(os.environ.get("WORKER_TTL_SECONDS", "60"))
         self.SWEEP_INTERVAL_SECONDS = int(os.environ.get("SWEEP_INTERVAL_SECONDS", "15"))
         # Egress: loopback and private addresses are refused unless allowed (SSRF).
         self.EGRESS_ALLOW_PRIVATE = env_bool("EGRESS_ALLOW_PRIVATE", False)

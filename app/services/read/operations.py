@@ -18,6 +18,7 @@ from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox
 from app.models.base import loads
+from app.rq_workers import heartbeat_is_live
 
 P = ActionProposal
 S = ProposalState
@@ -35,6 +36,10 @@ class QueueStatus:
     failed: int = 0
     workers: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def live_workers(self) -> int:
+        return sum(1 for w in self.workers if w["live"])
+
 
 @dataclass
 class OperationsView:
@@ -47,13 +52,22 @@ class OperationsView:
     sweep_lag_seconds: float | None
 
 
-def queue_status(queue: Queue) -> QueueStatus:
-    """Depth of the delivery queue and the workers serving it, from RQ."""
+def queue_status(queue: Queue, worker_ttl_seconds: int, now: datetime | None = None) -> QueueStatus:
+    """Depth of a queue and the workers serving it, from RQ.
+
+    Args:
+        queue: the RQ queue.
+        worker_ttl_seconds: the workers' TTL (``WORKER_TTL_SECONDS``): a worker
+            whose last heartbeat is older than that plus a grace is shown dead.
+        now: the time to judge heartbeats by (UTC); defaults to now.
+    """
+    now = now or utcnow()
     try:
         connection = queue.connection
         workers = [
             {
                 "name": w.name,
+                "live": heartbeat_is_live(w.last_heartbeat, worker_ttl_seconds, now),
                 "state": w.get_state(),
                 "current_job": w.get_current_job_id(),
                 "last_heartbeat": w.last_heartbeat,
@@ -78,7 +92,9 @@ def queue_status(queue: Queue) -> QueueStatus:
         return QueueStatus(reachable=False, error=f"{type(error).__name__}: {error}"[:200])
 
 
-def operations_view(installation_id: str, queue: Queue, now: datetime | None = None) -> OperationsView:
+def operations_view(
+    installation_id: str, queue: Queue, worker_ttl_seconds: int, now: datetime | None = None
+) -> OperationsView:
     """Failed and stuck deliveries of one installation, queue status, last sweep."""
     now = now or utcnow()
     overdue = now - timedelta(seconds=OVERDUE_SECONDS)
@@ -112,7 +128,7 @@ def operations_view(installation_id: str, queue: Queue, now: datetime | None = N
         failed=list(failed),
         stuck=list(stuck),
         failed_dispatches=failed_dispatches or 0,
-        queue=queue_status(queue),
+        queue=queue_status(queue, worker_ttl_seconds, now),
         last_sweep=last,
         last_sweep_counts=loads(last.counts_json, {}) if last else {},
         sweep_lag_seconds=(now - last.started_at).total_seconds() if last else None,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from flask import render_template
+from flask import current_app, render_template
 from flask_login import current_user
 
 from app.queueing import delivery_queue
@@ -13,5 +13,5 @@ from .blueprint import bp
 @bp.route("/operations")
 @role_required("admin", "reviewer", "auditor")
 def operations():
-    view = operations_view(current_user.installation_id, delivery_queue())
+    view = operations_view(current_user.installation_id, delivery_queue(), current_app.config["WORKER_TTL_SECONDS"])
     return render_template("operations/index.html", v=view)

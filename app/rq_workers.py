@@ -1,0 +1,101 @@
+"""RQ worker classes for the console: heartbeats that tell live workers from dead
+ones, and child processes that die with their worker.
+
+RQ's own workers go quiet in two ways that mislead the operations screen: after a
+Redis restart a running worker is no longer listed (its registration was lost and
+a heartbeat only refreshes the hash), and a SimpleWorker sends no heartbeat while it
+runs a job, so a killed one and a busy one look alike until its key expires. Here
+every heartbeat re-registers a worker Redis forgot, and a thread keeps heartbeats
+going while a job runs, so `heartbeat_is_live` can judge by the heartbeat alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import threading
+from datetime import datetime, timedelta
+
+from rq import SimpleWorker, Worker, worker_registration
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKER_TTL_SECONDS = 60
+# A heartbeat this much later than the worker's TTL means the worker is gone.
+LIVENESS_GRACE_SECONDS = 15
+_PR_SET_PDEATHSIG = 1
+
+
+def heartbeat_is_live(last_heartbeat: datetime | None, worker_ttl_seconds: int, now: datetime) -> bool:
+    """Whether a worker whose last heartbeat was `last_heartbeat` (UTC) still runs.
+
+    Console workers heartbeat at least every ``worker_ttl_seconds - 15`` seconds,
+    idle or busy, so a heartbeat older than the TTL plus a grace means the process
+    died (``kill -9``, a lost machine) even if Redis still lists it.
+    """
+    if last_heartbeat is None:
+        return False
+    return now - last_heartbeat <= timedelta(seconds=worker_ttl_seconds + LIVENESS_GRACE_SECONDS)
+
+
+class _Heartbeats:
+    """Mixin: re-register when Redis forgot this worker; heartbeat during jobs."""
+
+    def heartbeat(self, timeout=None, pipeline=None):
+        super().heartbeat(timeout, pipeline)
+        if pipeline is None and not self.connection.sismember(worker_registration.REDIS_WORKER_KEYS, self.key):
+            # Redis restarted or was flushed: put this worker back on the lists.
+            with self.connection.pipeline() as pipe:
+                pipe.hset(self.key, mapping=self.serialize())
+                worker_registration.register(self, pipe)
+                pipe.expire(self.key, timeout or self.worker_ttl + 60)
+                pipe.execute()
+            log.info("worker registered again after Redis forgot it", extra={"worker": self.name})
+
+    def execute_job(self, job, queue):
+        stop = threading.Event()
+        interval = max(1, self.dequeue_timeout // 2)
+
+        def beat():
+            while not stop.wait(interval):
+                try:
+                    super(_Heartbeats, self).heartbeat(self.worker_ttl + 60)
+                except Exception:  # Redis away: the job's own writes will notice
+                    log.debug("heartbeat during a job failed", exc_info=True)
+
+        thread = threading.Thread(target=beat, name="rq-heartbeat", daemon=True)
+        thread.start()
+        try:
+            return super().execute_job(job, queue)
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+
+class ConsoleSimpleWorker(_Heartbeats, SimpleWorker):
+    """RQ's SimpleWorker (jobs in the worker process) with console heartbeats."""
+
+
+class ConsoleWorker(_Heartbeats, Worker):
+    """RQ's forking Worker with console heartbeats."""
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to send this process SIGTERM when its parent dies.
+
+    Called first in the worker's child processes (sweep cron, sweep worker), so a
+    ``kill -9`` of the worker does not leave them running under init.
+
+    Args:
+        parent_pid: the worker's pid, read before the fork: if it already died
+            before the request took effect, this process exits at once.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the worker's finally still stops us
+        log.debug("prctl is not available")
+    if os.getppid() != parent_pid:
+        os._exit(0)

@@ -1,0 +1,186 @@
+"""worker.py as a process tree: sweeps on their own queue, children that die with
+their worker, and a worker list that tells live workers from dead ones (EVT-3)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from rq import Queue, Worker
+from sqlalchemy import func, select
+
+from app.domain.clock import utcnow
+from app.extensions import db
+from app.models import ConnectionAttempt, SweepRun
+from app.queueing import get_redis
+from app.rq_workers import heartbeat_is_live
+from app.services.read.operations import queue_status
+
+from ..builders import decide_report, make_world, point_connection_at
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_worker(app, tmp_path, *args, **env):
+    environment = {
+        **os.environ,
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "REDIS_URL": app.config["REDIS_URL"],
+        "EGRESS_ALLOW_PRIVATE": "1",
+        "INSTANCE_PATH": str(tmp_path / "worker"),
+        "LOG_LEVEL": "WARNING",
+        **env,
+    }
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "worker.py"), *args],
+        env=environment,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_for(condition, timeout: float, what: str):
+    """Poll `condition` until it holds: the event comes from another process."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def stop(process):
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow
+def test_children_die_with_their_worker(app, tmp_path):
+    """EVT-3: after kill -9 of a worker, its sweep cron and sweep worker exit too."""
+    worker = start_worker(app, tmp_path)
+    try:
+        children = wait_for(lambda: len(children_of(worker.pid)) >= 2 and children_of(worker.pid), 30, "two children")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        wait_for(lambda: not any(alive(pid) for pid in children), 20, "the children to exit")
+    finally:
+        stop(worker)
+
+
+@pytest.mark.slow
+def test_sweeps_run_while_a_slow_platform_holds_the_delivery_worker(app, platform, httpserver, tmp_path):
+    """EVT-3: sweeps have their own queue: a delivery held by a slow platform does not
+    hold back the sweeps."""
+    world = make_world(platform.url, approval_mode="bounded_auto")
+    release = threading.Event()
+
+    def slow(request):
+        release.wait(60)  # the platform holds the request until the test lets go
+        from werkzeug import Response
+
+        return Response("unavailable", status=503)
+
+    httpserver.expect_request("/actions/takedown", method="POST").respond_with_handler(slow)
+    point_connection_at(world, httpserver.url_for("/"), timeout_seconds=60)
+    decide_report(world, 0)
+    worker = start_worker(app, tmp_path, SWEEP_INTERVAL_SECONDS="1")
+    try:
+
+        def attempt_in_flight():
+            db.session.rollback()
+            return db.session.scalar(select(func.count()).select_from(ConnectionAttempt)) >= 1
+
+        wait_for(attempt_in_flight, 30, "the delivery to reach the platform")
+        db.session.rollback()
+        sweeps_before = db.session.scalar(select(func.count()).select_from(SweepRun))
+
+        def another_sweep():
+            db.session.rollback()
+            return db.session.scalar(select(func.count()).select_from(SweepRun)) > sweeps_before
+
+        wait_for(another_sweep, 20, "a sweep while the delivery is held")
+        assert not release.is_set()
+    finally:
+        release.set()
+        stop(worker)
+
+
+@pytest.mark.slow
+def test_a_worker_is_listed_again_after_redis_forgets_it(app, tmp_path):
+    """EVT-3: after Redis is flushed (or restarted) a running worker lists itself again."""
+    redis_client = get_redis(app)
+    worker = start_worker(app, tmp_path, "--no-cron", WORKER_TTL_SECONDS="17")
+    try:
+        queue = Queue(app.config["DELIVERY_QUEUE"], connection=redis_client)
+        wait_for(lambda: Worker.all(queue=queue), 30, "the worker to register")
+        redis_client.flushdb()
+        assert Worker.all(queue=queue) == []
+        listed = wait_for(lambda: Worker.all(queue=queue), 30, "the worker to register again")
+        assert queue_status(queue, 17).workers[0]["live"] is True
+        assert len(listed) == 1
+    finally:
+        stop(worker)
+
+
+def test_heartbeat_liveness():
+    """EVT-3: a worker whose heartbeat is older than its TTL plus a grace is dead."""
+    now = utcnow()
+    assert heartbeat_is_live(now - timedelta(seconds=60), 60, now)
+    assert heartbeat_is_live(now - timedelta(seconds=75), 60, now)
+    assert not heartbeat_is_live(now - timedelta(seconds=76), 60, now)
+    assert not heartbeat_is_live(None, 60, now)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_shown_dead(app, tmp_path):
+    """EVT-3: Operations tells a kill -9ed worker (still in Redis) from a live one."""
+    redis_client = get_redis(app)
+    queue = Queue(app.config["DELIVERY_QUEUE"], connection=redis_client)
+    worker = start_worker(app, tmp_path, "--no-cron", WORKER_TTL_SECONDS="17")
+    try:
+        wait_for(lambda: Worker.all(queue=queue), 30, "the worker to register")
+        status = queue_status(queue, 17)
+        assert [w["live"] for w in status.workers] == [True]
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        later = utcnow() + timedelta(seconds=17 + 16)
+        status = queue_status(queue, 17, now=later)
+        assert len(status.workers) == 1 and status.workers[0]["live"] is False
+        assert status.live_workers == 0
+    finally:
+        stop(worker)
