@@ -85,7 +85,7 @@ def stack(app, world, tmp_path):
         try:
             # the first answer waits for a web process to boot the app
             return requests.get(f"{base}/readyz", timeout=10).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # still booting (a loaded machine)
             return False
 
     eventually(ready, timeout=60)
