@@ -111,6 +111,7 @@ def register_cli(app: Flask) -> None:
         """Show a proposal's state, attempts, receipts and audit trail."""
         from .extensions import db
         from .models import ActionProposal, ActionReceiptRecord, AuditEvent, ConnectionAttempt
+        from .services.read.console import attempt_statuses
 
         proposal = db.session.get(ActionProposal, proposal_id)
         if proposal is None:
@@ -123,14 +124,19 @@ def register_cli(app: Flask) -> None:
         )
         click.echo(f"  operation {proposal.operation_id}\n  digest {proposal.payload_digest}")
         click.echo("attempts:")
-        for a in db.session.scalars(
+        attempts = db.session.scalars(
             select(ConnectionAttempt)
             .where(ConnectionAttempt.proposal_id == proposal.id)
             .order_by(ConnectionAttempt.attempt_number)
-        ):
+        ).all()
+        statuses = attempt_statuses(proposal, attempts)
+        for a in attempts:
+            status = statuses[a.id]
+            finished = f"finished {a.finished_at:%Y-%m-%d %H:%M:%S}" if a.finished_at else status.replace("_", " ")
             click.echo(
-                f"  #{a.attempt_number} cycle {a.delivery_cycle} {a.started_at:%Y-%m-%d %H:%M:%S} "
-                f"{a.response_status or '-'} {a.response_class or 'in flight'} {a.error_code or ''} "
+                f"  #{a.attempt_number} cycle {a.delivery_cycle} {a.method} {a.url} "
+                f"started {a.started_at:%Y-%m-%d %H:%M:%S} {finished} "
+                f"{a.response_status or '-'} {a.response_class or '-'} {a.error_code or ''} "
                 f"{a.duration_ms if a.duration_ms is not None else '-'} ms"
             )
         click.echo("receipts:")

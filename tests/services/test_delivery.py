@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from standardwebhooks import Webhook
 
 from app.domain.clock import utcnow
-from app.domain.digests import sha256_digest
+from app.domain.digests import canonical_json, sha256_digest
 from app.extensions import db
 from app.models import (
     ActionProposal,
@@ -477,3 +477,29 @@ def test_attempt_rows_count_every_request(app, approved, scripted):
     deliver(approved.id)
     assert [a.response_class for a in attempts(approved)] == ["server_error", "timeout", "success"]
     assert db.session.scalar(select(func.count()).select_from(ConnectionAttempt)) == 3
+
+
+def test_webhook_id_is_stable_for_one_operation(app, approved, scripted, world):
+    """DLV-4: Standard Webhooks' webhook-id names the message, so a resent request
+    (the next attempt, or a new delivery cycle) carries the same id, and it is
+    signed over that id; another operation gets another id."""
+    from app.services.lifecycle.retry import retry_proposal
+
+    script = scripted(s.http_status(503), s.http_status(400), s.applied())
+    deliver(approved.id)
+    make_due(approved)
+    deliver(approved.id)
+    assert reload(approved).delivery_terminal
+    row = reload(approved)
+    retry_proposal(
+        approved.id,
+        payload_digest=row.payload_digest,
+        idempotency_key="retry-key-0001",
+        operator=world.user("reviewer"),
+    )
+    deliver(approved.id)
+    assert reload(approved).state == "applied"
+    ids = [headers["Webhook-Id"] for headers, _ in script.requests]
+    assert len(ids) == 3 and len(set(ids)) == 1
+    for headers, body in script.requests:
+        Webhook(world.signing_secret).verify(canonical_json(body), {k.lower(): v for k, v in headers.items()})

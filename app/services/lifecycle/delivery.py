@@ -20,6 +20,7 @@ from flask import current_app
 from sqlalchemy import and_, case, or_, select
 
 from app import egress
+from app.domain.attempts import webhook_message_id
 from app.domain.backoff import retry_delay
 from app.domain.clock import iso, utcnow
 from app.domain.digests import canonical_json, sha256_digest
@@ -362,7 +363,7 @@ def _send(operation_id: str, plan: _Plan):
                 method=target.method,
                 url=target.url,
                 body=plan.body,
-                message_id=f"msg_{plan.attempt.id}",
+                message_id=webhook_message_id(operation_id),
                 idempotency_key=operation_id,
                 timeout_seconds=target.timeout_seconds,
                 bearer_token=target.bearer_token,

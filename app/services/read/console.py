@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select, tuple_
 
-from app.domain.clock import iso, parse_iso
+from app.domain.attempts import attempt_status
+from app.domain.clock import iso, parse_iso, utcnow
 from app.domain.maker_checker import Verdict
 from app.domain.states import ProposalState
 from app.extensions import db
@@ -191,6 +192,7 @@ class ProposalDetail:
     audit: list
     actors: dict[str, str] = field(default_factory=dict)
     audit_total: int = 0
+    attempt_statuses: dict[str, str] = field(default_factory=dict)  # attempt id -> finished|in_flight|abandoned
 
 
 AUDIT_SHOWN = 50
@@ -252,7 +254,24 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
         audit=audit,
         actors=actors,
         audit_total=audit_total,
+        attempt_statuses=attempt_statuses(proposal, [a for rows in by_cycle.values() for a in rows]),
     )
+
+
+def attempt_statuses(proposal: ActionProposal, attempts: list[ConnectionAttempt]) -> dict[str, str]:
+    """Each attempt's status (DLV-4): finished, in flight, or abandoned by its worker."""
+    now = utcnow()
+    return {
+        a.id: attempt_status(
+            a.finished_at is not None,
+            a.attempt_number,
+            proposal.delivery_attempt_count,
+            proposal.state,
+            proposal.lease_expires_at,
+            now,
+        )
+        for a in attempts
+    }
 
 
 def open_tasks(operator: OperatorUser, limit: int = 200, task_id: str | None = None) -> list[dict[str, Any]]:
