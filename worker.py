@@ -101,13 +101,15 @@ def run_worker(app, worker_class, burst: bool, queue_name: str, scheduler: bool 
     """
     delays = _reconnect_delays()
     while True:
-        connection = get_redis(app)
-        worker = worker_class(
-            [Queue(queue_name, connection=connection)],
-            connection=connection,
-            worker_ttl=app.config["WORKER_TTL_SECONDS"],
-        )
+        worker = None
         try:
+            connection = get_redis(app)
+            # Building a worker talks to Redis too (CLIENT SETNAME): keep it inside.
+            worker = worker_class(
+                [Queue(queue_name, connection=connection)],
+                connection=connection,
+                worker_ttl=app.config["WORKER_TTL_SECONDS"],
+            )
             log.info("worker starting", extra={"worker": worker.name, "queue": queue_name})
             worker.work(with_scheduler=scheduler, burst=burst, logging_level=app.config["LOG_LEVEL"])
         except redis.RedisError as error:
