@@ -19,6 +19,7 @@ import threading
 from datetime import datetime, timedelta
 
 from rq import SimpleWorker, Worker, worker_registration
+from rq.scheduler import RQScheduler
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,45 @@ def heartbeat_is_live(last_heartbeat: datetime | None, worker_ttl_seconds: int, 
     return now - last_heartbeat <= timedelta(seconds=worker_ttl_seconds + LIVENESS_GRACE_SECONDS)
 
 
+class _ChildScheduler(RQScheduler):
+    """RQ's scheduler process (it moves retries due later onto the queue), dying with
+    the worker that forked it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._worker_pid = os.getpid()
+
+    def work(self):
+        die_with_parent(self._worker_pid)
+        return super().work()
+
+
 class _Heartbeats:
-    """Mixin: re-register when Redis forgot this worker; heartbeat during jobs."""
+    """Mixin: re-register when Redis forgot this worker; heartbeat during jobs;
+    a scheduler child that dies with the worker."""
+
+    def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None, **_):
+        # RQ's own method with the scheduler class swapped: RQ names it directly.
+        options = {k: v for k, v in (("date_format", date_format), ("log_format", log_format)) if v}
+        self.scheduler = _ChildScheduler(
+            self.queues,
+            connection=self.connection,
+            logging_level=logging_level if logging_level is not None else self.log.level,
+            serializer=self.serializer,
+            **options,
+        )
+        self.scheduler.acquire_locks()
+        if not self.scheduler.acquired_locks:
+            return
+        if not burst:
+            self.scheduler.start()
+            return
+        try:
+            self.scheduler.register_birth()
+            self.scheduler.enqueue_scheduled_jobs()
+        finally:
+            self.scheduler.release_locks()
+            self.scheduler.register_death()
 
     def heartbeat(self, timeout=None, pipeline=None):
         super().heartbeat(timeout, pipeline)

@@ -91,13 +91,15 @@ def stop(process):
 
 @pytest.mark.slow
 def test_children_die_with_their_worker(app, tmp_path):
-    """EVT-3: after kill -9 of a worker, its sweep cron and sweep worker exit too."""
+    """EVT-3: after kill -9 of a worker, its sweep cron, its sweep worker and RQ's
+    scheduler process exit too."""
     worker = start_worker(app, tmp_path)
     try:
-        children = wait_for(lambda: len(children_of(worker.pid)) >= 2 and children_of(worker.pid), 30, "two children")
+        # the sweep cron, the sweep worker, and RQ's scheduler of the delivery worker
+        children = wait_for(lambda: len(children_of(worker.pid)) >= 3 and children_of(worker.pid), 60, "children")
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
-        wait_for(lambda: not any(alive(pid) for pid in children), 20, "the children to exit")
+        wait_for(lambda: not any(alive(pid) for pid in children), 30, "the children to exit")
     finally:
         stop(worker)
 
