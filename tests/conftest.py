@@ -156,6 +156,12 @@ def client(app):
     return app.test_client()
 
 
+@pytest.fixture
+def runner(app):
+    """Flask's CLI runner: ``runner.invoke(args=["sweep"])`` runs a command on this app."""
+    return app.test_cli_runner()
+
+
 CSRF_PATTERN = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"')
 
 
