@@ -235,9 +235,9 @@ _serial = itertools.count(1)
 
 @dataclass
 class Team:
-    """A minimal installation: one queue, one integration, one connection, the
-    takedown and restore components and one enforcement workflow. Operators are made
-    on first use (`user`)."""
+    """A minimal installation: the five operators of `OPERATOR_ROLES`, one queue, one
+    integration, one connection, the takedown and restore components and one
+    enforcement workflow."""
 
     installation_id: str
     slug: str
@@ -258,8 +258,8 @@ class Team:
 
 
 def make_operator(installation_id: str, name: str = "moderator", roles: list[str] | None = None) -> OperatorUser:
-    """The installation's operator called `name` (created on first use, through the
-    operators service); roles default to the demo's for that name."""
+    """The installation's operator called `name` (created through the operators
+    service on first use); roles default to `OPERATOR_ROLES[name]`."""
     from app.services.admin.operators import create_operator
     from app.services.uow import Actor
 
@@ -305,6 +305,8 @@ def make_team(platform: Platform | str | None = None, *, approval_mode: str = "h
         queue = Queue(installation_id=installation.id, name="General", slug="general")
         uow.session.add(queue)
         uow.commit()
+    for name in OPERATOR_ROLES:  # made now, so a test's before/after counts see none appear
+        make_operator(installation.id, name)
     admin = make_operator(installation.id, "admin")
     integration_id = create_integration(admin, name="Platform", slug="platform", default_queue_id=queue.id)
     url = platform.url if isinstance(platform, Platform) else platform or NO_PLATFORM_URL

@@ -192,6 +192,14 @@ def world(app, platform):
 
 
 @pytest.fixture
+def team(app, platform):
+    """A minimal installation wired to the demo platform (`builders.make_team`)."""
+    from .builders import make_team
+
+    return make_team(platform)
+
+
+@pytest.fixture
 def scripted(httpserver, world):
     """Point the world's connection at pytest-httpserver and answer from a script."""
     from .builders import point_connection_at

@@ -8,7 +8,20 @@ from sqlalchemy import func, select
 from app.extensions import db
 from app.models import ActionApproval, ConnectionAttempt, Installation, OperatorUser, Report
 
-from .builders import PROPOSAL_STATES, make_decision, make_operator, make_proposal, make_report, make_team
+from .builders import (
+    OPERATOR_ROLES,
+    PROPOSAL_STATES,
+    make_decision,
+    make_operator,
+    make_proposal,
+    make_report,
+    make_team,
+)
+
+
+def count(model) -> int:
+    db.session.rollback()
+    return db.session.scalar(select(func.count()).select_from(model))
 
 
 @pytest.mark.parametrize("state", PROPOSAL_STATES)
@@ -50,8 +63,10 @@ def test_builders_make_only_what_they_are_asked_for(app):
     assert (report.state, report.installation_id) == ("open", team.installation_id)
     decision = make_decision(report, code="no_violation", maker="reviewer2")
     assert (decision.decision_code, decision.maker_id) == ("no_violation", team.user("reviewer2").id)
-    assert db.session.scalar(select(func.count()).select_from(Report)) == 1
-    assert db.session.scalar(select(func.count()).select_from(Installation)) == 1
-    names = set(db.session.scalars(select(OperatorUser.email)))
-    assert names == {f"admin@{team.slug}.example.com", f"reviewer2@{team.slug}.example.com"}
+    assert count(Report) == 1 and count(Installation) == 1
+    emails = set(db.session.scalars(select(OperatorUser.email)))
+    assert emails == {f"{name}@{team.slug}.example.com" for name in OPERATOR_ROLES}
     assert make_operator(team.installation_id, "reviewer2").roles == {"reviewer", "moderator"}
+    assert make_operator(team.installation_id, "reviewer2").id == decision.maker_id  # made once
+    lead = make_operator(team.installation_id, "lead", roles=["admin"])
+    assert lead.roles == {"admin"} and count(OperatorUser) == len(OPERATOR_ROLES) + 1
