@@ -51,7 +51,7 @@ class Demo:
         try:
             ready = requests.get(f"{self.base}/readyz", timeout=5).status_code == 200
             return ready and requests.get(f"{self.platform}/content", timeout=5).ok
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # still starting
             return False
 
     def stop(self) -> int:
