@@ -32,7 +32,7 @@ def register_cli(app: Flask) -> None:
         from .domain.errors import ApiError
         from .extensions import db
         from .models import Installation
-        from .services.operators import create_operator
+        from .services.admin.operators import create_operator
         from .services.uow import Actor, unit_of_work
 
         installation = db.session.scalar(select(Installation).where(Installation.slug == installation_slug))
@@ -63,7 +63,7 @@ def register_cli(app: Flask) -> None:
         """Issue a bearer token for a platform; it is printed once and only its hash is kept."""
         from .extensions import db
         from .models import Installation, Integration
-        from .services.integrations import issue_token
+        from .services.admin.integrations import issue_token
         from .services.uow import Actor
 
         integration = db.session.scalar(
@@ -92,7 +92,7 @@ def register_cli(app: Flask) -> None:
         from .domain.errors import ApiError
         from .extensions import db
         from .models import IntegrationToken
-        from .services.integrations import revoke_token
+        from .services.admin.integrations import revoke_token
         from .services.uow import Actor
 
         row = db.session.get(IntegrationToken, token_id)
@@ -157,7 +157,7 @@ def register_cli(app: Flask) -> None:
         """Run the periodic sweeps once, now."""
         from dataclasses import asdict
 
-        from .services.sweeps import run_sweeps
+        from .services.lifecycle.sweeps import run_sweeps
 
         click.echo(asdict(run_sweeps()))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from rq import SimpleWorker
@@ -211,3 +212,315 @@ def add_reports(world: World, count: int, prefix: str = "extra") -> list[str]:
         ids.append(result.report_id)
     world.report_ids.extend(ids)
     return ids
+
+
+# -- Per-entity builders ---------------------------------------------------------------
+#
+# Each builds one entity through the services a user or a platform would call
+# (intake, decision, approval, the delivery job against a loopback platform, the
+# sweeps), never by writing state columns, so a test states only what it needs.
+# The one stand-in is the clock: reaching a later attempt or a timeout moves a
+# deadline into the past (`make_due`, `_expire_wait`), as time passing would.
+
+OPERATOR_ROLES = {
+    "moderator": ["moderator"],
+    "reviewer": ["reviewer"],
+    "reviewer2": ["reviewer", "moderator"],
+    "admin": ["admin", "reviewer"],
+    "auditor": ["auditor"],
+}
+NO_PLATFORM_URL = "http://127.0.0.1:9"  # the discard port: nothing answers
+_serial = itertools.count(1)
+
+
+@dataclass
+class Team:
+    """A minimal installation: the five operators of `OPERATOR_ROLES`, one queue, one
+    integration, one connection, the takedown and restore components and one
+    enforcement workflow."""
+
+    installation_id: str
+    slug: str
+    integration_id: str
+    queue_id: str
+    connection_version_id: str
+    components: dict[str, str]  # slug -> component version id
+    workflow_version_id: str
+    platform: Platform | str | None = None
+
+    def user(self, name: str) -> OperatorUser:
+        return make_operator(self.installation_id, name)
+
+    @property
+    def demo_platform(self) -> Platform:
+        assert isinstance(self.platform, Platform), "this state needs the demo platform: make_team(platform)"
+        return self.platform
+
+
+def make_operator(installation_id: str, name: str = "moderator", roles: list[str] | None = None) -> OperatorUser:
+    """The installation's operator called `name` (created through the operators
+    service on first use); roles default to `OPERATOR_ROLES[name]`."""
+    from app.services.admin.operators import create_operator
+    from app.services.uow import Actor
+
+    slug = db.session.get(Installation, installation_id).slug
+    email = f"{name}@{slug}.example.com"
+    existing = db.session.scalar(select(OperatorUser).where(OperatorUser.email == email))
+    if existing is not None:
+        return existing
+    return create_operator(
+        installation_id,
+        email=email,
+        password=DEMO_PASSWORD,
+        display_name=name.title(),
+        roles=roles or OPERATOR_ROLES[name],
+        actor=Actor.system("test-builder"),
+    )
+
+
+def make_team(platform: Platform | str | None = None, *, approval_mode: str = "human", edit_graph=None) -> Team:
+    """A new installation configured through the admin services.
+
+    Args:
+        platform: the demo `Platform` (its secrets are set to the connection's), a
+            base URL (pytest-httpserver), or None (nothing answers).
+        approval_mode: ``human`` or ``bounded_auto`` (components and workflow).
+        edit_graph: called with the enforcement graph (a dict) before it is saved.
+    """
+    import json
+
+    from app.demo import ACTION_INPUT_SCHEMA, RECEIPT_OUTPUT_SCHEMA, enforcement_graph
+    from app.models import Queue
+    from app.services.admin.components import ComponentSpec, create_component
+    from app.services.admin.connections import ConnectionSettings, create_connection
+    from app.services.admin.integrations import create_integration
+    from app.services.admin.workflows import create_workflow
+
+    n = next(_serial)
+    slug = f"team{n}"
+    with unit_of_work() as uow:  # no service creates installations and queues (the CLI and the seed write them)
+        installation = Installation(name=f"Team {n}", slug=slug)
+        uow.session.add(installation)
+        uow.session.flush()
+        queue = Queue(installation_id=installation.id, name="General", slug="general")
+        uow.session.add(queue)
+        uow.commit()
+    for name in OPERATOR_ROLES:  # made now, so a test's before/after counts see none appear
+        make_operator(installation.id, name)
+    admin = make_operator(installation.id, "admin")
+    integration_id = create_integration(admin, name="Platform", slug="platform", default_queue_id=queue.id)
+    url = platform.url if isinstance(platform, Platform) else platform or NO_PLATFORM_URL
+    bearer = f"platform-token-{n}"
+    connection = create_connection(
+        admin,
+        name="Platform API",
+        slug="platform-api",
+        integration_id=integration_id,
+        settings=ConnectionSettings(
+            base_url=url,
+            bearer_token_action="set",
+            bearer_token=bearer,
+            signing_secret_action="generate",
+            timeout_seconds=5,
+            allowed_hosts="127.0.0.1 localhost",
+        ),
+    )
+    if isinstance(platform, Platform):
+        platform.state.configure(signing_secret=connection.signing_secret, bearer_token=bearer)
+    components = {}
+    for action, name in (("takedown", "Take down content"), ("restore", "Restore content")):
+        spec = ComponentSpec(
+            implementation_kind="webhook",
+            implementation_reference=f"POST /actions/{action}",
+            connection_version_id=connection.version_id,
+            input_schema=json.dumps(ACTION_INPUT_SCHEMA),
+            output_schema=json.dumps(RECEIPT_OUTPUT_SCHEMA),
+            approval_mode=approval_mode,
+        )
+        components[action] = create_component(admin, name=name, slug=action, spec=spec)[1]
+    graph = enforcement_graph(components["takedown"], components["restore"], approval_mode)
+    if edit_graph is not None:
+        edit_graph(graph)
+    _, workflow_version_id = create_workflow(
+        admin,
+        name="Enforcement",
+        slug="enforcement",
+        authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
+        graph=json.dumps(graph),
+        active=True,
+    )
+    return Team(
+        installation_id=installation.id,
+        slug=slug,
+        integration_id=integration_id,
+        queue_id=queue.id,
+        connection_version_id=connection.version_id,
+        components=components,
+        workflow_version_id=workflow_version_id,
+        platform=platform,
+    )
+
+
+def make_report(team: Team, *, target: str | None = None, external_id: str | None = None) -> Report:
+    """An open report about one post, through the platform's intake (API)."""
+    from app.services.cases.reports import intake_report
+
+    n = next(_serial)
+    result = intake_report(
+        {
+            "external_id": external_id or f"report-{n}",
+            "targets": [{"reference": target or f"post:{n}", "kind": "post"}],
+        },
+        team.integration_id,
+    )
+    db.session.rollback()
+    return db.session.get(Report, result.report_id)
+
+
+def make_decision(report: Report, *, code: str = "remove_content", maker: str = "moderator"):
+    """A moderator's decision on `report` (it starts the workflows it triggers)."""
+    from app.models import Decision
+    from app.services.cases.reports import record_decision
+
+    result = record_decision(
+        report.id, decision_code=code, rationale="test", operator=make_operator(report.installation_id, maker)
+    )
+    db.session.rollback()
+    return db.session.get(Decision, result.decision_id)
+
+
+PROPOSAL_STATES = (
+    "approval_required",
+    "rejected",
+    "queued",
+    "applying",
+    "accepted",  # queued, accepted by the platform, waiting for its confirmation
+    "applied",
+    "failed",
+    "cancelled",
+    "compensation_required",
+)
+
+
+def make_proposal(
+    team: Team | None = None,
+    *,
+    state: str = "approval_required",
+    report: Report | None = None,
+    maker: str = "moderator",
+    checker: str = "reviewer",
+    attempts: int = 1,
+    terminal: bool = True,
+) -> ActionProposal:
+    """A takedown proposal brought to `state` by the real moves.
+
+    Args:
+        team: its installation (a new one without a platform when None).
+        state: one of `PROPOSAL_STATES`. Delivered states need ``make_team(platform)``
+            with the demo platform: ``applied`` and ``compensation_required`` are
+            delivered by the delivery job; ``accepted`` is answered asynchronously;
+            ``failed`` fails `attempts` times (see `_fail`: terminal unless
+            ``terminal=False``; 8 attempts exhaust the cycle); ``cancelled`` times out
+            before approval (WAIT-2).
+        report: the report to decide (a new one when None).
+        maker: who decides the report; checker: who approves or rejects.
+        attempts, terminal: for ``failed`` only.
+
+    The state reached is checked, so a builder that drifted fails where it is used.
+    """
+    from datetime import timedelta
+
+    from app.domain.clock import utcnow
+    from app.domain.states import LEASE_SECONDS
+    from app.services.lifecycle.delivery import deliver, take_lease
+
+    assert state in PROPOSAL_STATES, state
+    team = team or make_team()
+    report = report or make_report(team)
+    make_decision(report, maker=maker)
+    proposal = proposal_of(report.id)
+    assert proposal is not None, "the enforcement workflow proposed nothing"
+    if state == "approval_required":
+        return _checked(proposal, "approval_required")
+    if state == "rejected":
+        approve(team, proposal, reviewer=checker, decision="rejected")
+        return _checked(proposal, "rejected")
+    if state == "cancelled":
+        _expire_wait(proposal)
+        return _checked(proposal, "cancelled")
+    if proposal.approval_mode == "human":
+        approve(team, proposal, reviewer=checker)
+    if state == "queued":
+        return _checked(proposal, "queued")
+    if state == "applying":
+        now = utcnow()
+        assert take_lease(proposal.id, now, now + timedelta(seconds=LEASE_SECONDS))
+        return _checked(proposal, "applying")
+    platform = team.demo_platform
+    if state == "accepted":
+        before = {"mode": platform.state.mode, "console_url": platform.state.console_url}
+        platform.state.configure(mode="async", console_url=None)  # accepted, never confirmed
+        try:
+            deliver(proposal.id)
+        finally:
+            platform.state.configure(**before)
+        row = _checked(proposal, "queued")
+        assert row.accepted_at is not None
+        return row
+    if state == "failed":
+        return _fail(proposal, platform, attempts, terminal)
+    deliver(proposal.id)
+    applied = _checked(proposal, "applied")
+    if state == "applied":
+        return applied
+    from app.services.lifecycle.compensation import propose_compensation
+
+    propose_compensation(
+        proposal.id,
+        component_version_id=team.components["restore"],
+        action_code="restore",
+        target=applied.target,
+        payload={"reason_code": "compensation", "report_reference": applied.payload["report_reference"]},
+        idempotency_key=f"compensate-{proposal.id[-12:]}",
+        operator=team.user(checker),
+    )
+    return _checked(proposal, "compensation_required")
+
+
+def _fail(proposal, platform: Platform, attempts: int, terminal: bool) -> ActionProposal:
+    """Deliver `attempts` times against a platform that fails each one (503, retryable;
+    the last 400, terminal, when `terminal` and attempts are left); it works after."""
+    from app.domain.states import MAX_ATTEMPTS_PER_CYCLE
+    from app.services.lifecycle.delivery import deliver
+
+    assert 1 <= attempts <= MAX_ATTEMPTS_PER_CYCLE
+    for n in range(1, attempts + 1):
+        last_refuses = terminal and n == attempts < MAX_ATTEMPTS_PER_CYCLE
+        platform.state.configure(fail_next=1, fail_status=400 if last_refuses else 503)
+        if n > 1:
+            make_due(proposal)
+        deliver(proposal.id)
+    row = _checked(proposal, "failed")
+    assert (row.delivery_attempt_count, row.delivery_terminal) == (
+        attempts,
+        terminal or attempts == MAX_ATTEMPTS_PER_CYCLE,
+    )
+    return row
+
+
+def _expire_wait(proposal) -> None:
+    """Time passes beyond the run's wait deadline; the timeout sweep runs (WAIT-2)."""
+    from datetime import timedelta
+
+    from app.domain.clock import utcnow
+    from app.models import WorkflowRun
+    from app.services.lifecycle import sweeps
+
+    set_row(WorkflowRun, proposal.run_id, wait_deadline_at=utcnow() - timedelta(seconds=1))
+    assert sweeps.time_out_runs(utcnow()) == 1
+
+
+def _checked(proposal, state: str) -> ActionProposal:
+    row = reload(proposal)
+    assert row.state == state, f"the builder reached {row.state}, not {state} ({row.last_error_code})"
+    return row

@@ -156,6 +156,12 @@ def client(app):
     return app.test_client()
 
 
+@pytest.fixture
+def runner(app):
+    """Flask's CLI runner: ``runner.invoke(args=["sweep"])`` runs a command on this app."""
+    return app.test_cli_runner()
+
+
 CSRF_PATTERN = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"')
 
 
@@ -183,6 +189,14 @@ def world(app, platform):
     made = make_world(platform.url)
     platform.configure_for(made)
     return made
+
+
+@pytest.fixture
+def team(app, platform):
+    """A minimal installation wired to the demo platform (`builders.make_team`)."""
+    from .builders import make_team
+
+    return make_team(platform)
 
 
 @pytest.fixture

@@ -178,12 +178,15 @@ class UnitOfWork:
         self._audits.clear()
 
     def run_after_commit(self) -> None:
-        for callback in self._after_commit:
+        """Run the after-commit callbacks in order. One that fails is logged with its
+        name and traceback and the others still run: the commit stands, and the sweeps
+        repair what the failed one left undone (an enqueue, EVT-3)."""
+        callbacks, self._after_commit = self._after_commit, []
+        for callback in callbacks:
             try:
                 callback()
-            except Exception:  # the sweeps repair what a failed callback left undone
-                log.exception("after-commit callback failed")
-        self._after_commit.clear()
+            except Exception:
+                log.exception("after-commit callback %s failed", getattr(callback, "__qualname__", repr(callback)))
 
 
 def _chain_tail(session: Session, installation_id: str) -> tuple[int, str]:
@@ -226,5 +229,5 @@ def unit_of_work() -> Iterator[UnitOfWork]:
             session.rollback()
     finally:
         write_intent.reset(token)
-    if uow.committed:
-        uow.run_after_commit()
+        if uow.committed:  # also when the block failed after its commit: what committed is durable
+            uow.run_after_commit()

@@ -85,17 +85,19 @@ def stack(app, world, tmp_path):
         try:
             # the first answer waits for a web process to boot the app
             return requests.get(f"{base}/readyz", timeout=10).status_code == 200
-        except (requests.ConnectionError, requests.Timeout):  # still booting (a loaded machine)
+        except (requests.ConnectionError, requests.Timeout):  # still booting
             return False
 
-    eventually(ready, timeout=60)
-    yield base, tmp_path
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.wait(timeout=30)
-    for handle in logs.values():
-        handle.close()
+    try:  # stop them even when they never became ready: a leaked worker takes later tests' jobs
+        eventually(ready, timeout=60)
+        yield base, tmp_path
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+        for handle in logs.values():
+            handle.close()
 
 
 def csrf(html: str) -> str:

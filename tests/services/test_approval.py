@@ -21,7 +21,7 @@ from app.models import (
 from app.services.cases.tasks import claim_task
 from app.services.lifecycle.approval import decide_proposal
 
-from ..builders import approve, decide_report, reload, set_row
+from ..builders import approve, make_proposal, reload, set_row
 
 
 def snapshot(proposal_id):
@@ -40,28 +40,28 @@ def snapshot(proposal_id):
     )
 
 
-def decide(world, proposal, who="reviewer", **overrides):
+def decide(team, proposal, who="reviewer", **overrides):
     args = dict(
         decision="approved",
         payload_digest=proposal.payload_digest,
         reason=None,
         idempotency_key="key-1",
-        operator=world.user(who),
+        operator=team.user(who),
     )
     args.update(overrides)
     return decide_proposal(proposal.id, **args)
 
 
-def test_approval_writes_everything_in_one_transaction(app, world):
+def test_approval_writes_everything_in_one_transaction(app, team):
     """APPR-5: approval row, state, task completed, claims released, audit, event."""
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     task = db.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal.id))
-    claim_task(task.id, world.user("reviewer"))
-    result = decide(world, proposal, reason="  Clear violation  ")
+    claim_task(task.id, team.user("reviewer"))
+    result = decide(team, proposal, reason="  Clear violation  ")
     assert not result.idempotent_replay and result.state == "approved"
     approval = db.session.scalar(select(ActionApproval))
     assert (approval.approver_id, approval.payload_digest, approval.reason) == (
-        world.users["reviewer"],
+        team.user("reviewer").id,
         proposal.payload_digest,
         "Clear violation",
     )
@@ -72,122 +72,122 @@ def test_approval_writes_everything_in_one_transaction(app, world):
     event = db.session.get(WorkflowEventInbox, approval.id)
     assert event.event_type == f"action.{proposal.id}.resolved" and event.event_key == f"action-approval:{approval.id}"
     audit = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "action.approved"))
-    assert audit.actor_id == world.users["reviewer"] and audit.details["payload_digest"] == proposal.payload_digest
+    assert audit.actor_id == team.user("reviewer").id and audit.details["payload_digest"] == proposal.payload_digest
 
 
-def test_rejection_ends_the_proposal_and_the_run(app, world, platform):
+def test_rejection_ends_the_proposal_and_the_run(app, team):
     """APPR-5: a rejection is final; nothing is ever sent."""
-    proposal = decide_report(world)
-    decide(world, proposal, decision="rejected", reason="Not a violation")
+    proposal = make_proposal(team)
+    decide(team, proposal, decision="rejected", reason="Not a violation")
     assert reload(proposal).state == "rejected"
     assert db.session.scalar(select(AuditEvent.action).where(AuditEvent.action == "action.rejected"))
     from app.models import WorkflowRun
 
     run = db.session.get(WorkflowRun, proposal.run_id)
     assert (run.state, run.outcome_port) == ("completed", "rejected")
-    assert platform.state.requests_seen == 0
+    assert team.platform.state.requests_seen == 0
 
 
 @pytest.mark.parametrize("reason", ["ab", "x" * 2001, 7])
-def test_reason_must_be_3_to_2000_characters(app, world, reason):
+def test_reason_must_be_3_to_2000_characters(app, team, reason):
     """APPR-1: 400 action_decision_reason_invalid, nothing changed."""
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     before = snapshot(proposal.id)
     with pytest.raises(ApiError) as caught:
-        decide(world, proposal, reason=reason)
+        decide(team, proposal, reason=reason)
     assert (caught.value.status, caught.value.code) == (400, "action_decision_reason_invalid")
     assert snapshot(proposal.id) == before
 
 
-def test_same_key_same_decision_is_a_replay(app, world):
+def test_same_key_same_decision_is_a_replay(app, team):
     """APPR-2"""
-    proposal = decide_report(world)
-    first = decide(world, proposal)
-    again = decide(world, proposal)
+    proposal = make_proposal(team)
+    first = decide(team, proposal)
+    again = decide(team, proposal)
     assert again.idempotent_replay and again.approval_id == first.approval_id
     assert db.session.scalar(select(func.count()).select_from(ActionApproval)) == 1
 
 
-def test_same_key_other_decision_or_proposal_is_reused(app, world):
+def test_same_key_other_decision_or_proposal_is_reused(app, team):
     """APPR-2: 409 idempotency_key_reused."""
-    proposal = decide_report(world)
-    other = decide_report(world, report_index=1)
-    decide(world, proposal)
+    proposal = make_proposal(team)
+    other = make_proposal(team)
+    decide(team, proposal)
     for kwargs in ({"decision": "rejected"},):
         with pytest.raises(ApiError) as caught:
-            decide(world, proposal, **kwargs)
+            decide(team, proposal, **kwargs)
         assert (caught.value.status, caught.value.code) == (409, "idempotency_key_reused")
     before = snapshot(other.id)
     with pytest.raises(ApiError) as caught:
-        decide(world, other)
+        decide(team, other)
     assert caught.value.code == "idempotency_key_reused"
     assert snapshot(other.id) == before
 
 
-def test_not_awaiting_approval(app, world):
+def test_not_awaiting_approval(app, team):
     """APPR-3: 409 action_not_awaiting_approval; exactly one decision."""
-    proposal = decide_report(world)
-    decide(world, proposal)
+    proposal = make_proposal(team)
+    decide(team, proposal)
     with pytest.raises(ApiError) as caught:
-        decide(world, reload(proposal), who="admin", idempotency_key="key-2", decision="rejected")
+        decide(team, reload(proposal), who="admin", idempotency_key="key-2", decision="rejected")
     assert (caught.value.status, caught.value.code) == (409, "action_not_awaiting_approval")
     assert db.session.scalar(select(func.count()).select_from(ActionApproval)) == 1
 
 
-def test_wrong_digest_changes_nothing(app, world):
+def test_wrong_digest_changes_nothing(app, team):
     """APPR-3: 409 action_approval_digest_mismatch."""
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     before = snapshot(proposal.id)
     with pytest.raises(ApiError) as caught:
-        decide(world, proposal, payload_digest="sha256:" + "0" * 64)
+        decide(team, proposal, payload_digest="sha256:" + "0" * 64)
     assert (caught.value.status, caught.value.code) == (409, "action_approval_digest_mismatch")
     assert snapshot(proposal.id) == before
 
 
-def test_expired_authorization_cannot_be_approved(app, world):
+def test_expired_authorization_cannot_be_approved(app, team):
     """APPR-3: 409 action_approval_changed when the authorization expired."""
     from datetime import timedelta
 
     from app.domain.clock import utcnow
 
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     set_row(ActionProposal, proposal.id, expires_at=utcnow() - timedelta(seconds=1))
     before = snapshot(proposal.id)
     with pytest.raises(ApiError) as caught:
-        decide(world, proposal)
+        decide(team, proposal)
     assert (caught.value.status, caught.value.code) == (409, "action_approval_changed")
     assert snapshot(proposal.id) == before
 
 
 @pytest.mark.parametrize("who", ["moderator", "auditor"])
-def test_makers_and_non_reviewers_are_refused(app, world, who):
+def test_makers_and_non_reviewers_are_refused(app, team, who):
     """APPR-4: 403 maker_checker_violation for the decision's maker or a non-reviewer."""
-    proposal = decide_report(world, maker="moderator")
+    proposal = make_proposal(team, maker="moderator")
     before = snapshot(proposal.id)
     with pytest.raises(ApiError) as caught:
-        decide(world, proposal, who=who)
+        decide(team, proposal, who=who)
     assert (caught.value.status, caught.value.code) == (403, "maker_checker_violation")
     assert snapshot(proposal.id) == before
 
 
-def test_reviewer_who_made_the_decision_cannot_approve(app, world):
+def test_reviewer_who_made_the_decision_cannot_approve(app, team):
     """APPR-4: holding the reviewer role does not let the maker check their own work."""
-    proposal = decide_report(world, maker="reviewer2")
+    proposal = make_proposal(team, maker="reviewer2")
     with pytest.raises(ApiError) as caught:
-        decide(world, proposal, who="reviewer2")
+        decide(team, proposal, who="reviewer2")
     assert caught.value.code == "maker_checker_violation"
-    assert decide(world, proposal, who="reviewer").state == "approved"
+    assert decide(team, proposal, who="reviewer").state == "approved"
 
 
-def test_concurrent_decisions_record_exactly_one(app, world):
+def test_concurrent_decisions_record_exactly_one(app, team):
     """APPR-3: racing approve/reject posts from two reviewers: exactly one decision."""
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
 
     def attempt(args):
         index, (who, decision) = args
         with app.app_context():
             try:
-                return decide(world, proposal, who=who, decision=decision, idempotency_key=f"{who}-{index}").state
+                return decide(team, proposal, who=who, decision=decision, idempotency_key=f"{who}-{index}").state
             except ApiError as error:
                 return error.code
 
@@ -202,6 +202,6 @@ def test_concurrent_decisions_record_exactly_one(app, world):
     assert reload(proposal).state in ("queued", "rejected")
 
 
-def test_approve_helper(app, world):
-    proposal = decide_report(world)
-    assert approve(world, proposal).state == "approved"
+def test_approve_helper(app, team):
+    proposal = make_proposal(team)
+    assert approve(team, proposal).state == "approved"

@@ -26,8 +26,7 @@ from app.services.lifecycle import sweeps
 from app.services.lifecycle.delivery import deliver
 from app.services.lifecycle.retry import retry_proposal
 
-from .. import scripted as s
-from ..builders import approve, decide_report, make_due, reload, set_graph, set_row
+from ..builders import approve, make_due, make_proposal, make_team, reload, set_row
 
 
 def exhaust(proposal):
@@ -41,28 +40,23 @@ def exhaust(proposal):
 
 
 @pytest.fixture
-def failed(app, world, scripted):
+def failed(team):
     """A proposal whose first cycle failed 8 times; the platform now works."""
-    script = scripted(*[s.http_status(503)] * 8, s.applied())
-    proposal = decide_report(world)
-    approve(world, proposal)
-    failed = exhaust(proposal)
-    failed.script = script
-    return failed
+    return make_proposal(team, state="failed", attempts=8)
 
 
-def retry(world, proposal, who="reviewer", key="retry-1", digest=None):
+def retry(team, proposal, who="reviewer", key="retry-1", digest=None):
     return retry_proposal(
-        proposal.id, payload_digest=digest or proposal.payload_digest, idempotency_key=key, operator=world.user(who)
+        proposal.id, payload_digest=digest or proposal.payload_digest, idempotency_key=key, operator=team.user(who)
     )
 
 
 # -- RTRY --------------------------------------------------------------------------
 
 
-def test_retry_starts_a_new_cycle_with_its_own_attempts(app, world, failed):
+def test_retry_starts_a_new_cycle_with_its_own_attempts(app, team, failed):
     """RTRY-2: cycle +1, cycle_start_attempt = attempts so far, audit, enqueued, 8 new attempts."""
-    result = retry(world, failed)
+    result = retry(team, failed)
     assert (result.state, result.delivery_cycle, result.idempotent_replay) == ("queued", 2, False)
     row = reload(failed)
     assert (row.delivery_cycle, row.cycle_start_attempt, row.delivery_attempt_count) == (2, 8, 8)
@@ -76,68 +70,65 @@ def test_retry_starts_a_new_cycle_with_its_own_attempts(app, world, failed):
     assert event is not None and event.event_key == f"action-delivery:{failed.id}:2"  # EVT-1
 
 
-def test_second_cycle_gets_eight_attempts(app, world, scripted):
+def test_second_cycle_gets_eight_attempts(app, team, failed):
     """RTRY-2: each delivery cycle has its own 8 attempts."""
-    scripted(s.http_status(503))
-    proposal = decide_report(world)
-    approve(world, proposal)
-    exhaust(proposal)
-    retry(world, reload(proposal))
-    row = exhaust(proposal)
+    retry(team, failed)
+    team.platform.state.configure(fail_next=8, fail_status=503)
+    row = exhaust(failed)
     assert (row.delivery_cycle, row.delivery_attempt_count) == (2, 16)
 
 
-def test_only_terminal_failures_can_be_retried(app, world):
+def test_only_terminal_failures_can_be_retried(app, team):
     """RTRY-1: 409 action_not_retryable."""
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     with pytest.raises(ApiError) as caught:
-        retry(world, proposal)
+        retry(team, proposal)
     assert (caught.value.status, caught.value.code) == (409, "action_not_retryable")
 
 
-def test_retry_needs_the_exact_digest(app, world, failed):
+def test_retry_needs_the_exact_digest(app, team, failed):
     """RTRY-1: 409 action_retry_digest_mismatch."""
     with pytest.raises(ApiError) as caught:
-        retry(world, failed, digest="sha256:" + "1" * 64)
+        retry(team, failed, digest="sha256:" + "1" * 64)
     assert caught.value.code == "action_retry_digest_mismatch"
     assert reload(failed).delivery_cycle == 1
 
 
-def test_retry_needs_an_unexpired_authorization(app, world, failed):
+def test_retry_needs_an_unexpired_authorization(app, team, failed):
     """RTRY-1: 409 action_approval_expired."""
     set_row(ActionProposal, failed.id, expires_at=utcnow() - timedelta(seconds=1))
     with pytest.raises(ApiError) as caught:
-        retry(world, failed)
+        retry(team, failed)
     assert caught.value.code == "action_approval_expired"
 
 
-def test_retry_needs_preconditions_still_true(app, world, failed):
+def test_retry_needs_preconditions_still_true(app, team, failed):
     """RTRY-1, PRE-1"""
     set_row(Report, failed.report_id, state="open")
     with pytest.raises(ApiError) as caught:
-        retry(world, failed)
+        retry(team, failed)
     assert (caught.value.status, caught.value.code) == (409, "action_precondition_changed")
 
 
-def test_retry_needs_an_open_run(app, world, failed):
+def test_retry_needs_an_open_run(app, team, failed):
     """RTRY-1: a terminated run cannot be retried."""
     set_row(WorkflowRun, failed.run_id, state="terminated")
     with pytest.raises(ApiError) as caught:
-        retry(world, failed)
+        retry(team, failed)
     assert caught.value.code == "action_retry_conflict"
 
 
-def test_retry_keys_are_per_operator(app, world, failed):
+def test_retry_keys_are_per_operator(app, team, failed):
     """RTRY-3: replay answers the current state; another proposal or operator is 409."""
-    retry(world, failed)
-    replay = retry(world, reload(failed))
+    retry(team, failed)
+    replay = retry(team, reload(failed))
     assert replay.idempotent_replay and replay.state == "queued"
     with pytest.raises(ApiError) as caught:
-        retry(world, failed, who="admin")
+        retry(team, failed, who="admin")
     assert caught.value.code == "idempotency_key_reused"
-    other = decide_report(world, report_index=1)
+    other = make_proposal(team)
     with pytest.raises(ApiError) as caught:
-        retry(world, other)
+        retry(team, other)
     assert caught.value.code == "idempotency_key_reused"
     assert (
         db.session.scalar(
@@ -147,14 +138,14 @@ def test_retry_keys_are_per_operator(app, world, failed):
     )
 
 
-def test_concurrent_retries_start_one_cycle(app, world, failed):
+def test_concurrent_retries_start_one_cycle(app, team, failed):
     """RTRY-2: the guarded write lets one retry through."""
     from concurrent.futures import ThreadPoolExecutor
 
     def attempt(index):
         with app.app_context():
             try:
-                return retry(world, failed, key=f"k-{index}").delivery_cycle
+                return retry(team, failed, key=f"k-{index}").delivery_cycle
             except ApiError as error:
                 return error.code
 
@@ -177,19 +168,18 @@ def expire_wait(proposal):
     set_row(WorkflowRun, proposal.run_id, wait_deadline_at=utcnow() - timedelta(seconds=1))
 
 
-def test_run_waits_for_approval_then_delivery(app, world, scripted):
+def test_run_waits_for_approval_then_delivery(app, team):
     """WAIT-1: the run waits on `.resolved`, then `.delivery-resolved`, then ends on a port."""
-    scripted(s.applied())
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     assert run_of(proposal).waiting_event_type == f"action.{proposal.id}.resolved"
-    approve(world, proposal)
+    approve(team, proposal)
     assert run_of(proposal).waiting_event_type == f"action.{proposal.id}.delivery-resolved"
     deliver(proposal.id)
     run = run_of(proposal)
     assert (run.state, run.outcome_port) == ("completed", "applied")
 
 
-def test_port_leads_to_the_next_node(app, world, scripted):
+def test_port_leads_to_the_next_node(app):
     """WAIT-1: a port's next node runs (here: a second action after a rejection)."""
 
     def mutate(graph):
@@ -198,17 +188,17 @@ def test_port_leads_to_the_next_node(app, world, scripted):
         graph["nodes"]["second"] = second
         graph["nodes"]["takedown"]["next"] = {"rejected": "second"}
 
-    set_graph(world, mutate)
-    proposal = decide_report(world)
-    approve(world, proposal, decision="rejected")
+    team = make_team(edit_graph=mutate)
+    proposal = make_proposal(team)
+    approve(team, proposal, decision="rejected")
     proposals = db.session.scalars(select(ActionProposal).order_by(ActionProposal.created_at)).all()
     assert [p.state for p in proposals] == ["rejected", "approval_required"]
     assert proposals[1].id.endswith(":second:main:proposal")
 
 
-def test_timeout_before_anything_was_sent_cancels(app, world):
+def test_timeout_before_anything_was_sent_cancels(app, team):
     """WAIT-2: cancelled, open tasks cancelled, port timeout."""
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     expire_wait(proposal)
     assert sweeps.time_out_runs(utcnow()) == 1
     row = reload(proposal)
@@ -218,12 +208,9 @@ def test_timeout_before_anything_was_sent_cancels(app, world):
     assert (run.state, run.outcome_port) == ("completed", "timeout")
 
 
-def test_timeout_after_acceptance_fails(app, world, scripted):
+def test_timeout_after_acceptance_fails(app, team):
     """WAIT-2: something may have been sent: failed with action_confirmation_timed_out."""
-    scripted(s.accepted())
-    proposal = decide_report(world)
-    approve(world, proposal)
-    deliver(proposal.id)
+    proposal = make_proposal(team, state="accepted")
     expire_wait(proposal)
     sweeps.time_out_runs(utcnow())
     row = reload(proposal)
@@ -231,11 +218,9 @@ def test_timeout_after_acceptance_fails(app, world, scripted):
     assert run_of(proposal).outcome_port == "timeout"
 
 
-def test_timeout_after_applied_answers_applied(app, world, scripted):
+def test_timeout_after_applied_answers_applied(app, team):
     """WAIT-2: an action applied meanwhile still answers applied."""
-    scripted(s.applied())
-    proposal = decide_report(world)
-    approve(world, proposal)
+    proposal = make_proposal(team, state="queued")
     set_row(WorkflowRun, proposal.run_id, state="running")  # the run misses the resolution event...
     deliver(proposal.id)
     set_row(WorkflowRun, proposal.run_id, state="waiting", wait_deadline_at=utcnow() - timedelta(seconds=1))
@@ -247,10 +232,10 @@ def test_timeout_after_applied_answers_applied(app, world, scripted):
 # -- EVT ---------------------------------------------------------------------------------
 
 
-def test_approval_event_ids(app, world):
+def test_approval_event_ids(app, team):
     """EVT-1: approval events are `action.{id}.resolved` keyed action-approval:{approval}."""
-    proposal = decide_report(world)
-    result = approve(world, proposal)
+    proposal = make_proposal(team)
+    result = approve(team, proposal)
     event = db.session.get(WorkflowEventInbox, result.approval_id)
     assert (event.event_type, event.event_key) == (
         f"action.{proposal.id}.resolved",
@@ -263,14 +248,14 @@ def test_approval_event_ids(app, world):
     )
 
 
-def test_failed_wake_up_is_recorded_and_retried(app, world, monkeypatch):
+def test_failed_wake_up_is_recorded_and_retried(app, team, monkeypatch):
     """EVT-2: rows are written before the wake-up; a failure is retried by the sweep."""
     import app.services.lifecycle.runs as workflows
 
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     real = workflows._resume
     monkeypatch.setattr(workflows, "_resume", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("engine down")))
-    result = approve(world, proposal)
+    result = approve(team, proposal)
     outbox = db.session.get(WorkflowDispatchOutbox, result.approval_id)
     assert (outbox.state, outbox.last_error_code, outbox.attempts) == ("failed", "platform_event_send_failed", 1)
     assert reload(proposal).state == "approved"  # the approval itself stands
@@ -282,27 +267,22 @@ def test_failed_wake_up_is_recorded_and_retried(app, world, monkeypatch):
     assert reload(proposal).state == "queued"
 
 
-def test_sweep_reenqueues_due_deliveries_and_expired_leases(app, world, scripted):
+def test_sweep_reenqueues_due_deliveries_and_expired_leases(app, team):
     """EVT-3: due proposals and expired leases are enqueued again (Redis lost them)."""
     from app.queueing import get_redis
 
-    scripted(s.applied())
-    first, second = decide_report(world, 0), decide_report(world, 1)
-    approve(world, first)
-    approve(world, second)
-    set_row(ActionProposal, second.id, state="applying", lease_expires_at=utcnow() - timedelta(seconds=1))
+    make_proposal(team, state="queued")  # due now: its job was lost with Redis
+    second = make_proposal(team, state="applying")  # a worker claimed it and died...
+    make_due(second)  # ...and its lease expired
     get_redis(app).flushdb()
     assert sweeps.enqueue_due_deliveries(utcnow()) == 2
     assert delivery_queue(app).count == 2
     assert sweeps.enqueue_due_deliveries(utcnow()) == 0  # already waiting: not added twice
 
 
-def test_sweep_fails_accepted_actions_past_their_deadline(app, world, scripted):
+def test_sweep_fails_accepted_actions_past_their_deadline(app, team):
     """EVT-3, RCPT-2"""
-    scripted(s.accepted())
-    proposal = decide_report(world)
-    approve(world, proposal)
-    deliver(proposal.id)
+    proposal = make_proposal(team, state="accepted")
     set_row(ActionProposal, proposal.id, confirmation_deadline_at=utcnow() - timedelta(seconds=1))
     assert sweeps.time_out_confirmations(utcnow()) == 1
     row = reload(proposal)
@@ -310,30 +290,27 @@ def test_sweep_fails_accepted_actions_past_their_deadline(app, world, scripted):
     assert db.session.get(WorkflowEventInbox, f"{proposal.id}:delivery-resolution") is not None
 
 
-def test_sweep_emits_missing_resolution_events(app, world):
+def test_sweep_emits_missing_resolution_events(app, team):
     """EVT-3: a worker died between the receipt and the event."""
-    proposal = decide_report(world)
+    proposal = make_proposal(team)
     set_row(ActionProposal, proposal.id, state="applied", delivery_terminal=True)
     assert sweeps.emit_missing_resolutions() == 1
     assert sweeps.emit_missing_resolutions() == 0
     assert db.session.get(WorkflowEventInbox, f"{proposal.id}:delivery-resolution") is not None
 
 
-def test_run_sweeps_records_itself(app, world):
+def test_run_sweeps_records_itself(app, team):
     counts = sweeps.run_sweeps()
     assert counts.deliveries_enqueued == 0
     assert db.session.scalar(select(func.count()).select_from(SweepRun)) == 1
 
 
-def test_two_sweeps_at_once_are_safe(app, world, scripted):
+def test_two_sweeps_at_once_are_safe(app, team):
     """EVT-3: sweeps guard every write; two at once change each row once."""
     from concurrent.futures import ThreadPoolExecutor
 
-    scripted(s.accepted())
-    proposals = [decide_report(world, i) for i in range(3)]
+    proposals = [make_proposal(team, state="accepted") for _ in range(3)]
     for proposal in proposals:
-        approve(world, proposal)
-        deliver(proposal.id)
         set_row(ActionProposal, proposal.id, confirmation_deadline_at=utcnow() - timedelta(seconds=1))
 
     def sweep(_):

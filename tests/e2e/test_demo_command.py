@@ -1,0 +1,155 @@
+"""README's demo command (`flask --app app demo`) does what README says: one command
+migrates an SQLite file, starts an embedded Redis, seeds once, and runs console,
+worker and demo platform; README's walkthrough works; Ctrl-C (SIGTERM here) stops all
+three; a second start finds its data and its secrets again."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from sqlalchemy import create_engine, text
+
+from app.demo import DEMO_PASSWORD
+
+from .test_production import eventually, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+FLASK = Path(sys.executable).parent / "flask"
+
+
+class Demo:
+    def __init__(self, instance: Path) -> None:
+        self.instance = instance
+        self.port, self.platform_port = free_port(), free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.platform = f"http://127.0.0.1:{self.platform_port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
+        env["INSTANCE_PATH"] = str(self.instance)
+        self.log = open(self.instance.parent / "demo.log", "a")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [str(FLASK), "--app", "app", "demo", "--port", str(self.port), "--platform-port", str(self.platform_port)],
+            env=env,
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, as a terminal would run it
+        )
+        eventually(self._up, timeout=90)
+
+    def _up(self) -> bool:
+        assert self.process.poll() is None, self.output()
+        try:
+            ready = requests.get(f"{self.base}/readyz", timeout=5).status_code == 200
+            return ready and requests.get(f"{self.platform}/content", timeout=5).ok
+        except (requests.ConnectionError, requests.Timeout):  # still starting
+            return False
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        self.log.close()
+        return code
+
+    def output(self) -> str:
+        self.log.flush()
+        return (self.instance.parent / "demo.log").read_text()
+
+    def query(self, sql: str, **params):
+        engine = create_engine(f"sqlite:///{self.instance / 'console.db'}")
+        try:
+            with engine.connect() as connection:
+                return connection.execute(text(sql), params).first()
+        finally:
+            engine.dispose()
+
+
+@pytest.fixture
+def demo(tmp_path):
+    made = Demo(tmp_path / "instance")
+    yield made
+    if made.process is not None and made.process.poll() is None:
+        os.killpg(made.process.pid, signal.SIGKILL)
+
+
+def csrf(html: str) -> str:
+    return re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', html).group(1)
+
+
+def sign_in(base: str, email: str) -> tuple[requests.Session, str]:
+    session = requests.Session()
+    token = csrf(session.get(f"{base}/login").text)
+    response = session.post(
+        f"{base}/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token}, allow_redirects=False
+    )
+    assert response.status_code == 303, response.text[:500]
+    return session, csrf(session.get(f"{base}/proposals").text)
+
+
+def refused(url: str) -> bool:
+    try:
+        requests.get(url, timeout=2)
+        return False
+    except requests.ConnectionError:
+        return True
+
+
+def enforce(demo: Demo, reference: str, post: str) -> str:
+    """README's walkthrough: a moderator decides, a reviewer approves, the worker delivers."""
+    report_id = demo.query("SELECT id FROM reports WHERE public_reference = :ref", ref=reference)[0]
+
+    moderator, token = sign_in(demo.base, "moderator@example.com")
+    decided = moderator.post(
+        f"{demo.base}/reports/{report_id}/decisions",
+        data={"decision_code": "remove_content", "csrf_token": token},
+        allow_redirects=False,
+    )
+    assert decided.status_code == 303
+    proposal_id, digest, state = demo.query(
+        "SELECT id, payload_digest, state FROM action_proposals WHERE report_id = :r", r=report_id
+    )
+    assert state == "approval_required"
+    reviewer, token = sign_in(demo.base, "reviewer@example.com")
+    assert digest in reviewer.get(f"{demo.base}/proposals/{proposal_id}").text
+    approved = reviewer.post(
+        f"{demo.base}/proposals/{proposal_id}/decision",
+        data={"decision": "approved", "payload_digest": digest, "idempotency_key": reference, "csrf_token": token},
+        allow_redirects=False,
+    )
+    assert approved.status_code == 303
+    eventually(lambda: demo.query("SELECT state FROM action_proposals WHERE id = :p", p=proposal_id)[0] == "applied")
+    assert requests.get(f"{demo.platform}/content", timeout=5).json()["content"][post] == "removed"
+    return proposal_id
+
+
+def test_the_demo_command_runs_readme_walkthrough_stops_everything_and_restarts(demo):
+    """PREP-8, APPR-5, DLV-4: README's three steps; Ctrl-C stops console, worker and
+    platform; a second start seeds nothing twice and delivers with the saved secrets."""
+    demo.start()
+    assert "moderator@example.com" in demo.output() and DEMO_PASSWORD in demo.output()
+    assert requests.get(f"{demo.platform}/content", timeout=5).json()["content"]["post:1001"] == "visible"
+    proposal_id = enforce(demo, "R-DEMO01", "post:1001")
+
+    assert demo.stop() == 0
+    assert refused(f"{demo.base}/healthz") and refused(f"{demo.platform}/content")
+    seeded = [
+        demo.query(f"SELECT count(*) FROM {table}")[0] for table in ("installations", "operator_users", "reports")
+    ]
+    assert seeded == [1, 5, 6]
+
+    demo.start()
+    assert [
+        demo.query(f"SELECT count(*) FROM {table}")[0] for table in ("installations", "operator_users", "reports")
+    ] == seeded
+    assert demo.query("SELECT state FROM action_proposals WHERE id = :p", p=proposal_id)[0] == "applied"
+    enforce(demo, "R-DEMO02", "post:1002")  # the worker and the platform share the saved secrets again
+    assert demo.stop() == 0

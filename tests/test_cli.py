@@ -1,0 +1,136 @@
+"""The operators' commands (app/cli.py), run through Flask's CLI runner."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from app.extensions import db
+from app.models import AuditEvent, Installation, IntegrationToken, OperatorUser
+from app.queueing import delivery_queue, get_redis
+from app.services.admin.integrations import authenticate
+
+from .builders import make_proposal, make_team
+
+PASSWORD = "a-long-password-1"
+
+
+def count(model) -> int:
+    db.session.rollback()
+    return db.session.scalar(select(func.count()).select_from(model))
+
+
+def create_admin(runner, email="ada@example.org", installation="trust-safety", password=PASSWORD):
+    args = ["create-admin", "--email", email, "--name", "Ada", "--installation", installation]
+    return runner.invoke(args=[*args, "--password", password])
+
+
+def test_create_admin_makes_the_installation_and_an_admin_reviewer(app, runner):
+    result = create_admin(runner)
+    assert result.exit_code == 0, result.output
+    db.session.rollback()
+    operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "ada@example.org"))
+    assert result.output.strip() == f"created ada@example.org ({operator.id})"
+    assert operator.roles == {"admin", "reviewer"} and operator.check_password(PASSWORD)
+    installation = db.session.get(Installation, operator.installation_id)
+    assert installation.slug == "trust-safety"
+    created = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "operator.created"))
+    assert (created.actor_type, created.actor_id, created.target_id) == ("system", "cli", operator.id)
+
+
+def test_create_admin_joins_an_existing_installation(app, runner):
+    assert create_admin(runner).exit_code == 0
+    assert create_admin(runner, email="grace@example.org").exit_code == 0
+    assert count(Installation) == 1 and count(OperatorUser) == 2
+
+
+def test_create_admin_refuses_a_taken_email_or_a_short_password(app, runner):
+    """A refusal names its code, exits 1 and creates nobody."""
+    assert create_admin(runner).exit_code == 0
+    taken = create_admin(runner)
+    assert taken.exit_code == 1 and taken.output.startswith("email_taken: ")
+    short = create_admin(runner, email="bob@example.org", password="short")
+    assert short.exit_code == 1 and short.output.startswith("password_invalid: ")
+    assert count(OperatorUser) == 1
+
+
+def test_integration_tokens_are_issued_and_revoked(app, runner):
+    team = make_team()
+    args = ["create-integration-token", "--installation", team.slug, "--integration", "platform"]
+    issued = runner.invoke(args=[*args, "--label", "prod 2026-12"])
+    assert issued.exit_code == 0, issued.output
+    lines = dict(line.split(":", 1) for line in issued.output.splitlines()[:2])
+    token_id, token = lines["token id"].strip(), lines["token"].strip()
+    assert "not shown again" in issued.output
+    row = db.session.get(IntegrationToken, token_id)
+    assert (row.label, row.token_hash != token) == ("prod 2026-12", True)  # only the hash is kept
+    assert authenticate(token).id == team.integration_id
+
+    revoked = runner.invoke(args=["revoke-integration-token", token_id])
+    assert (revoked.exit_code, revoked.output.strip()) == (0, f"revoked {token_id}")
+    db.session.rollback()
+    assert authenticate(token) is None
+    actions = set(db.session.scalars(select(AuditEvent.action).where(AuditEvent.actor_id == "cli")))
+    assert actions == {"integration.token_issued", "integration.token_revoked"}
+
+
+def test_token_commands_refuse_unknown_names(app, runner):
+    team = make_team()
+    unknown = runner.invoke(args=["create-integration-token", "--installation", team.slug, "--integration", "nope"])
+    assert unknown.exit_code == 1 and unknown.output.startswith("integration_not_found: ")
+    missing = runner.invoke(args=["revoke-integration-token", "tok_missing"])
+    assert missing.exit_code == 1 and missing.output.startswith("token_not_found: ")
+    assert count(IntegrationToken) == 0
+
+
+def test_proposal_history_shows_state_attempts_receipts_and_audit(app, runner, platform):
+    team = make_team(platform)
+    proposal = make_proposal(team, state="applied")
+    result = runner.invoke(args=["proposal-history", proposal.id])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == proposal.id
+    assert lines[2] == "  state applied (terminal True), cycle 1, attempts 1, last error -"
+    assert lines[3:5] == [f"  operation {proposal.operation_id}", f"  digest {proposal.payload_digest}"]
+    attempts = lines.index("attempts:")
+    receipts = lines.index("receipts:")
+    audit = lines.index("audit:")
+    assert receipts - attempts == 2 and " 200 success " in lines[attempts + 1]
+    assert lines[attempts + 1].startswith("  #1 cycle 1 ")
+    assert audit - receipts == 2 and lines[receipts + 1].endswith(" cycle 1 sync applied")
+    trail = [line.split(maxsplit=3)[3] for line in lines[audit + 1 :]]
+    assert trail == [
+        f"action.proposed by system:{proposal.run_id}",
+        f"action.approved by operator:{team.user('reviewer').id}",
+        f"workflow.action_applied by system:{proposal.run_id}",
+    ]
+
+
+def test_proposal_history_of_an_unknown_proposal(app, runner):
+    result = runner.invoke(args=["proposal-history", "missing:proposal"])
+    assert (result.exit_code, result.output.strip()) == (1, "action_not_found: no such proposal")
+
+
+def test_sweep_runs_the_sweeps_now(app, runner):
+    """EVT-3: a due delivery whose job Redis lost is enqueued again."""
+    make_proposal(make_team(), state="queued")
+    get_redis(app).flushdb()
+    result = runner.invoke(args=["sweep"])
+    assert result.exit_code == 0, result.output
+    assert "'deliveries_enqueued': 1" in result.output
+    assert delivery_queue(app).count == 1
+
+
+def test_verify_audit_says_ok_for_every_installation(app, runner):
+    """AUD-2: an intact chain exits 0 with the rows it checked."""
+    first, second = make_team(), make_team()
+    make_proposal(first)
+    result = runner.invoke(args=["verify-audit"])
+    assert result.exit_code == 0, result.output
+    db.session.rollback()
+    rows = {
+        team.slug: db.session.scalar(
+            select(func.count()).select_from(AuditEvent).where(AuditEvent.installation_id == team.installation_id)
+        )
+        for team in (first, second)
+    }
+    assert result.output.splitlines() == [f"{slug}: ok ({rows[slug]} rows)" for slug in sorted(rows)]
