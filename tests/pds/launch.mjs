@@ -89,6 +89,8 @@ async function startPds(pdsPackage, plcUrl, adminPassword) {
     plcRotationKeyK256PrivateKeyHex: newK256PrivateKeyHex(),
   }
   pds = await pdsPackage.PDS.create(pdsPackage.envToCfg(env), pdsPackage.envToSecrets(env))
+  // What PDS.start() does, except its listen() on every interface: we serve the
+  // app from our loopback-only server instead (PlcServer.start() likewise).
   await pds.ctx.sequencer.start()
   server.on('request', pds.app)
   return `http://${HOST}:${port}`
