@@ -225,3 +225,12 @@ def make_httpserver():
     server.clear()
     if server.is_running():
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pds(session_dir):
+    """A real AT Protocol PDS and PLC directory on loopback for the session (PLAT-5)."""
+    from .pds.harness import running_pds
+
+    with running_pds(session_dir) as server:
+        yield server
