@@ -4,27 +4,34 @@ This module knows nothing of the database: it turns an `EgressRequest` into an
 `EgressResponse` or raises `EgressError` with the attempt's response class. The
 delivery service records both in the connection_attempts table.
 
-Policy (SPEC DLV-4, §5): the host must be one of the connection's allowed hosts;
-loopback, private, link-local and other non-public addresses are refused unless the
-configuration allows them; redirects are never followed; the response body is read
-up to a cap; connect and read timeouts come from the connection (at most 120 s).
+Policy (SPEC DLV-4, §5, SEC-2, SEC-3): the host must be one of the connection's
+allowed hosts; loopback, private, link-local and other non-public addresses are
+refused unless the configuration allows them, also when an IPv6 address embeds one
+(NAT64, 6to4, IPv4-compatible, IPv4-mapped, SIIT); the name is resolved once and the
+request connects to an address that was vetted (`PinnedAdapter`), never to what a
+second lookup answers; redirects are never followed; the response body is read up
+to a cap; connect and read timeouts come from the connection (at most 120 s).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import urllib3
+from requests.adapters import HTTPAdapter
 from standardwebhooks import Webhook
 
 from app.domain.digests import sha256_digest
+from app.domain.errors import ActionError
 
 MAX_TIMEOUT_SECONDS = 120
 RETRYABLE_STATUSES = {408, 429}
@@ -92,24 +99,82 @@ class EgressError(Exception):
         self.duration_ms = duration_ms
 
 
+# A reference's path: URL path characters only (no "?", "#" or backslash), no empty
+# segment ("//" starts another authority) and no ".." (plain or percent-encoded).
+_REFERENCE_PATH = re.compile(r"^(?!.*(?://|/\.\.(?:/|$)|%2[eE]))/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+
+
 def build_url(base_url: str, path: str) -> str:
-    """Join the connection's base URL and the component's path."""
-    return urljoin(base_url.rstrip("/") + "/", path.lstrip("/"))
+    """The operation's URL: `path` appended to the base URL's path (SEC-3).
+
+    The reference is a path under the base URL, never a URL of its own: the result
+    keeps the base's scheme, host and port, and its path starts with the base path.
+
+    Args:
+        base_url: the connection's base URL, e.g. ``https://platform.example/api``.
+        path: the reference's path, e.g. ``/actions/takedown``.
+
+    Raises:
+        ActionError: ``action_component_operation_invalid`` for any other path.
+    """
+    if not isinstance(path, str) or not _REFERENCE_PATH.match(path):
+        raise ActionError("action_component_operation_invalid")
+    base = urlsplit(base_url)
+    base_path = base.path.rstrip("/")
+    url = urlunsplit((base.scheme, base.netloc, base_path + path, "", ""))
+    joined = urlsplit(url)
+    if (joined.scheme, joined.netloc) != (base.scheme, base.netloc) or not joined.path.startswith(base_path + "/"):
+        raise ActionError("action_component_operation_invalid")
+    return url
 
 
-def _forbidden_address(address: str) -> bool:
+Resolver = Callable[[str, int], Sequence[str]]
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses of `host`, in the order the system prefers them."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+# IPv6 ranges whose last 32 bits (or, for 6to4, bits 16..48) are an IPv4 address.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped or ip.sixtofour:
+        return ip.ipv4_mapped or ip.sixtofour
+    if ip in _NAT64 or ip in _SIIT or ip in _IPV4_COMPATIBLE:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def forbidden_address(address: str) -> bool:
+    """Whether egress refuses `address`: not global, multicast, or an IPv6 form that
+    embeds such an IPv4 address (SEC-2)."""
     ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        ip = _embedded_ipv4(ip) or ip
     return not ip.is_global or ip.is_multicast
 
 
-def check_destination(url: str, policy: EgressPolicy) -> list[str]:
-    """Refuse a destination the policy does not allow; return its resolved addresses.
+def check_destination(url: str, policy: EgressPolicy, resolver: Resolver = system_resolver) -> list[str]:
+    """Refuse a destination the policy does not allow; return its vetted addresses.
+
+    Args:
+        url: the request's URL.
+        policy: allowed hosts and the private-address switch.
+        resolver: (host, port) -> addresses; the system's by default.
+
+    Returns:
+        The host's addresses in the resolver's order: the only ones `send` connects to.
 
     Raises:
         EgressError: ``egress_url_invalid``, ``egress_host_not_allowed`` or
-            ``egress_destination_forbidden`` (class ``refused``, nothing sent).
+            ``egress_destination_forbidden`` (class ``refused``, nothing sent);
+            ``connection_failed`` when the name does not resolve.
     """
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
@@ -119,13 +184,59 @@ def check_destination(url: str, policy: EgressPolicy) -> list[str]:
     if host not in allowed:
         raise EgressError("egress_host_not_allowed", retryable=False, response_class="refused", sent=False)
     try:
-        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
-    except socket.gaierror as error:
+        addresses = list(dict.fromkeys(resolver(host, parts.port or (443 if parts.scheme == "https" else 80))))
+    except (OSError, UnicodeError) as error:
         raise EgressError("connection_failed", retryable=True, response_class="network_error", sent=False) from error
-    addresses = sorted({info[4][0] for info in infos})
-    if not policy.allow_private and any(_forbidden_address(a) for a in addresses):
+    if not addresses:
+        raise EgressError("connection_failed", retryable=True, response_class="network_error", sent=False)
+    if not policy.allow_private and any(forbidden_address(a) for a in addresses):
         raise EgressError("egress_destination_forbidden", retryable=False, response_class="refused", sent=False)
     return addresses
+
+
+class PinnedAdapter(HTTPAdapter):
+    """A transport adapter whose connections go to one vetted address (SEC-2).
+
+    The URL keeps the host name: it is sent as ``Host``, as the TLS server name
+    (SNI) and checked against the certificate. No proxy is used, since a proxy would
+    resolve the name again.
+
+    Args:
+        address: the IP address to connect to (IPv4 or IPv6, no brackets).
+    """
+
+    def __init__(self, address: str, **kwargs) -> None:
+        self.address = address
+        super().__init__(**kwargs)
+
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        if host_params["scheme"] == "https":
+            pool_kwargs["server_hostname"] = host_params["host"]
+            pool_kwargs["assert_hostname"] = host_params["host"]
+        host_params["host"] = self.address
+        return host_params, pool_kwargs
+
+    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
+        return super().get_connection_with_tls_context(request, verify, proxies=None, cert=cert)
+
+    def request_url(self, request, proxies) -> str:
+        return request.path_url
+
+    def add_headers(self, request, **kwargs) -> None:
+        request.headers["Host"] = urlsplit(request.url).netloc
+
+
+def _pin(session: requests.Session, url: str, address: str) -> None:
+    """Mount on `session` an adapter for the URL's origin that connects to `address`."""
+    parts = urlsplit(url)
+    prefix = f"{parts.scheme}://{parts.netloc}/".lower()
+    current = session.adapters.get(prefix)
+    if isinstance(current, PinnedAdapter) and current.address == address:
+        return
+    if current is not None:
+        current.close()
+    session.mount(prefix, PinnedAdapter(address))
 
 
 def retry_after_seconds(value: str | None, default: float = 15) -> float:
@@ -181,13 +292,24 @@ def _read_capped(response: requests.Response, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def send(request: EgressRequest, policy: EgressPolicy, session: requests.Session | None = None) -> EgressResponse:
+def send(
+    request: EgressRequest,
+    policy: EgressPolicy,
+    session: requests.Session | None = None,
+    resolver: Resolver = system_resolver,
+) -> EgressResponse:
     """Send one attempt and return its 2xx response.
+
+    The host is resolved once; the request connects to a vetted address (the next
+    one only when a connection could not be made, so nothing was sent), with the
+    host name kept for ``Host`` and TLS (SEC-2).
 
     Args:
         request: what to send; ``timeout_seconds`` is capped at 120.
         policy: allowed hosts, private-address switch, response size cap (bytes).
-        session: a `requests.Session` to reuse connections (optional).
+        session: a `requests.Session` to reuse connections (optional; one per
+            thread, since pinned adapters are mounted on it per origin).
+        resolver: (host, port) -> addresses; the system's by default.
 
     Raises:
         EgressError: refused destinations (``refused``); ``connection_timeout``
@@ -198,9 +320,24 @@ def send(request: EgressRequest, policy: EgressPolicy, session: requests.Session
             honouring Retry-After); ``platform_response_too_large``
             (``invalid_response``).
     """
-    check_destination(request.url, policy)
+    addresses = check_destination(request.url, policy, resolver)
+    http = session or requests.Session()
+    try:
+        for address in addresses[:-1]:
+            try:
+                return _send_pinned(http, address, request, policy)
+            except EgressError as error:
+                if error.sent:
+                    raise
+        return _send_pinned(http, addresses[-1], request, policy)
+    finally:
+        if session is None:
+            http.close()
+
+
+def _send_pinned(http: requests.Session, address: str, request: EgressRequest, policy: EgressPolicy) -> EgressResponse:
+    _pin(http, request.url, address)
     timeout = min(max(request.timeout_seconds, 0.1), MAX_TIMEOUT_SECONDS)
-    http = session or requests
     started = time.monotonic()
 
     def elapsed() -> int:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .expressions import expression_problem
+
 PORTS = ("applied", "rejected", "timeout", "error")
 NODE_TYPES = ("action",)
 MAX_STEPS_PER_RUN = 50
@@ -65,6 +67,7 @@ def graph_errors(graph: Any) -> list[str]:
     for node_id, node in nodes.items():
         if isinstance(node, dict):
             errors.extend(_mapping_errors(node_id, node.get("input_mapping", {})))
+            errors.extend(_correction_errors(node_id, node.get("config")))
     if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
         errors.append("'trigger.decision_codes' must be a list of decision codes.")
     for node_id, node in nodes.items():
@@ -86,21 +89,21 @@ def graph_errors(graph: Any) -> list[str]:
 
 
 def _mapping_errors(node_id: str, mapping: Any) -> list[str]:
-    """Input mapping expressions that do not compile (checked when a version is saved)."""
-    import jmespath
-    from jmespath.exceptions import JMESPathError
-
+    """Input mapping expressions that cannot run (checked when a version is saved; SEC-5)."""
     if not isinstance(mapping, dict):
         return []
-    errors = []
-    for key, expression in mapping.items():
-        try:
-            jmespath.compile(expression) if isinstance(expression, str) else None
-        except JMESPathError as error:
-            errors.append(f"Node {node_id!r}: input_mapping[{key!r}] is not a JMESPath expression ({error}).")
-        if not isinstance(expression, str):
-            errors.append(f"Node {node_id!r}: input_mapping[{key!r}] must be a JMESPath expression string.")
-    return errors
+    problems = ((key, expression_problem(expression)) for key, expression in mapping.items())
+    return [f"Node {node_id!r}: input_mapping[{key!r}] {problem}." for key, problem in problems if problem]
+
+
+def _correction_errors(node_id: str, config: Any) -> list[str]:
+    """The correction's payload mapping, checked like an input mapping (SEC-5); an
+    empty one means the default (``original.payload``)."""
+    correction = config.get("correction") if isinstance(config, dict) else None
+    if not isinstance(correction, dict) or not correction.get("payload"):
+        return []
+    problem = expression_problem(correction["payload"])
+    return [f"Node {node_id!r}: config.correction.payload {problem}."] if problem else []
 
 
 def next_node(graph: dict[str, Any], node_id: str, port: str) -> str | None:

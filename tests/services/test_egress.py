@@ -153,11 +153,209 @@ def test_signed_headers_follow_standard_webhooks():
 def test_connection_timeout_is_capped_at_120_seconds(monkeypatch, httpserver):
     seen = {}
 
-    def fake_request(method, url, **kwargs):
+    def fake_request(session, method, url, **kwargs):
         seen.update(kwargs)
         raise __import__("requests").ConnectionError("stop here")
 
-    monkeypatch.setattr(egress.requests, "request", fake_request)
+    monkeypatch.setattr(egress.requests.Session, "request", fake_request)
     with pytest.raises(EgressError):
         egress.send(request(httpserver.url_for("/x"), timeout=900), policy())
     assert seen["timeout"] == (10.0, 120) and seen["allow_redirects"] is False
+
+
+# --- SEC-2: the vetted address is the one connected to; IPv6 embeddings refused ----
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+        "::127.0.0.1",  # IPv4-compatible
+        "::ffff:0:7f00:1",  # SIIT (IPv4-translated) 127.0.0.1
+        "::ffff:0:a00:1",  # SIIT 10.0.0.1
+        "::ffff:10.0.0.1",  # IPv4-mapped
+        "2002:7f00:1::",  # 6to4 of 127.0.0.1
+        "2002:c0a8:101::1",  # 6to4 of 192.168.1.1
+    ],
+)
+def test_ipv6_forms_embedding_a_private_ipv4_are_refused(host):
+    """SEC-2: NAT64, 6to4, IPv4-compatible, IPv4-mapped and SIIT forms of a private,
+    loopback or link-local IPv4 address are private too."""
+    error = refused(f"http://[{host}]/x", EgressPolicy(allowed_hosts=(host,), allow_private=False))
+    assert error.code == "egress_destination_forbidden"
+
+
+@pytest.mark.parametrize("host", ["64:ff9b::808:808", "2002:808:808::1"])
+def test_ipv6_forms_embedding_a_public_ipv4_pass_the_address_check(host):
+    """SEC-2: only embeddings of non-public addresses are refused."""
+    assert egress.check_destination(f"http://[{host}]/x", EgressPolicy(allowed_hosts=(host,))) == [host]
+
+
+def test_a_name_that_answers_loopback_the_second_time_never_reaches_it(monkeypatch, httpserver):
+    """SEC-2 (DNS rebinding): the name answers a public address when vetted and
+    127.0.0.1 afterwards; the request goes to the vetted address or nowhere, and the
+    bearer token never reaches loopback."""
+    import socket
+
+    real = socket.getaddrinfo
+    port = httpserver.port
+    httpserver.expect_request("/x").respond_with_json({"status": "applied"})
+    asked = []
+
+    def rebinding(host, *args, **kwargs):
+        asked.append(host)
+        if host == "rebind.example":
+            address = "93.184.216.34" if asked.count(host) == 1 else "127.0.0.1"
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+        if host == "93.184.216.34":  # the pinned connection: stop it here, nothing leaves the machine
+            raise socket.gaierror(socket.EAI_NONAME, "test: not connecting out")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with pytest.raises(EgressError) as caught:
+        egress.send(
+            EgressRequest(
+                method="POST",
+                url=f"http://rebind.example:{port}/x",
+                body=b"{}",
+                message_id="msg_1",
+                idempotency_key="op-1",
+                timeout_seconds=2,
+                bearer_token="secret-token",
+            ),
+            EgressPolicy(allowed_hosts=("rebind.example",), allow_private=False),
+        )
+    assert (caught.value.code, caught.value.sent) == ("connection_failed", False)
+    assert httpserver.log == []
+    assert asked == ["rebind.example", "93.184.216.34"]  # resolved once, then connected to what was vetted
+
+
+def test_the_connection_is_pinned_to_the_vetted_address_and_keeps_the_name(httpserver):
+    """SEC-2: with an injected resolver whose second answer differs, the request still
+    reaches the first (vetted) address, and the platform sees its own name as Host."""
+    port = httpserver.port
+    httpserver.expect_request("/x", method="POST").respond_with_json({"status": "applied"})
+    answers = iter([["127.0.0.1"], ["192.0.2.99"]])
+    calls = []
+
+    def resolver(host, port):
+        calls.append((host, port))
+        return next(answers)
+
+    response = egress.send(
+        request(f"http://platform.example:{port}/x"),
+        EgressPolicy(allowed_hosts=("platform.example",), allow_private=True),
+        resolver=resolver,
+    )
+    assert response.status == 200
+    assert calls == [("platform.example", port)]
+    [(sent, _)] = httpserver.log
+    assert sent.headers["Host"] == f"platform.example:{port}"
+
+
+def test_a_pinned_session_is_re_pinned_when_the_vetted_address_changes(httpserver):
+    """SEC-2: a reused session connects to each request's own vetted address."""
+    import requests
+
+    httpserver.expect_request("/x", method="POST").respond_with_json({})
+    session = requests.Session()
+    ok = EgressPolicy(allowed_hosts=("platform.example",), allow_private=True)
+    url = f"http://platform.example:{httpserver.port}/x"
+    assert egress.send(request(url), ok, session=session, resolver=lambda h, p: ["127.0.0.1"]).status == 200
+    with pytest.raises(EgressError) as caught:  # the server listens on 127.0.0.1 only
+        egress.send(request(url), ok, session=session, resolver=lambda h, p: ["127.0.0.3"])
+    assert caught.value.code == "connection_failed" and len(httpserver.log) == 1
+
+
+def test_every_vetted_address_is_tried_until_one_connects(httpserver):
+    """SEC-2: a name with several vetted addresses falls back to the next when a
+    connection cannot be made (nothing was sent), never to an unvetted one."""
+    httpserver.expect_request("/x", method="POST").respond_with_json({})
+    response = egress.send(
+        request(f"http://platform.example:{httpserver.port}/x"),
+        EgressPolicy(allowed_hosts=("platform.example",), allow_private=True),
+        resolver=lambda host, port: ["127.0.0.3", "127.0.0.1"],
+    )
+    assert response.status == 200 and len(httpserver.log) == 1
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate for platform.example."""
+    import ssl
+    import subprocess
+
+    from pytest_httpserver import HTTPServer
+
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+        + ["-days", "1", "-subj", "/CN=platform.example", "-addext", "subjectAltName=DNS:platform.example"],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = HTTPServer(host="127.0.0.1", port=0, ssl_context=context)
+    server.start()
+    server.expect_request("/x").respond_with_json({"ok": True})
+    yield server, str(cert)
+    server.clear()
+    server.stop()
+
+
+def test_tls_is_checked_against_the_name_not_the_pinned_address(tls_server):
+    """SEC-2: pinned to 127.0.0.1, the certificate is verified for the URL's host name
+    (SNI and hostname check); a name the certificate does not cover fails."""
+    import requests
+
+    server, ca = tls_server
+    session = requests.Session()
+    session.mount("https://platform.example:", egress.PinnedAdapter("127.0.0.1"))
+    assert session.get(f"https://platform.example:{server.port}/x", verify=ca).json() == {"ok": True}
+    session.mount("https://other.example:", egress.PinnedAdapter("127.0.0.1"))
+    with pytest.raises(requests.exceptions.SSLError):
+        session.get(f"https://other.example:{server.port}/x", verify=ca)
+
+
+# --- SEC-3: a reference is a path under the base URL ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "base, path, url",
+    [
+        ("https://p.example/api", "/actions/x", "https://p.example/api/actions/x"),
+        ("https://p.example/api/", "/actions/x", "https://p.example/api/actions/x"),
+        ("https://p.example", "/actions", "https://p.example/actions"),
+        ("https://p.example:8443/v1", "/items:batch", "https://p.example:8443/v1/items:batch"),
+        ("https://p.example/api", "/x:y", "https://p.example/api/x:y"),  # the old join read "x:" as a scheme
+    ],
+)
+def test_a_reference_joins_as_a_path_under_the_base_url(base, path, url):
+    """SEC-3"""
+    assert egress.build_url(base, path) == url
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/http://127.0.0.1:6379/x",
+        "http://127.0.0.1:6379/x",
+        "//127.0.0.1:6379/x",
+        "/../admin",
+        "/a/%2e%2e/admin",
+        "/a?b=1",
+        "/a#b",
+        "/a\\b",
+        "",
+    ],
+)
+def test_a_reference_that_could_leave_the_base_url_is_refused(path):
+    """SEC-3: it can never change the scheme, host, port or base path."""
+    from app.domain.errors import ActionError
+
+    with pytest.raises(ActionError) as caught:
+        egress.build_url("https://p.example/api", path)
+    assert caught.value.code == "action_component_operation_invalid"

@@ -243,8 +243,9 @@ def _clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> d
         raise ApiError(
             400,
             "component_operation_invalid",
-            "Write the operation as a method and a path, e.g. POST /actions/takedown "
-            "(POST, PUT, PATCH or DELETE; no spaces in the path).",
+            "Write the operation as a method and a path under the connection's base URL, e.g. "
+            "POST /actions/takedown (POST, PUT, PATCH or DELETE; no spaces, no '..' or '//' in the path, "
+            "never another scheme, host or port).",
             "implementation_reference",
         )
     connection = (

@@ -1,10 +1,12 @@
-"""Operators: create them, sign them in, change their roles, deactivate them."""
+"""Operators: create them, sign them in and out, change their roles, deactivate them."""
 
 from __future__ import annotations
 
 import re
 
-from sqlalchemy import func, select
+from flask import current_app
+from sqlalchemy import func, select, update
+from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
@@ -15,36 +17,72 @@ from app.services.admin.input import change_key, has_control_characters, plausib
 from app.services.uow import Actor, unit_of_work
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]{1,200}@[^@\s]{1,100}\.[^@\s]{1,20}$")
-# Checked against when the email is unknown, so timing does not tell which emails exist.
-_DUMMY_HASH = None
+# Checked against when the email is unknown, one per hash method, so that refusing an
+# unknown email costs what refusing a known one does (SEC-6).
+_DUMMY_HASHES: dict[str, str] = {}
 
 
 def _dummy_hash() -> str:
-    global _DUMMY_HASH
-    if _DUMMY_HASH is None:
-        from werkzeug.security import generate_password_hash
-
-        _DUMMY_HASH = generate_password_hash("not-a-password")
-    return _DUMMY_HASH
+    method = current_app.config.get("PASSWORD_HASH_METHOD", "scrypt")
+    if method not in _DUMMY_HASHES:
+        _DUMMY_HASHES[method] = generate_password_hash("not-a-password", method=method)
+    return _DUMMY_HASHES[method]
 
 
 def authenticate_operator(email: str, password: str) -> OperatorUser | None:
-    """The active operator with this email and password, or None."""
-    from werkzeug.security import check_password_hash
+    """The active operator with this email and password, or None (SEC-6).
 
+    Every attempt runs exactly one password-hash check — against the operator's
+    hash, or a dummy hash of the same method for an unknown email — before the
+    account's state is looked at, so refusing an unknown, a deactivated or an
+    active account with a wrong password takes the same time. Callers show one
+    message for every refusal.
+
+    Args:
+        email: as typed (case and surrounding spaces ignored).
+        password: as typed.
+
+    Returns:
+        The operator, with ``last_login_at`` set, or None.
+    """
     operator = db.session.scalar(
         select(OperatorUser).where(func.lower(OperatorUser.email) == (email or "").strip().lower())
     )
     if operator is None:
         check_password_hash(_dummy_hash(), password or "")
         return None
-    if not operator.active or not operator.check_password(password or ""):
+    if not operator.check_password(password or "") or not operator.active:
         return None
     with unit_of_work() as uow:
         row = uow.session.get(OperatorUser, operator.id)
         row.last_login_at = utcnow()
         uow.commit()
     return db.session.get(OperatorUser, operator.id)
+
+
+def end_sessions(operator_id: str, session_version: int) -> bool:
+    """End every session of an operator: the sign-out of one of them (SEC-1).
+
+    Sessions carry the operator's session version, checked on every request; this
+    bumps it, so the cookie of each of their sessions (this one too, even replayed
+    later) no longer signs anyone in. Guarded on the version the session carried:
+    a session that had already ended changes nothing.
+
+    Args:
+        operator_id: the signed-in operator.
+        session_version: the version their session carried.
+
+    Returns:
+        Whether the version was bumped.
+    """
+    with unit_of_work() as uow:
+        result = uow.session.execute(
+            update(OperatorUser)
+            .where(OperatorUser.id == operator_id, OperatorUser.session_version == session_version)
+            .values(session_version=OperatorUser.session_version + 1)
+        )
+        uow.commit()
+    return result.rowcount == 1
 
 
 def validate_roles(roles) -> list[str]:

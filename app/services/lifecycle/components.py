@@ -11,10 +11,11 @@ from sqlalchemy.orm import Session
 from app.domain.errors import ActionError
 from app.models import ComponentDefinition, ComponentVersion, ConnectionVersion
 
-# DLV-2: "[POST|PUT|PATCH|DELETE] /path"; the method defaults to POST. The path keeps
-# to URL path characters and never climbs out of the connection's base path ("..").
+# DLV-2, SEC-3: "[POST|PUT|PATCH|DELETE] /path"; the method defaults to POST. The path
+# keeps to URL path characters, never climbs out of the connection's base path ("..")
+# and has no empty segment ("//", which reads as the start of another host).
 OPERATION_PATTERN = re.compile(
-    r"^(?:(POST|PUT|PATCH|DELETE)\s+)?(?!\S*(?:/\.\.(?:/|$)|%2[eE]))(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)$"
+    r"^(?:(POST|PUT|PATCH|DELETE)\s+)?(?!\S*(?://|/\.\.(?:/|$)|%2[eE]))(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)$"
 )
 
 
@@ -55,10 +56,11 @@ def _check_component(version, definition, installation_id: str) -> None:
 
 
 def parse_operation(reference: str) -> Operation:
-    """Parse an implementation reference such as ``POST /actions/takedown``.
+    """Parse an implementation reference such as ``POST /actions/takedown``: a method
+    and a path under the connection's base URL.
 
     Raises:
-        ActionError: ``action_component_operation_invalid`` (DLV-2).
+        ActionError: ``action_component_operation_invalid`` (DLV-2, SEC-3).
     """
     match = OPERATION_PATTERN.match((reference or "").strip())
     if not match:

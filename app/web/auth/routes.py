@@ -5,9 +5,11 @@ from urllib.parse import urlsplit
 from flask import current_app, redirect, render_template, request, url_for
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
+from sqlalchemy.exc import SQLAlchemyError
 
+from app.domain.errors import ApiError
 from app.extensions import limiter
-from app.services.admin.operators import authenticate_operator
+from app.services.admin.operators import authenticate_operator, end_sessions
 
 from .blueprint import bp
 from .forms import LoginForm
@@ -54,5 +56,17 @@ def login():
 
 @bp.route("/logout", methods=["POST"])
 def logout():
-    logout_user()
+    """Sign out: every session of this operator ends on the server (SEC-1)."""
+    if current_user.is_authenticated:
+        operator_id, version = current_user.id, current_user.session_version
+        logout_user()
+        try:
+            end_sessions(operator_id, version)
+        except SQLAlchemyError as error:  # the cookie is cleared; say the server-side end failed
+            raise ApiError(
+                503,
+                "sign_out_incomplete",
+                "You are signed out in this browser, but the console could not end your session on the "
+                "server. Sign in and out again once it is back.",
+            ) from error
     return redirect(url_for("auth.login"), code=303)
