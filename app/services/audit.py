@@ -45,6 +45,26 @@ from .uow import Actor, audit_hash_material, chain_key, rechained_details, unit_
 log = logging.getLogger(__name__)
 
 
+# What the walk reads: plain rows, not ORM objects (a third of the time per row).
+CHAIN_COLUMNS = tuple(
+    getattr(AuditEvent, name)
+    for name in (
+        "installation_id",
+        "seq",
+        "idempotency_key",
+        "action",
+        "actor_type",
+        "actor_id",
+        "target_type",
+        "target_id",
+        "details_json",
+        "prev_hash",
+        "row_hash",
+        "created_at",
+    )
+)
+
+
 def verify_chain(installation_id: str, checkpoints: Iterable[Checkpoint] = (), batch: int = 5000) -> ChainReport:
     """Walk an installation's audit chain under the chain key and report the first problem.
 
@@ -62,8 +82,8 @@ def verify_chain(installation_id: str, checkpoints: Iterable[Checkpoint] = (), b
     walk = ChainWalk(installation_id, chain_key(), tuple(checkpoints))
     last_seq = 0
     while not walk.broken:
-        rows = db.session.scalars(
-            select(AuditEvent)
+        rows = db.session.execute(
+            select(*CHAIN_COLUMNS)
             .where(AuditEvent.installation_id == installation_id, AuditEvent.seq > last_seq)
             .order_by(AuditEvent.seq)
             .limit(batch)

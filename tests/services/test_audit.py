@@ -172,7 +172,7 @@ def story(world) -> None:
     approve(world, proposal)
 
 
-def _forgeries() -> list[str]:
+def _forgeries() -> list:
     """Every way a statement can rewrite or remove an audit row on this backend."""
     same = (
         "SELECT id, installation_id, seq, idempotency_key, 'forged', actor_type, actor_id, target_type, "
@@ -184,17 +184,25 @@ def _forgeries() -> list[str]:
     )
     if BACKEND == "postgresql":
         return [
-            "TRUNCATE audit_events",
-            "TRUNCATE audit_events CASCADE",
-            f"INSERT INTO audit_events {columns} {same} ON CONFLICT (id) DO UPDATE SET action = 'forged'",
+            pytest.param("TRUNCATE audit_events", id="truncate"),
+            pytest.param("TRUNCATE audit_events CASCADE", id="truncate-cascade"),
+            pytest.param(
+                f"INSERT INTO audit_events {columns} {same} ON CONFLICT (id) DO UPDATE SET action = 'forged'",
+                id="upsert",
+            ),
         ]
     new_id = same.replace("SELECT id,", "SELECT 'aud_forged',")
     return [
-        f"REPLACE INTO audit_events {columns} {same}",
-        f"INSERT OR REPLACE INTO audit_events {columns} {same}",
-        f"INSERT OR REPLACE INTO audit_events {columns} {new_id}",  # same key and seq, new id
-        f"INSERT INTO audit_events {columns} {same} ON CONFLICT (id) DO UPDATE SET action = 'forged'",
-        "PRAGMA recursive_triggers = ON; " + f"REPLACE INTO audit_events {columns} {same}",
+        pytest.param(f"REPLACE INTO audit_events {columns} {same}", id="replace"),
+        pytest.param(f"INSERT OR REPLACE INTO audit_events {columns} {same}", id="insert-or-replace"),
+        pytest.param(f"INSERT OR REPLACE INTO audit_events {columns} {new_id}", id="replace-by-key-and-seq"),
+        pytest.param(
+            f"INSERT INTO audit_events {columns} {same} ON CONFLICT (id) DO UPDATE SET action = 'forged'", id="upsert"
+        ),
+        pytest.param(
+            f"PRAGMA recursive_triggers = ON; REPLACE INTO audit_events {columns} {same}",
+            id="replace-recursive-triggers",
+        ),
     ]
 
 
