@@ -162,18 +162,81 @@ def register_cli(app: Flask) -> None:
         click.echo(asdict(run_sweeps()))
 
     @app.cli.command("verify-audit")
-    def verify_audit() -> None:
-        """Verify every installation's audit hash chain; exit 1 at the first break."""
-        from .extensions import db
-        from .models import Installation
-        from .services.audit import verify_chain
+    @click.option(
+        "--checkpoints",
+        "checkpoint_files",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="checkpoint JSON lines to check against (repeatable; default: AUDIT_CHECKPOINT_PATH)",
+    )
+    def verify_audit(checkpoint_files: tuple[str, ...]) -> None:
+        """Verify every installation's audit chain under AUDIT_CHAIN_KEY and against the
+        checkpoints (REC-3, REC-4); exit 1 on a broken row, a cut tail or rewritten rows."""
+        from pathlib import Path
 
-        broken = False
-        for installation in db.session.scalars(select(Installation).order_by(Installation.slug)):
-            report = verify_chain(installation.id)
+        from .services.audit import checkpoint_path, installation_slugs, read_checkpoints, verify_chain
+
+        files = [Path(name) for name in checkpoint_files]
+        if not files and checkpoint_path().exists():
+            files = [checkpoint_path()]
+        if not files:
+            click.echo(f"warning: no checkpoints at {checkpoint_path()}: a cut tail cannot be detected", err=True)
+        found = read_checkpoints(files)
+        broken = bool(found.problems)
+        for problem in found.problems:
+            click.echo(f"checkpoint INVALID {problem}")
+        slugs = installation_slugs()
+        for installation_id, slug in slugs.items():
+            report = verify_chain(installation_id, found.by_installation.get(installation_id, ()))
+            broken = broken or not report.ok
             if report.ok:
-                click.echo(f"{installation.slug}: ok ({report.rows_checked} rows)")
+                sealed = f", {report.legacy_rows} unkeyed rows sealed" if report.legacy_rows else ""
+                click.echo(
+                    f"{slug}: ok ({report.rows_checked} rows{sealed}; {report.checkpoints_checked} checkpoints agree)"
+                )
+            elif report.first_broken_seq is None:
+                click.echo(f"{slug}: NOT KEYED: {report.reason}")
             else:
-                broken = True
-                click.echo(f"{installation.slug}: BROKEN at seq {report.first_broken_seq}: {report.reason}")
+                click.echo(f"{slug}: BROKEN at seq {report.first_broken_seq}: {report.reason}")
+        for installation_id in sorted(found.by_installation.keys() - slugs.keys()):
+            broken = True
+            click.echo(f"{installation_id}: MISSING: checkpoints name an installation the database does not have")
         sys.exit(1 if broken else 0)
+
+    @app.cli.command("audit-checkpoint")
+    def audit_checkpoint() -> None:
+        """Write a signed checkpoint of every installation's audit chain head now (REC-4)."""
+        from .services.audit import checkpoint_path, installation_slugs, write_checkpoints
+
+        slugs = installation_slugs()
+        for record in write_checkpoints():
+            click.echo(f"{slugs[record['installation_id']]}: checkpoint at seq {record['seq']} ({record['rows']} rows)")
+        click.echo(f"appended to {checkpoint_path()} and the log")
+
+    @app.cli.command("audit-rekey")
+    @click.option("--installation", "installation_slug", default=None, help="only this installation (slug)")
+    def audit_rekey(installation_slug: str | None) -> None:
+        """Seal audit rows written before the chain was keyed under AUDIT_CHAIN_KEY (REC-3):
+        verify them, then append an audit.rechained row linking to their head."""
+        from .domain.audit_chain import LEGACY, hash_scheme
+        from .services.audit import RekeyRefused, chain_head, installation_slugs, rekey_chain
+
+        slugs = installation_slugs()
+        chosen = {i: s for i, s in slugs.items() if installation_slug in (None, s)}
+        if not chosen:
+            click.echo(f"installation_not_found: no installation {installation_slug!r}", err=True)
+            sys.exit(1)
+        failed = False
+        for installation_id, slug in chosen.items():
+            head = chain_head(installation_id)
+            if installation_slug is None and (head.seq == 0 or hash_scheme(head.head_hash)[0] != LEGACY):
+                click.echo(f"{slug}: keyed already ({head.seq} rows)")
+                continue
+            try:
+                details = rekey_chain(installation_id)
+            except RekeyRefused as error:
+                failed = True
+                click.echo(f"{slug}: REFUSED: {error}", err=True)
+                continue
+            click.echo(f"{slug}: {details['previous_rows']} unkeyed rows verified and sealed by audit.rechained")
+        sys.exit(1 if failed else 0)

@@ -10,6 +10,8 @@ import os
 import secrets
 from pathlib import Path
 
+from app.domain.audit_chain import MIN_KEY_LENGTH
+
 
 def env_bool(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
@@ -26,16 +28,45 @@ def normalise_database_url(url: str) -> str:
     return url
 
 
-def instance_secret_key(instance_path: str) -> str:
-    """Read the secret key kept in the instance folder, creating it on first use."""
-    path = Path(instance_path) / "secret_key"
+def instance_secret(instance_path: str, name: str = "secret_key") -> str:
+    """Read a secret kept in the instance folder, creating it on first use.
+
+    Two processes starting at once agree on one value: the file appears complete
+    (linked from a temporary file) or not at all, and the loser reads the winner's.
+    """
+    path = Path(instance_path) / name
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         tmp.write_text(secrets.token_urlsafe(48))
         tmp.chmod(0o600)
-        tmp.replace(path)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
     return path.read_text().strip()
+
+
+def instance_secret_key(instance_path: str) -> str:
+    """The session signing key kept in the instance folder (see `instance_secret`)."""
+    return instance_secret(instance_path, "secret_key")
+
+
+def audit_chain_key(instance_path: str) -> str:
+    """``AUDIT_CHAIN_KEY`` from the environment, else one generated into the instance
+    folder (the laptop default; production sets the variable) (REC-3).
+
+    Raises:
+        ValueError: when the variable is set but shorter than 32 characters.
+    """
+    value = os.environ.get("AUDIT_CHAIN_KEY")
+    if value is None:
+        return instance_secret(instance_path, "audit_chain_key")
+    if len(value.strip()) < MIN_KEY_LENGTH:
+        raise ValueError(f"AUDIT_CHAIN_KEY must be at least {MIN_KEY_LENGTH} characters")
+    return value.strip()
 
 
 class Config:
@@ -44,6 +75,11 @@ class Config:
     def __init__(self, instance_path: str) -> None:
         self.INSTANCE_PATH = instance_path
         self.SECRET_KEY = os.environ.get("SECRET_KEY") or instance_secret_key(instance_path)
+        # REC-3, REC-4: the audit chain's key (never in the database) and where checkpoints go.
+        self.AUDIT_CHAIN_KEY = audit_chain_key(instance_path)
+        # None: audit-checkpoints.jsonl in the instance folder (INSTANCE_PATH when it is read).
+        self.AUDIT_CHECKPOINT_PATH = os.environ.get("AUDIT_CHECKPOINT_PATH") or None
+        self.AUDIT_CHECKPOINT_INTERVAL_SECONDS = int(os.environ.get("AUDIT_CHECKPOINT_INTERVAL_SECONDS", "60"))
         self.SQLALCHEMY_DATABASE_URI = normalise_database_url(
             os.environ.get("DATABASE_URL") or f"sqlite:///{Path(instance_path) / 'console.db'}"
         )

@@ -18,6 +18,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/bench")
 BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+# One audit chain key for the seeding process and the web and worker processes (REC-3).
+os.environ.setdefault("AUDIT_CHAIN_KEY", "bench-audit-chain-key-" + "b" * 32)
 OUT = ROOT / "bench"
 
 

@@ -32,6 +32,8 @@ logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines i
 DATABASE_URL = os.environ.get("TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("TEST_REDIS_URL")
 BACKEND = "postgresql" if DATABASE_URL else "sqlite"
+# REC-3: one audit chain key for this process and the workers and servers it starts.
+os.environ.setdefault("AUDIT_CHAIN_KEY", "test-audit-chain-key-" + "k" * 32)
 
 
 def pytest_report_header(config):

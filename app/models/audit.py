@@ -15,8 +15,10 @@ class AuditEvent(Base):
     """One state change: who did what to which row, with canonical details.
 
     `seq` numbers an installation's events; `prev_hash` is the previous event's
-    `row_hash`, so removing or editing a row breaks the chain (AUD-2). The database
-    refuses UPDATE and DELETE on this table (triggers in the migration).
+    `row_hash`, an HMAC under ``AUDIT_CHAIN_KEY`` (``hmac-sha256:{key id}:{hex}``;
+    ``sha256:{hex}`` for rows from before the key), so removing or editing a row
+    breaks the chain (AUD-2, REC-3). The database refuses UPDATE, DELETE, TRUNCATE
+    and REPLACE on this table (triggers in migrations 0001 and 0003, REC-1).
     """
 
     __tablename__ = "audit_events"

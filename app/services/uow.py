@@ -3,8 +3,8 @@
 Services open one with `unit_of_work()`, make their changes, record audit events
 with `uow.audit(...)` and call `uow.commit()`. Leaving the block without commit
 rolls everything back, so a rejected request changes no row. Audit events are
-appended to the hash chain just before the commit (AUD-1, AUD-2) to keep the chain
-lock short.
+appended to the keyed hash chain just before the commit (AUD-1, AUD-2, REC-3) to
+keep the chain lock short.
 """
 
 from __future__ import annotations
@@ -17,18 +17,26 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.database import write_intent
+from app.domain.audit_chain import GENESIS_HASH, KEYED, RECHAINED_ACTION, hash_scheme, key_id, keyed_row_hash
 from app.domain.clock import iso, utcnow
-from app.domain.digests import canonical_json, sha256_hex
+from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import AuditEvent
 
 log = logging.getLogger(__name__)
 
-GENESIS_HASH = "sha256:" + "0" * 64
+
+class AuditKeyConflict(RuntimeError):
+    """Two different audit events were given one idempotency key (REC-5)."""
+
+
+class AuditChainKeyMismatch(RuntimeError):
+    """The chain's head was written under another AUDIT_CHAIN_KEY than this process has (REC-3)."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +63,14 @@ class PendingAudit:
     created_at: datetime = field(default_factory=utcnow)
 
 
-def audit_row_hash(prev_hash: str, row: dict[str, Any]) -> str:
-    """Hash of an audit row chained to its predecessor (AUD-2)."""
-    return "sha256:" + sha256_hex(prev_hash + "\n" + canonical_json(row))
+def audit_row_hash(prev_hash: str, row: dict[str, Any], key: bytes) -> str:
+    """Hash of an audit row chained to its predecessor under the chain key (AUD-2, REC-3)."""
+    return keyed_row_hash(prev_hash, row, key)
+
+
+def chain_key() -> bytes:
+    """The app's ``AUDIT_CHAIN_KEY`` as bytes (REC-3)."""
+    return current_app.config["AUDIT_CHAIN_KEY"].encode()
 
 
 def audit_hash_material(event: AuditEvent | PendingAudit, seq: int, details_json: str) -> dict:
@@ -97,10 +110,13 @@ class UnitOfWork:
         target_id: str,
         details: dict[str, Any],
     ) -> None:
-        """Record an audit event, written at commit (AUD-1).
+        """Record an audit event, written at commit (AUD-1, REC-5).
 
         Args:
-            key: the idempotency key; an event whose key exists is not written again.
+            key: the idempotency key, naming the event's subject (e.g.
+                ``action-result:{operation}:{cycle}:{receipt}``). An event whose key
+                exists with the same content is not written again; with other
+                content the commit raises ``AuditKeyConflict``.
             action: e.g. ``action.approved``.
             details: JSON-compatible details, stored as canonical JSON.
         """
@@ -136,7 +152,12 @@ class UnitOfWork:
 
     def _write_audits(self) -> None:
         """Append the pending events to their installations' chains (three round
-        trips whatever their number: the lock, the keys already written, the tails)."""
+        trips whatever their number: the lock, the keys already written, the tails).
+
+        Raises:
+            AuditKeyConflict: an event's key exists with other content (REC-5).
+            AuditChainKeyMismatch: a chain's head was written under another key (REC-3).
+        """
         if not self._audits:
             return
         session = self.session
@@ -145,37 +166,54 @@ class UnitOfWork:
         for installation_id in installations:
             _lock_chain(session, installation_id)
         keys = {a.key for a in self._audits}
-        written = set(session.scalars(select(AuditEvent.idempotency_key).where(AuditEvent.idempotency_key.in_(keys))))
+        written = {
+            row.idempotency_key: _content(row)
+            for row in session.scalars(select(AuditEvent).where(AuditEvent.idempotency_key.in_(keys)))
+        }
         tails = {installation_id: _chain_tail(session, installation_id) for installation_id in installations}
+        key = chain_key()
         rows = []
         for pending in self._audits:
+            content = _content(pending)
             if pending.key in written:
+                if written[pending.key] != content:
+                    differ = [
+                        n for n, a, b in zip(CONTENT_FIELDS, written[pending.key], content, strict=True) if a != b
+                    ]
+                    raise AuditKeyConflict(
+                        f"audit key {pending.key!r} exists with another {', '.join(differ)}: "
+                        "two different changes must not share a key"
+                    )
                 continue
-            written.add(pending.key)
-            seq, prev_hash = tails[pending.installation_id]
-            seq += 1
-            details_json = canonical_json(pending.details)
-            row_hash = audit_row_hash(prev_hash, audit_hash_material(pending, seq, details_json))
-            tails[pending.installation_id] = (seq, row_hash)
-            rows.append(
-                AuditEvent(
-                    installation_id=pending.installation_id,
-                    seq=seq,
-                    idempotency_key=pending.key,
-                    action=pending.action,
-                    actor_type=pending.actor.type,
-                    actor_id=pending.actor.id,
-                    target_type=pending.target_type,
-                    target_id=pending.target_id,
-                    details_json=details_json,
-                    prev_hash=prev_hash,
-                    row_hash=row_hash,
-                    created_at=pending.created_at,
-                )
-            )
+            written[pending.key] = content
+            if _needs_anchor(tails[pending.installation_id], pending, key):
+                rows.append(self._append(tails, _anchor(pending.installation_id, tails), key))
+            rows.append(self._append(tails, pending, key))
         session.add_all(rows)
         session.flush()
         self._audits.clear()
+
+    @staticmethod
+    def _append(tails: dict[str, tuple[int, str]], pending: PendingAudit, key: bytes) -> AuditEvent:
+        seq, prev_hash = tails[pending.installation_id]
+        seq += 1
+        details_json = canonical_json(pending.details)
+        row_hash = audit_row_hash(prev_hash, audit_hash_material(pending, seq, details_json), key)
+        tails[pending.installation_id] = (seq, row_hash)
+        return AuditEvent(
+            installation_id=pending.installation_id,
+            seq=seq,
+            idempotency_key=pending.key,
+            action=pending.action,
+            actor_type=pending.actor.type,
+            actor_id=pending.actor.id,
+            target_type=pending.target_type,
+            target_id=pending.target_id,
+            details_json=details_json,
+            prev_hash=prev_hash,
+            row_hash=row_hash,
+            created_at=pending.created_at,
+        )
 
     def run_after_commit(self) -> None:
         """Run the after-commit callbacks in order. One that fails is logged with its
@@ -187,6 +225,77 @@ class UnitOfWork:
                 callback()
             except Exception:
                 log.exception("after-commit callback %s failed", getattr(callback, "__qualname__", repr(callback)))
+
+
+CONTENT_FIELDS = ("installation", "action", "actor type", "actor", "target type", "target", "details")
+
+
+def _content(event: AuditEvent | PendingAudit) -> tuple:
+    """What two events with one key must share to be the same event (REC-5)."""
+    if isinstance(event, PendingAudit):
+        actor = (event.actor.type, event.actor.id)
+        return (
+            event.installation_id,
+            event.action,
+            *actor,
+            event.target_type,
+            event.target_id,
+            canonical_json(event.details),
+        )
+    return (
+        event.installation_id,
+        event.action,
+        event.actor_type,
+        event.actor_id,
+        event.target_type,
+        event.target_id,
+        event.details_json,
+    )
+
+
+def _needs_anchor(tail: tuple[int, str], pending: PendingAudit, key: bytes) -> bool:
+    """Whether a keyed row may follow this tail only after an ``audit.rechained`` row.
+
+    Raises:
+        AuditChainKeyMismatch: the tail is keyed under another key; appending would
+            fork the chain between keys, so the process must be given the right key.
+    """
+    seq, prev_hash = tail
+    if pending.action == RECHAINED_ACTION:  # the explicit anchor of `flask audit-rekey`
+        if pending.details.get("previous_head") != prev_hash:
+            raise RuntimeError("the audit chain moved on since it was verified; run the rekey again")
+        return False
+    scheme, tail_key_id = hash_scheme(prev_hash)
+    if seq == 0:
+        return False
+    if scheme == KEYED:
+        if tail_key_id != key_id(key):
+            raise AuditChainKeyMismatch(
+                f"the audit chain of installation {pending.installation_id} was written under key id "
+                f"{tail_key_id}, but this process's AUDIT_CHAIN_KEY has key id {key_id(key)}; "
+                "every web and worker process must share one AUDIT_CHAIN_KEY"
+            )
+        return False
+    return True
+
+
+def _anchor(installation_id: str, tails: dict[str, tuple[int, str]]) -> PendingAudit:
+    """The ``audit.rechained`` row a first keyed write puts after unkeyed rows (REC-3)."""
+    seq, prev_hash = tails[installation_id]
+    return PendingAudit(
+        installation_id,
+        f"audit-rechained:{installation_id}:{seq}",
+        RECHAINED_ACTION,
+        Actor.system("audit"),
+        "installation",
+        installation_id,
+        rechained_details(seq, prev_hash, verified=False),
+    )
+
+
+def rechained_details(seq: int, prev_hash: str, *, verified: bool) -> dict[str, Any]:
+    """The details of an ``audit.rechained`` row sealing `seq` unkeyed rows ending in `prev_hash`."""
+    return {"previous_rows": seq, "previous_head": prev_hash, "verified": verified}
 
 
 def _chain_tail(session: Session, installation_id: str) -> tuple[int, str]:

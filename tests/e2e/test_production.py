@@ -83,7 +83,7 @@ def stack(app, world, tmp_path):
 
     def ready():
         try:
-            # the first answer waits for a web process to boot the app
+            # the first answer waits for a web process to boot the app (slow on a loaded machine)
             return requests.get(f"{base}/readyz", timeout=10).status_code == 200
         except (requests.ConnectionError, requests.Timeout):  # still booting
             return False

@@ -224,7 +224,7 @@ def decide_proposal(
         finish_task_for_proposal(uow, proposal.id, "completed", "direct_action_decision")
         uow.audit(
             proposal.installation_id,
-            f"action-decision:{operator.id}:{idempotency_key}",
+            f"action-decision:{proposal.id}:{operator.id}:{idempotency_key}",
             "action.approved" if decision == "approved" else "action.rejected",
             Actor("operator", operator.id),
             "action_proposal",

@@ -186,7 +186,7 @@ def propose_compensation(
             )
         uow.audit(
             original.installation_id,
-            f"action-compensation:{operator.id}:{idempotency_key}",
+            f"action-compensation:{operation_id}",
             "workflow.compensation_proposed",
             Actor("operator", operator.id),
             "action_proposal",

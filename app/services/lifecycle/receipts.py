@@ -106,9 +106,12 @@ def save_receipt(
     details = {**receipt.as_dict(), "terminal": terminal, "delivery_cycle": proposal.delivery_cycle}
     if attempt is not None:
         details.update(connection_attempt_id=attempt.connection_attempt_id, response_digest=attempt.response_digest)
+    key = f"action-result:{proposal.operation_id}:{proposal.delivery_cycle}:{receipt_hex}"
+    if attempt is not None:  # REC-5: each attempt's receipt is its own change, even when the bodies match
+        key += f":attempt-{attempt.number}"
     uow.audit(
         proposal.installation_id,
-        f"action-result:{proposal.operation_id}:{proposal.delivery_cycle}:{receipt_hex}",
+        key,
         "workflow.action_applied" if receipt.status == "applied" else "workflow.action_result_received",
         actor,
         "action_proposal",

@@ -26,6 +26,7 @@ from app.models import (
     move_proposal,
 )
 from app.queueing import enqueue_delivery
+from app.services.audit import write_due_checkpoints
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.runs import dispatch, time_out_run
 from app.services.uow import Actor, unit_of_work
@@ -45,6 +46,7 @@ class SweepCounts:
     dispatches_retried: int = 0
     runs_timed_out: int = 0
     corrections_reconciled: int = 0
+    audit_checkpoints_written: int = 0
 
 
 def due_query(now, limit: int = BATCH):
@@ -217,6 +219,7 @@ def run_sweeps() -> SweepCounts:
         counts.corrections_reconciled = reconcile_corrections()
         counts.dispatches_retried = retry_dispatches(started)
         counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
+        counts.audit_checkpoints_written = write_due_checkpoints()  # REC-4
     except Exception as exc:
         log.exception("sweep failed")
         error = f"{type(exc).__name__}: {exc}"[:500]
