@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column
 
 REPORT_STATES = ("open", "decided", "appealed", "closed")
 APPEAL_OUTCOMES = ("upheld", "modified", "reversed")
@@ -122,7 +123,7 @@ class AppealCorrection(Base):
     integration_id: Mapped[str] = mapped_column(ForeignKey("integrations.id"))
     original_proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"))
     original_operation_id: Mapped[str] = mapped_column(String(700))
-    original_target_json: Mapped[str] = mapped_column(Text)
+    original_target: Mapped[dict[str, Any]] = json_column("original_target_json")
     original_payload_digest: Mapped[str] = mapped_column(String(100))
     mode: Mapped[str] = mapped_column(String(20))  # automated, manual
     state: Mapped[str] = mapped_column(String(20), default="pending")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, loads
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column
 
 AUTHORITY_MODES = ("off", "shadow", "assist", "bounded_auto")
 RUN_STATES = ("running", "waiting", "completed", "failed", "terminated", "cancelled")
@@ -41,13 +41,9 @@ class WorkflowVersion(Base):
     definition_id: Mapped[str] = mapped_column(ForeignKey("workflow_definitions.id"))
     version: Mapped[int] = mapped_column(default=1)
     authority_mode: Mapped[str] = mapped_column(String(20), default="assist")
-    graph_json: Mapped[str] = mapped_column(Text)
+    graph: Mapped[dict] = json_column("graph_json")
     active: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def graph(self) -> dict:
-        return loads(self.graph_json, {})
 
 
 class WorkflowRun(Base):
@@ -92,14 +88,10 @@ class StepRun(Base):
     branch_key: Mapped[str] = mapped_column(String(200), default="main")
     state: Mapped[str] = mapped_column(String(20), default="running")
     port: Mapped[str | None] = mapped_column(String(50), nullable=True)
-    output_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    output: Mapped[dict | None] = json_column("output_json", nullable=True)
     error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def output(self) -> dict | None:
-        return loads(self.output_json)
 
 
 class HumanTask(Base):
@@ -116,9 +108,9 @@ class HumanTask(Base):
     task_type: Mapped[str] = mapped_column(String(30), default="approval")
     state: Mapped[str] = mapped_column(String(20), default="open")
     queue_id: Mapped[str | None] = mapped_column(ForeignKey("queues.id"), nullable=True)
-    context_json: Mapped[str] = mapped_column(Text, default="{}")
+    context: Mapped[dict] = json_column("context_json", default=dict)
     context_digest: Mapped[str] = mapped_column(String(100), default="")
-    response_schema_json: Mapped[str] = mapped_column(Text, default="{}")
+    response_schema: Mapped[dict] = json_column("response_schema_json", default=dict)
     action_proposal_id: Mapped[str | None] = mapped_column(
         ForeignKey("action_proposals.id"), nullable=True, unique=True
     )

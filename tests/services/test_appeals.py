@@ -164,7 +164,7 @@ BREAKERS = {
     "newer upheld decision": newer_upheld,
     "redacted rationale": lambda world, c: redact_rationale(c.appeal_decision_id, operator=world.user("admin")),
     "original not confirmed": lambda world, c: set_row(ActionProposal, c.original_proposal_id, confirmed_at=None),
-    "target changed": lambda world, c: set_row(AppealCorrection, c.id, original_target_json='{"reference":"post:9"}'),
+    "target changed": lambda world, c: set_row(AppealCorrection, c.id, original_target={"reference": "post:9"}),
     "report no longer appealed": lambda world, c: set_row(Report, c.report_id, state="closed"),
     "appeal no longer contests the latest decision": lambda world, c: _new_decision(world, c),
 }

@@ -60,7 +60,7 @@ def grow_history(world, proposal, n: int) -> None:
                     attempt_number=i,
                     source="async",
                     status="accepted",
-                    receipt_json="{}",
+                    receipt={},
                     receipt_digest=f"sha256:{i}",
                 )
             )

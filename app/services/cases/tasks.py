@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from app.domain.clock import utcnow
-from app.domain.digests import canonical_json, json_digest
+from app.domain.digests import json_digest
 from app.domain.errors import ApiError
 from app.models import HumanTask, HumanTaskClaim, OperatorUser
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -51,9 +51,9 @@ def open_approval_task(
         task_type="approval",
         state="open",
         queue_id=queue_id,
-        context_json=canonical_json(context),
+        context=context,
         context_digest=json_digest(context),
-        response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
+        response_schema=APPROVAL_RESPONSE_SCHEMA,
         action_proposal_id=proposal.id,
         due_at=proposal.expires_at,
     )

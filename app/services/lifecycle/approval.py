@@ -90,7 +90,7 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
         correction.approved_by, correction.approved_at, correction.updated_at = operator.id, now, now
         if decision == "rejected":
             correction.state = "rejected"
-        elif correction_problems(uow.session, correction, proposal.target_json, proposal.preconditions):
+        elif correction_problems(uow.session, correction, proposal.target, proposal.preconditions):
             raise ApiError(
                 409,
                 "appeal_correction_precondition_changed",

@@ -174,7 +174,7 @@ def _continue(
         step = _step_run(uow, run, run.current_node_id)
         if outcome is None:
             outcome = _execute_node(uow, run, version, step)
-        step.output_json = _outcome_json(outcome)
+        step.output = outcome.as_dict()
         step.updated_at = utcnow()
         if outcome.waiting:
             step.state = "waiting"
@@ -194,12 +194,6 @@ def _continue(
         run.current_node_id = following
         outcome = None
     _finish(uow, run, wf.finished("error", error_code="workflow_step_limit_exceeded"))
-
-
-def _outcome_json(outcome: NodeOutcome) -> str:
-    from app.domain.digests import canonical_json
-
-    return canonical_json(outcome.as_dict())
 
 
 def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:

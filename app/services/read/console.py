@@ -384,7 +384,7 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
         open_ = c.state in ("pending", "proposed")
         problems = (
             correction_problems(
-                db.session, c, proposal.target_json if proposal else None, proposal.preconditions if proposal else None
+                db.session, c, proposal.target if proposal else None, proposal.preconditions if proposal else None
             )
             if open_
             else []

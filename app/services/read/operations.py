@@ -17,7 +17,6 @@ from app.domain.clock import utcnow
 from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox
-from app.models.base import loads
 
 P = ActionProposal
 S = ProposalState
@@ -114,6 +113,6 @@ def operations_view(installation_id: str, queue: Queue, now: datetime | None = N
         failed_dispatches=failed_dispatches or 0,
         queue=queue_status(queue),
         last_sweep=last,
-        last_sweep_counts=loads(last.counts_json, {}) if last else {},
+        last_sweep_counts=last.counts if last else {},
         sweep_lag_seconds=(now - last.started_at).total_seconds() if last else None,
     )
