@@ -111,6 +111,12 @@ def created_at_column() -> Mapped[datetime]:
     return mapped_column(UTCDateTime(), default=utcnow, nullable=False)
 
 
+def updated_at_column() -> Mapped[datetime]:
+    """Set when the row is inserted and again by every UPDATE that does not set it:
+    ORM flushes and core ``update()`` statements alike (SQLAlchemy ``onupdate``)."""
+    return mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow, nullable=False)
+
+
 def json_column(name: str, *, nullable: bool = False, default: Any = None) -> Mapped[Any]:
     """A `CanonicalJSON` column named `name` (e.g. ``target_json``) in the table.
 

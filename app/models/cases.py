@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
 
 REPORT_STATES = ("open", "decided", "appealed", "closed")
 APPEAL_OUTCOMES = ("upheld", "modified", "reversed")
@@ -35,7 +35,7 @@ class Report(Base):
     category: Mapped[str] = mapped_column(String(100), default="")
     summary: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class ReportTarget(Base):
@@ -89,7 +89,7 @@ class Appeal(Base):
     created_by_type: Mapped[str] = mapped_column(String(30), default="operator")
     created_by_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class AppealDecision(Base):
@@ -107,7 +107,7 @@ class AppealDecision(Base):
     correction_confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     rationale_redacted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class AppealCorrection(Base):
@@ -134,4 +134,4 @@ class AppealCorrection(Base):
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()

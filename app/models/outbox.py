@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, json_column
+from .base import Base, UTCDateTime, created_at_column, json_column, updated_at_column
 
 
 class WorkflowEventInbox(Base):
@@ -48,4 +48,4 @@ class WorkflowDispatchOutbox(Base):
     available_at: Mapped[datetime] = created_at_column()
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()

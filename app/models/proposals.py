@@ -24,7 +24,7 @@ from app.domain.clock import utcnow
 from app.domain.receipts import ProposalIdentity
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, is_terminal, sources, target
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
 
 
 class ActionProposal(Base):
@@ -76,7 +76,7 @@ class ActionProposal(Base):
     confirmation_deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_receipt: Mapped[dict[str, Any] | None] = json_column("last_receipt_json", nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
     @property
     def identity(self) -> ProposalIdentity:

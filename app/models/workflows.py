@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
 
 AUTHORITY_MODES = ("off", "shadow", "assist", "bounded_auto")
 RUN_STATES = ("running", "waiting", "completed", "failed", "terminated", "cancelled")
@@ -71,7 +71,7 @@ class WorkflowRun(Base):
     outcome_port: Mapped[str | None] = mapped_column(String(50), nullable=True)
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
@@ -91,7 +91,7 @@ class StepRun(Base):
     output: Mapped[dict | None] = json_column("output_json", nullable=True)
     error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class HumanTask(Base):
@@ -118,7 +118,7 @@ class HumanTask(Base):
     due_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class HumanTaskClaim(Base):

@@ -222,7 +222,6 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
                 report.state = "closed"
         else:
             report.state = "closed"
-        report.updated_at = now
         result = AppealDecisionResult(ad.id, corrections)
         uow.commit()
     return result
@@ -449,7 +448,7 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_
         if ad.rationale_redacted_at is not None:
             raise ApiError(409, "appeal_rationale_already_redacted", "The rationale was already redacted.")
         now = utcnow()
-        ad.rationale, ad.rationale_redacted_at, ad.updated_at = None, now, now
+        ad.rationale, ad.rationale_redacted_at = None, now
         uow.audit(
             ad.installation_id,
             f"appeal-rationale-redacted:{ad.id}",
@@ -498,10 +497,9 @@ def record_manual_correction(
             raise ApiError(
                 409, "appeal_correction_precondition_changed", "The case changed; this correction no longer applies."
             )
-        correction.state, correction.note, correction.confirmed_at, correction.updated_at = (
+        correction.state, correction.note, correction.confirmed_at = (
             "confirmed",
             note,
-            utcnow(),
             utcnow(),
         )
         uow.audit(

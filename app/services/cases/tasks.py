@@ -79,7 +79,6 @@ def finish_task_for_proposal(uow: UnitOfWork, proposal_id: str, state: str, reas
     now = utcnow()
     task.state = state
     task.completed_at = now if state == "completed" else None
-    task.updated_at = now
     _release_claims(uow, task.id, reason)
 
 

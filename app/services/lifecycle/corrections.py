@@ -185,13 +185,9 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
             continue
         proposal = session.get(ActionProposal, correction.proposal_id)
         if proposal.state == "applied":
-            correction.state, correction.confirmed_at, correction.updated_at = "confirmed", now, now
+            correction.state, correction.confirmed_at = "confirmed", now
         elif proposal.is_terminal:
-            correction.state, correction.last_error_code, correction.updated_at = (
-                "failed",
-                proposal.last_error_code,
-                now,
-            )
+            correction.state, correction.last_error_code = "failed", proposal.last_error_code
     by_decision: dict[str, list[AppealCorrection]] = {}
     for correction in corrections:
         by_decision.setdefault(correction.appeal_decision_id, []).append(correction)
@@ -199,9 +195,9 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
         ad = session.get(AppealDecision, decision_id)
         if ad.completion_state != "waiting" or not all(c.state == "confirmed" for c in group):
             continue
-        ad.correction_confirmed_at, ad.completion_state, ad.updated_at = now, "completed", now
+        ad.correction_confirmed_at, ad.completion_state = now, "completed"
         report = session.get(Report, report_id)
-        report.state, report.updated_at = "closed", now
+        report.state = "closed"
         uow.audit(
             ad.installation_id,
             f"appeal-decision-completed:{ad.id}",

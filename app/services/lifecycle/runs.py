@@ -175,14 +175,12 @@ def _continue(
         if outcome is None:
             outcome = _execute_node(uow, run, version, step)
         step.output = outcome.as_dict()
-        step.updated_at = utcnow()
         if outcome.waiting:
             step.state = "waiting"
             run.state = "waiting"
             run.waiting_event_type = outcome.event_type
             run.waiting_proposal_id = outcome.proposal_id
             run.wait_deadline_at = outcome.deadline
-            run.updated_at = utcnow()
             return
         step.state = "completed" if outcome.port != "error" else "failed"
         step.port = outcome.port
@@ -204,7 +202,6 @@ def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
     run.waiting_event_type = None
     run.wait_deadline_at = None
     run.finished_at = now
-    run.updated_at = now
     uow.audit(
         run.installation_id,
         f"workflow-run-finished:{run.id}",
@@ -263,7 +260,6 @@ def _deliver_row(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
     row.state = "delivered"
     row.attempts += 1
     row.last_error_code = None
-    row.updated_at = utcnow()
 
 
 def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
@@ -273,7 +269,6 @@ def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
     row.state = "failed"
     row.last_error_code = "platform_event_send_failed"
     row.available_at = utcnow() + timedelta(seconds=delay)
-    row.updated_at = utcnow()
     if row.event_inbox_id:
         event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
         if event is not None:
