@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import DateTime, MetaData, String, Text, TypeDecorator
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json
@@ -96,6 +96,17 @@ def _json_number(digits: str) -> int | float:
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+
+
+def related(**options: Any):
+    """A relationship for reading related rows, e.g. ``proposal.report``.
+
+    Relationships here are view-only and never load lazily: rows are written by id
+    through the services, and a query names what it reads with ``joinedload`` or
+    ``selectinload``. Reading one that was not loaded raises instead of running a
+    hidden query per row (``lazy="raise"``).
+    """
+    return relationship(viewonly=True, lazy="raise", **options)
 
 
 def new_id(prefix: str) -> str:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
+
+if TYPE_CHECKING:
+    from .proposals import ActionProposal
+    from .tenancy import OperatorUser
+    from .workflows import WorkflowRun
 
 REPORT_STATES = ("open", "decided", "appealed", "closed")
 APPEAL_OUTCOMES = ("upheld", "modified", "reversed")
@@ -36,6 +41,12 @@ class Report(Base):
     summary: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
+
+    targets: Mapped[list[ReportTarget]] = related(order_by="(ReportTarget.position, ReportTarget.id)")
+    decisions: Mapped[list[Decision]] = related(order_by="(Decision.created_at.desc(), Decision.seq.desc())")
+    runs: Mapped[list[WorkflowRun]] = related(order_by="(WorkflowRun.created_at.desc(), WorkflowRun.id)")
+    proposals: Mapped[list[ActionProposal]] = related(order_by="(ActionProposal.created_at.desc(), ActionProposal.id)")
+    appeals: Mapped[list[Appeal]] = related(order_by="(Appeal.created_at.desc(), Appeal.id)")
 
 
 class ReportTarget(Base):
@@ -72,6 +83,8 @@ class Decision(Base):
     policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
 
+    maker: Mapped[OperatorUser] = related()
+
 
 class Appeal(Base):
     """An appeal against a decision, from the platform or entered in the console."""
@@ -91,6 +104,11 @@ class Appeal(Base):
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 
+    report: Mapped[Report] = related()
+    contested: Mapped[Decision] = related()  # the decision the appeal is against
+    decisions: Mapped[list[AppealDecision]] = related(order_by="(AppealDecision.created_at, AppealDecision.id)")
+    corrections: Mapped[list[AppealCorrection]] = related(order_by="(AppealCorrection.created_at, AppealCorrection.id)")
+
 
 class AppealDecision(Base):
     """An operator's outcome on an appeal: upheld, modified or reversed."""
@@ -108,6 +126,8 @@ class AppealDecision(Base):
     rationale_redacted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
+
+    maker: Mapped[OperatorUser] = related()
 
 
 class AppealCorrection(Base):
@@ -135,3 +155,7 @@ class AppealCorrection(Base):
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
+
+    original: Mapped[ActionProposal] = related(foreign_keys=[original_proposal_id])  # the action it corrects
+    proposal: Mapped[ActionProposal | None] = related(foreign_keys=[proposal_id])  # the correcting action
+    approver: Mapped[OperatorUser | None] = related()

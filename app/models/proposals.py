@@ -7,7 +7,7 @@ conditional UPDATE from the state machine in `app.domain.states`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Boolean,
@@ -24,7 +24,12 @@ from app.domain.clock import utcnow
 from app.domain.receipts import ProposalIdentity
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, is_terminal, sources, target
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
+
+if TYPE_CHECKING:
+    from .attempts import ConnectionAttempt
+    from .cases import Decision, Report
+    from .workflows import HumanTask, WorkflowRun
 
 
 class ActionProposal(Base):
@@ -77,6 +82,18 @@ class ActionProposal(Base):
     last_receipt: Mapped[dict[str, Any] | None] = json_column("last_receipt_json", nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
+
+    report: Mapped[Report] = related()
+    run: Mapped[WorkflowRun] = related()
+    decision: Mapped[Decision | None] = related()  # the decision it enforces, when pinned
+    approval: Mapped[ActionApproval | None] = related(uselist=False)
+    task: Mapped[HumanTask | None] = related(uselist=False)  # its approval task
+    attempts: Mapped[list[ConnectionAttempt]] = related(
+        order_by="(ConnectionAttempt.delivery_cycle, ConnectionAttempt.attempt_number)"
+    )
+    receipts: Mapped[list[ActionReceiptRecord]] = related(
+        order_by="(ActionReceiptRecord.received_at, ActionReceiptRecord.id)"
+    )
 
     @property
     def identity(self) -> ProposalIdentity:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
+
+if TYPE_CHECKING:
+    from .cases import Decision
+    from .proposals import ActionProposal
+    from .tenancy import OperatorUser
 
 AUTHORITY_MODES = ("off", "shadow", "assist", "bounded_auto")
 RUN_STATES = ("running", "waiting", "completed", "failed", "terminated", "cancelled")
@@ -74,6 +80,8 @@ class WorkflowRun(Base):
     updated_at: Mapped[datetime] = updated_at_column()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
+    decision: Mapped[Decision | None] = related()  # the decision that started it
+
 
 class StepRun(Base):
     """A node's execution within a run, per branch."""
@@ -119,6 +127,9 @@ class HumanTask(Base):
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
+
+    proposal: Mapped[ActionProposal | None] = related()
+    assignee: Mapped[OperatorUser | None] = related()
 
 
 class HumanTaskClaim(Base):
