@@ -98,15 +98,19 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
-def related(**options: Any):
+def related(target: str | None = None, **options: Any):
     """A relationship for reading related rows, e.g. ``proposal.report``.
 
     Relationships here are view-only and never load lazily: rows are written by id
     through the services, and a query names what it reads with ``joinedload`` or
     ``selectinload``. Reading one that was not loaded raises instead of running a
     hidden query per row (``lazy="raise"``).
+
+    The model modules import each other one way only (cases, then workflows, then
+    proposals); a relationship against that order names its `target` class as a
+    string and goes without a ``Mapped[...]`` annotation, which would need the import.
     """
-    return relationship(viewonly=True, lazy="raise", **options)
+    return relationship(target, viewonly=True, lazy="raise", **options)
 
 
 def new_id(prefix: str) -> str:

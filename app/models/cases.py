@@ -11,9 +11,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
 
 if TYPE_CHECKING:
-    from .proposals import ActionProposal
     from .tenancy import OperatorUser
-    from .workflows import WorkflowRun
 
 REPORT_STATES = ("open", "decided", "appealed", "closed")
 APPEAL_OUTCOMES = ("upheld", "modified", "reversed")
@@ -44,8 +42,9 @@ class Report(Base):
 
     targets: Mapped[list[ReportTarget]] = related(order_by="(ReportTarget.position, ReportTarget.id)")
     decisions: Mapped[list[Decision]] = related(order_by="(Decision.created_at.desc(), Decision.seq.desc())")
-    runs: Mapped[list[WorkflowRun]] = related(order_by="(WorkflowRun.created_at.desc(), WorkflowRun.id)")
-    proposals: Mapped[list[ActionProposal]] = related(order_by="(ActionProposal.created_at.desc(), ActionProposal.id)")
+    # by name (see related): workflows.py and proposals.py import this module
+    runs = related("WorkflowRun", order_by="(WorkflowRun.created_at.desc(), WorkflowRun.id)")
+    proposals = related("ActionProposal", order_by="(ActionProposal.created_at.desc(), ActionProposal.id)")
     appeals: Mapped[list[Appeal]] = related(order_by="(Appeal.created_at.desc(), Appeal.id)")
 
 
@@ -156,6 +155,7 @@ class AppealCorrection(Base):
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 
-    original: Mapped[ActionProposal] = related(foreign_keys=[original_proposal_id])  # the action it corrects
-    proposal: Mapped[ActionProposal | None] = related(foreign_keys=[proposal_id])  # the correcting action
+    # by name (see related): proposals.py imports this module
+    original = related("ActionProposal", foreign_keys=[original_proposal_id])  # the action it corrects
+    proposal = related("ActionProposal", foreign_keys=[proposal_id])  # the correcting action, once made
     approver: Mapped[OperatorUser | None] = related()

@@ -12,7 +12,6 @@ from .base import Base, UTCDateTime, created_at_column, id_column, json_column, 
 
 if TYPE_CHECKING:
     from .cases import Decision
-    from .proposals import ActionProposal
     from .tenancy import OperatorUser
 
 AUTHORITY_MODES = ("off", "shadow", "assist", "bounded_auto")
@@ -128,7 +127,7 @@ class HumanTask(Base):
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 
-    proposal: Mapped[ActionProposal | None] = related()
+    proposal = related("ActionProposal")  # by name (see related): proposals.py imports this module
     assignee: Mapped[OperatorUser | None] = related()
 
 
