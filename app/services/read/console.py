@@ -126,7 +126,7 @@ def list_proposals(
         created_at, id = position
         # A row-value comparison: the database walks the (created_at, id) index from the cursor.
         query = query.where(tuple_(P.created_at, P.id) < tuple_(created_at, id))
-    query = query.options(joinedload(P.report))
+    query = query.options(joinedload(P.report, innerjoin=True))
     proposals = db.session.scalars(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
     more = len(proposals) > limit
     proposals = proposals[:limit]
@@ -323,7 +323,7 @@ def list_appeals(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any
     appeals = db.session.scalars(
         select(Appeal)
         .where(Appeal.installation_id == operator.installation_id)
-        .options(joinedload(Appeal.report))
+        .options(joinedload(Appeal.report, innerjoin=True))
         .order_by(Appeal.created_at.desc(), Appeal.id.desc())
         .limit(limit)
     ).all()
