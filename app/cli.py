@@ -109,6 +109,7 @@ def register_cli(app: Flask) -> None:
     @click.argument("proposal_id")
     def proposal_history(proposal_id: str) -> None:
         """Show a proposal's state, attempts, receipts and audit trail."""
+        from .domain.digests import canonical_json
         from .extensions import db
         from .models import ActionProposal, ActionReceiptRecord, AuditEvent, ConnectionAttempt
         from .services.read.console import attempt_statuses
@@ -117,7 +118,7 @@ def register_cli(app: Flask) -> None:
         if proposal is None:
             click.echo("action_not_found: no such proposal", err=True)
             sys.exit(1)
-        click.echo(f"{proposal.id}\n  {proposal.action_code} {proposal.target_json}")
+        click.echo(f"{proposal.id}\n  {proposal.action_code} {canonical_json(proposal.target)}")
         click.echo(
             f"  state {proposal.state} (terminal {proposal.delivery_terminal}), cycle {proposal.delivery_cycle}, "
             f"attempts {proposal.delivery_attempt_count}, last error {proposal.last_error_code or '-'}"

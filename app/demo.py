@@ -17,7 +17,6 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import (
     ComponentDefinition,
@@ -152,7 +151,7 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             bearer_token=platform_token,
             signing_secret=signing_secret,
             timeout_seconds=10,
-            allowed_hosts_json=canonical_json(sorted({host, "127.0.0.1", "localhost"})),
+            allowed_hosts=sorted({host, "127.0.0.1", "localhost"}),
         )
         s.add(conn_version)
         s.flush()
@@ -173,9 +172,9 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
                 implementation_kind="webhook",
                 implementation_reference=f"POST {path}",
                 connection_version_id=conn_version.id,
-                input_schema_json=canonical_json(ACTION_INPUT_SCHEMA),
-                output_schema_json=canonical_json(RECEIPT_OUTPUT_SCHEMA),
-                approval_policy_json=canonical_json({"mode": approval_mode}),
+                input_schema=ACTION_INPUT_SCHEMA,
+                output_schema=RECEIPT_OUTPUT_SCHEMA,
+                approval_policy={"mode": approval_mode},
             )
             s.add(version)
             s.flush()
@@ -189,7 +188,7 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
                 definition_id=workflow.id,
                 version=1,
                 authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
-                graph_json=canonical_json(enforcement_graph(versions["takedown"], versions["restore"], approval_mode)),
+                graph=enforcement_graph(versions["takedown"], versions["restore"], approval_mode),
             )
         )
         for n, ref in enumerate(DEMO_POSTS, start=1):

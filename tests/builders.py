@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 
@@ -10,7 +11,6 @@ from sqlalchemy import select
 
 from app.demo import DEMO_PASSWORD, seed_demo
 from app.demo_platform import create_platform, platform_state, serve
-from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import (
     ActionProposal,
@@ -85,9 +85,9 @@ def set_graph(world: World, mutate) -> None:
     """Edit the enforcement workflow's graph in place (tests of node configuration)."""
     with unit_of_work() as uow:
         version = uow.session.get(WorkflowVersion, world.workflow_version_id)
-        graph = version.graph
+        graph = copy.deepcopy(version.graph)  # a JSON column's value is never changed in place
         mutate(graph)
-        version.graph_json = canonical_json(graph)
+        version.graph = graph
         uow.commit()
 
 
@@ -181,7 +181,7 @@ def point_connection_at(
         world.connection_version_id,
         base_url=base_url,
         timeout_seconds=timeout_seconds,
-        allowed_hosts_json=canonical_json(list(allowed)),
+        allowed_hosts=list(allowed),
     )
 
 

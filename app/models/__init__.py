@@ -2,7 +2,7 @@
 
 from .attempts import ConnectionAttempt
 from .audit import AuditEvent
-from .base import Base, insert_ignore, loads, new_id
+from .base import Base, CanonicalJSON, insert_ignore, new_id
 from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion
@@ -24,6 +24,7 @@ __all__ = [
     "Base",
     "Budget",
     "BudgetReservation",
+    "CanonicalJSON",
     "ComponentDefinition",
     "ComponentVersion",
     "Connection",
@@ -47,7 +48,6 @@ __all__ = [
     "WorkflowRun",
     "WorkflowVersion",
     "insert_ignore",
-    "loads",
     "move_proposal",
     "new_id",
 ]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, created_at_column, id_column, loads
+from .base import Base, created_at_column, id_column
 
 
 class AuditEvent(Base):
@@ -19,6 +20,10 @@ class AuditEvent(Base):
     ``sha256:{hex}`` for rows from before the key), so removing or editing a row
     breaks the chain (AUD-2, REC-3). The database refuses UPDATE, DELETE, TRUNCATE
     and REPLACE on this table (triggers in migrations 0001 and 0003, REC-1).
+
+    `details_json` stays plain text, unlike the other ``*_json`` columns: the row
+    hash covers these stored characters, so the chain check must read them as they
+    are, not a value re-serialised on the way out.
     """
 
     __tablename__ = "audit_events"
@@ -43,4 +48,4 @@ class AuditEvent(Base):
 
     @property
     def details(self) -> dict[str, Any]:
-        return loads(self.details_json, {})
+        return json.loads(self.details_json)

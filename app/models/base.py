@@ -7,10 +7,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, MetaData, String, TypeDecorator
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import DateTime, MetaData, String, Text, TypeDecorator
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from app.domain.clock import utcnow
+from app.domain.digests import canonical_json
 
 # Stable constraint names, so migrations behave the same on SQLite and PostgreSQL.
 NAMING = {
@@ -46,8 +47,70 @@ class UTCDateTime(TypeDecorator):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+class CanonicalJSON(TypeDecorator):
+    """Python JSON values in and out, stored as RFC 8785 canonical JSON text.
+
+    The stored text is exactly `canonical_json(value)`, the text the product wrote by
+    hand into its ``*_json`` columns before this type existed, so no migration was
+    needed and digests over the stored text still match (SPEC ID-2, RCPT-3).
+
+    * Python None is SQL NULL (a column that must hold JSON ``null`` needs another
+      design; none does).
+    * JSON text given as a value is refused (TypeError): pass the value, not its
+      JSON, or it would be stored as a JSON string.
+    * Values canonical JSON cannot hold (NaN, infinities, integers beyond 2^53,
+      lone surrogates) are refused when written (``rfc8785.CanonicalizationError``,
+      raised inside SQLAlchemy's ``StatementError``).
+    * Values are immutable by design: a dict or list changed in place is neither
+      detected nor written. Assign a new value (``row.graph = {**row.graph, ...}``),
+      or a deep copy changed, never the loaded object itself.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, str | bytes):
+            raise TypeError("CanonicalJSON takes a Python value, not JSON text")
+        return canonical_json(value)
+
+    def process_result_value(self, value: str | None, dialect) -> Any:
+        return None if value is None else json.loads(value, parse_int=_json_number)
+
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _json_number(digits: str) -> int | float:
+    """An integer as RFC 8785's number model (IEEE doubles) reads it.
+
+    A large float such as 4.2e16 is stored as the digits ``42000000000000000``; read
+    back as a Python int it would be refused when written again (beyond 2^53), so it
+    comes back as the float it was.
+    """
+    number = int(digits)
+    return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else float(number)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+
+
+def related(target: str | None = None, **options: Any):
+    """A relationship for reading related rows, e.g. ``proposal.report``.
+
+    Relationships here are view-only and never load lazily: rows are written by id
+    through the services, and a query names what it reads with ``joinedload`` or
+    ``selectinload``. Reading one that was not loaded raises instead of running a
+    hidden query per row (``lazy="raise"``).
+
+    The model modules import each other one way only (cases, then workflows, then
+    proposals); a relationship against that order names its `target` class as a
+    string and goes without a ``Mapped[...]`` annotation, which would need the import.
+    """
+    return relationship(target, viewonly=True, lazy="raise", **options)
 
 
 def new_id(prefix: str) -> str:
@@ -63,11 +126,20 @@ def created_at_column() -> Mapped[datetime]:
     return mapped_column(UTCDateTime(), default=utcnow, nullable=False)
 
 
-def loads(text: str | None, default: Any = None) -> Any:
-    """Parse a stored JSON column; a missing value gives `default`."""
-    if text is None or text == "":
-        return default
-    return json.loads(text)
+def updated_at_column() -> Mapped[datetime]:
+    """Set when the row is inserted and again by every UPDATE that does not set it:
+    ORM flushes and core ``update()`` statements alike (SQLAlchemy ``onupdate``)."""
+    return mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow, nullable=False)
+
+
+def json_column(name: str, *, nullable: bool = False, default: Any = None) -> Mapped[Any]:
+    """A `CanonicalJSON` column named `name` (e.g. ``target_json``) in the table.
+
+    Args:
+        name: the column's name in the database; the mapped attribute has its own.
+        default: a callable giving the value of a new row (e.g. ``dict``), or None.
+    """
+    return mapped_column(name, CanonicalJSON(), nullable=nullable, default=default)
 
 
 def insert_ignore(session, model, values: dict[str, Any]) -> bool:

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column
+from .base import Base, UTCDateTime, created_at_column, id_column, updated_at_column
 
 BUDGET_SCOPES = ("workflow", "component", "queue")
 
@@ -33,7 +33,7 @@ class Budget(Base):
     used_amount: Mapped[int] = mapped_column(default=0)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class BudgetReservation(Base):

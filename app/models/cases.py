@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
+
+if TYPE_CHECKING:
+    from .tenancy import OperatorUser
 
 REPORT_STATES = ("open", "decided", "appealed", "closed")
 APPEAL_OUTCOMES = ("upheld", "modified", "reversed")
@@ -34,7 +38,14 @@ class Report(Base):
     category: Mapped[str] = mapped_column(String(100), default="")
     summary: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
+
+    targets: Mapped[list[ReportTarget]] = related(order_by="(ReportTarget.position, ReportTarget.id)")
+    decisions: Mapped[list[Decision]] = related(order_by="(Decision.created_at.desc(), Decision.seq.desc())")
+    # by name (see related): workflows.py and proposals.py import this module
+    runs = related("WorkflowRun", order_by="(WorkflowRun.created_at.desc(), WorkflowRun.id)")
+    proposals = related("ActionProposal", order_by="(ActionProposal.created_at.desc(), ActionProposal.id)")
+    appeals: Mapped[list[Appeal]] = related(order_by="(Appeal.created_at.desc(), Appeal.id)")
 
 
 class ReportTarget(Base):
@@ -71,6 +82,8 @@ class Decision(Base):
     policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
 
+    maker: Mapped[OperatorUser] = related()
+
 
 class Appeal(Base):
     """An appeal against a decision, from the platform or entered in the console."""
@@ -88,7 +101,12 @@ class Appeal(Base):
     created_by_type: Mapped[str] = mapped_column(String(30), default="operator")
     created_by_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
+
+    report: Mapped[Report] = related()
+    contested: Mapped[Decision] = related()  # the decision the appeal is against
+    decisions: Mapped[list[AppealDecision]] = related(order_by="(AppealDecision.created_at, AppealDecision.id)")
+    corrections: Mapped[list[AppealCorrection]] = related(order_by="(AppealCorrection.created_at, AppealCorrection.id)")
 
 
 class AppealDecision(Base):
@@ -106,7 +124,9 @@ class AppealDecision(Base):
     correction_confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     rationale_redacted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
+
+    maker: Mapped[OperatorUser] = related()
 
 
 class AppealCorrection(Base):
@@ -122,7 +142,7 @@ class AppealCorrection(Base):
     integration_id: Mapped[str] = mapped_column(ForeignKey("integrations.id"))
     original_proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"))
     original_operation_id: Mapped[str] = mapped_column(String(700))
-    original_target_json: Mapped[str] = mapped_column(Text)
+    original_target: Mapped[dict[str, Any]] = json_column("original_target_json")
     original_payload_digest: Mapped[str] = mapped_column(String(100))
     mode: Mapped[str] = mapped_column(String(20))  # automated, manual
     state: Mapped[str] = mapped_column(String(20), default="pending")
@@ -133,4 +153,9 @@ class AppealCorrection(Base):
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
+
+    # by name (see related): proposals.py imports this module
+    original = related("ActionProposal", foreign_keys=[original_proposal_id])  # the action it corrects
+    proposal = related("ActionProposal", foreign_keys=[proposal_id])  # the correcting action, once made
+    approver: Mapped[OperatorUser | None] = related()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, loads
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column
 
 IMPLEMENTATION_KINDS = ("webhook", "external_api")
 MAX_CONNECTION_TIMEOUT_SECONDS = 120
@@ -45,12 +45,8 @@ class ConnectionVersion(Base):
     bearer_token: Mapped[str | None] = mapped_column(String(500), nullable=True)
     signing_secret: Mapped[str | None] = mapped_column(String(500), nullable=True)
     timeout_seconds: Mapped[float] = mapped_column(default=30)
-    allowed_hosts_json: Mapped[str] = mapped_column(Text, default="[]")
+    allowed_hosts: Mapped[list[str]] = json_column("allowed_hosts_json", default=list)
     created_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def allowed_hosts(self) -> list[str]:
-        return loads(self.allowed_hosts_json, [])
 
 
 class ComponentDefinition(Base):
@@ -81,20 +77,8 @@ class ComponentVersion(Base):
     implementation_kind: Mapped[str] = mapped_column(String(30))
     implementation_reference: Mapped[str] = mapped_column(String(500))  # "POST /actions/takedown"
     connection_version_id: Mapped[str | None] = mapped_column(ForeignKey("connection_versions.id"), nullable=True)
-    input_schema_json: Mapped[str] = mapped_column(Text, default="{}")
-    output_schema_json: Mapped[str] = mapped_column(Text, default="{}")
-    approval_policy_json: Mapped[str] = mapped_column(Text, default='{"mode":"human"}')
+    input_schema: Mapped[dict] = json_column("input_schema_json", default=dict)
+    output_schema: Mapped[dict] = json_column("output_schema_json", default=dict)
+    approval_policy: Mapped[dict] = json_column("approval_policy_json", default=lambda: {"mode": "human"})
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def input_schema(self) -> dict:
-        return loads(self.input_schema_json, {})
-
-    @property
-    def output_schema(self) -> dict:
-        return loads(self.output_schema_json, {})
-
-    @property
-    def approval_policy(self) -> dict:
-        return loads(self.approval_policy_json, {})

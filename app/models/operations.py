@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Index, String, Text
+from sqlalchemy import Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column
 
 
 class SweepRun(Base):
@@ -17,5 +17,5 @@ class SweepRun(Base):
     id: Mapped[str] = id_column("swp")
     started_at: Mapped[datetime] = created_at_column()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    counts_json: Mapped[str] = mapped_column(Text, default="{}")
+    counts: Mapped[dict[str, int]] = json_column("counts_json", default=dict)
     error: Mapped[str | None] = mapped_column(String(500), nullable=True)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column
+from .base import Base, UTCDateTime, created_at_column, json_column, updated_at_column
 
 
 class WorkflowEventInbox(Base):
@@ -22,8 +23,8 @@ class WorkflowEventInbox(Base):
     event_key: Mapped[str] = mapped_column(String(800))
     source_type: Mapped[str] = mapped_column(String(30))
     source_id: Mapped[str] = mapped_column(String(700))
-    payload_json: Mapped[str] = mapped_column(Text)
-    payload_digest: Mapped[str] = mapped_column(String(100))
+    payload: Mapped[dict[str, Any]] = json_column("payload_json")
+    payload_digest: Mapped[str] = mapped_column(String(100))  # of the stored payload_json text
     received_at: Mapped[datetime] = created_at_column()
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     delivery_attempts: Mapped[int] = mapped_column(default=0)
@@ -47,4 +48,4 @@ class WorkflowDispatchOutbox(Base):
     available_at: Mapped[datetime] = created_at_column()
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()

@@ -7,7 +7,7 @@ conditional UPDATE from the state machine in `app.domain.states`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Boolean,
@@ -24,7 +24,12 @@ from app.domain.clock import utcnow
 from app.domain.receipts import ProposalIdentity
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, is_terminal, sources, target
 
-from .base import Base, UTCDateTime, created_at_column, id_column, loads
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
+
+if TYPE_CHECKING:
+    from .attempts import ConnectionAttempt
+    from .cases import Decision, Report
+    from .workflows import HumanTask, WorkflowRun
 
 
 class ActionProposal(Base):
@@ -48,16 +53,16 @@ class ActionProposal(Base):
     appeal_id: Mapped[str | None] = mapped_column(ForeignKey("appeals.id"), nullable=True)
     decision_id: Mapped[str | None] = mapped_column(ForeignKey("decisions.id"), nullable=True)
     action_code: Mapped[str] = mapped_column(String(200))
-    target_json: Mapped[str] = mapped_column(Text)
-    payload_json: Mapped[str] = mapped_column(Text)
-    preconditions_json: Mapped[str] = mapped_column(Text)
+    target: Mapped[dict[str, Any]] = json_column("target_json")
+    payload: Mapped[dict[str, Any]] = json_column("payload_json")
+    preconditions: Mapped[dict[str, Any]] = json_column("preconditions_json")
     payload_digest: Mapped[str] = mapped_column(String(100))
     component_version_id: Mapped[str] = mapped_column(ForeignKey("component_versions.id"))
     workflow_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     authority_mode: Mapped[str] = mapped_column(String(20))
     approval_mode: Mapped[str] = mapped_column(String(20))  # human, bounded_auto
-    approval_policy_json: Mapped[str] = mapped_column(Text)  # {mode, expires_at, ...}
+    approval_policy: Mapped[dict[str, Any]] = json_column("approval_policy_json")  # {mode, expires_at, ...}
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
     state: Mapped[str] = mapped_column(String(30))
     operation_id: Mapped[str] = mapped_column(String(700), unique=True)
@@ -74,29 +79,21 @@ class ActionProposal(Base):
     accepted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     confirmation_deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    last_receipt_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    last_receipt: Mapped[dict[str, Any] | None] = json_column("last_receipt_json", nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
-    @property
-    def target(self) -> dict[str, Any]:
-        return loads(self.target_json, {})
-
-    @property
-    def payload(self) -> dict[str, Any]:
-        return loads(self.payload_json, {})
-
-    @property
-    def preconditions(self) -> dict[str, Any]:
-        return loads(self.preconditions_json, {})
-
-    @property
-    def approval_policy(self) -> dict[str, Any]:
-        return loads(self.approval_policy_json, {})
-
-    @property
-    def last_receipt(self) -> dict[str, Any] | None:
-        return loads(self.last_receipt_json)
+    report: Mapped[Report] = related()
+    run: Mapped[WorkflowRun] = related()
+    decision: Mapped[Decision | None] = related()  # the decision it enforces, when pinned
+    approval: Mapped[ActionApproval | None] = related(uselist=False)
+    task: Mapped[HumanTask | None] = related(uselist=False)  # its approval task
+    attempts: Mapped[list[ConnectionAttempt]] = related(
+        order_by="(ConnectionAttempt.delivery_cycle, ConnectionAttempt.attempt_number)"
+    )
+    receipts: Mapped[list[ActionReceiptRecord]] = related(
+        order_by="(ActionReceiptRecord.received_at, ActionReceiptRecord.id)"
+    )
 
     @property
     def identity(self) -> ProposalIdentity:
@@ -183,12 +180,8 @@ class ActionReceiptRecord(Base):
     attempt_number: Mapped[int | None] = mapped_column(nullable=True)
     source: Mapped[str] = mapped_column(String(20))  # sync, async
     status: Mapped[str] = mapped_column(String(20))
-    receipt_json: Mapped[str] = mapped_column(Text)
-    receipt_digest: Mapped[str] = mapped_column(String(100))
+    receipt: Mapped[dict[str, Any]] = json_column("receipt_json")
+    receipt_digest: Mapped[str] = mapped_column(String(100))  # of the stored receipt_json text
     applied_to_proposal: Mapped[bool] = mapped_column(Boolean, default=True)
     connection_attempt_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     received_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def receipt(self) -> dict[str, Any]:
-        return loads(self.receipt_json, {})

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, loads
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
+
+if TYPE_CHECKING:
+    from .cases import Decision
+    from .tenancy import OperatorUser
 
 AUTHORITY_MODES = ("off", "shadow", "assist", "bounded_auto")
 RUN_STATES = ("running", "waiting", "completed", "failed", "terminated", "cancelled")
@@ -41,13 +46,9 @@ class WorkflowVersion(Base):
     definition_id: Mapped[str] = mapped_column(ForeignKey("workflow_definitions.id"))
     version: Mapped[int] = mapped_column(default=1)
     authority_mode: Mapped[str] = mapped_column(String(20), default="assist")
-    graph_json: Mapped[str] = mapped_column(Text)
+    graph: Mapped[dict] = json_column("graph_json")
     active: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def graph(self) -> dict:
-        return loads(self.graph_json, {})
 
 
 class WorkflowRun(Base):
@@ -75,8 +76,10 @@ class WorkflowRun(Base):
     outcome_port: Mapped[str | None] = mapped_column(String(50), nullable=True)
     last_error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    decision: Mapped[Decision | None] = related()  # the decision that started it
 
 
 class StepRun(Base):
@@ -92,14 +95,10 @@ class StepRun(Base):
     branch_key: Mapped[str] = mapped_column(String(200), default="main")
     state: Mapped[str] = mapped_column(String(20), default="running")
     port: Mapped[str | None] = mapped_column(String(50), nullable=True)
-    output_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    output: Mapped[dict | None] = json_column("output_json", nullable=True)
     error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def output(self) -> dict | None:
-        return loads(self.output_json)
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class HumanTask(Base):
@@ -116,9 +115,9 @@ class HumanTask(Base):
     task_type: Mapped[str] = mapped_column(String(30), default="approval")
     state: Mapped[str] = mapped_column(String(20), default="open")
     queue_id: Mapped[str | None] = mapped_column(ForeignKey("queues.id"), nullable=True)
-    context_json: Mapped[str] = mapped_column(Text, default="{}")
+    context: Mapped[dict] = json_column("context_json", default=dict)
     context_digest: Mapped[str] = mapped_column(String(100), default="")
-    response_schema_json: Mapped[str] = mapped_column(Text, default="{}")
+    response_schema: Mapped[dict] = json_column("response_schema_json", default=dict)
     action_proposal_id: Mapped[str | None] = mapped_column(
         ForeignKey("action_proposals.id"), nullable=True, unique=True
     )
@@ -126,7 +125,10 @@ class HumanTask(Base):
     due_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
+
+    proposal = related("ActionProposal")  # by name (see related): proposals.py imports this module
+    assignee: Mapped[OperatorUser | None] = related()
 
 
 class HumanTaskClaim(Base):

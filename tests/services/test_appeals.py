@@ -53,7 +53,7 @@ def correction(app, world, platform):
     [correction_id] = result.correction_ids
     row = db.session.get(AppealCorrection, correction_id)
     assert (row.mode, row.state) == ("automated", "proposed")
-    row.original = original
+    row.original_action = original  # kept beside the row (its relationships load only when asked)
     return row
 
 
@@ -72,8 +72,8 @@ def test_reversed_appeal_restores_the_post(app, world, platform, correction):
     )
     assert proposal.preconditions == {
         "appeal_decision_id": correction.appeal_decision_id,
-        "latest_decision_id": correction.original.decision_id,
-        "original_payload_digest": correction.original.payload_digest,
+        "latest_decision_id": correction.original_action.decision_id,
+        "original_payload_digest": correction.original_action.payload_digest,
     }
     approve(world, proposal, reviewer="admin")
     assert reload(proposal).state == "queued"
@@ -164,7 +164,7 @@ BREAKERS = {
     "newer upheld decision": newer_upheld,
     "redacted rationale": lambda world, c: redact_rationale(c.appeal_decision_id, operator=world.user("admin")),
     "original not confirmed": lambda world, c: set_row(ActionProposal, c.original_proposal_id, confirmed_at=None),
-    "target changed": lambda world, c: set_row(AppealCorrection, c.id, original_target_json='{"reference":"post:9"}'),
+    "target changed": lambda world, c: set_row(AppealCorrection, c.id, original_target={"reference": "post:9"}),
     "report no longer appealed": lambda world, c: set_row(Report, c.report_id, state="closed"),
     "appeal no longer contests the latest decision": lambda world, c: _new_decision(world, c),
 }

@@ -271,7 +271,7 @@ def test_response_must_match_output_schema(app, approved, scripted, world):
     set_row(
         ComponentVersion,
         world.components["takedown"],
-        output_schema_json=json.dumps({"type": "object", "required": ["provider_request_id"]}),
+        output_schema={"type": "object", "required": ["provider_request_id"]},
     )
     scripted(s.applied())
     outcome = deliver(approved.id)
@@ -306,7 +306,7 @@ def test_late_worker_cannot_overwrite_a_newer_attempt(app, approved, scripted):
         uow.commit()
     assert not changed
     row = reload(approved)
-    assert (row.state, row.delivery_attempt_count, row.last_receipt_json) == ("applying", 2, None)
+    assert (row.state, row.delivery_attempt_count, row.last_receipt) == ("applying", 2, None)
 
 
 # -- DLV-6: failures and backoff -----------------------------------------------------
@@ -386,7 +386,7 @@ def test_applied_emits_the_resolution_event(app, approved, scripted):
     event = db.session.get(WorkflowEventInbox, f"{approved.id}:delivery-resolution")
     assert event.event_type == f"action.{approved.id}.delivery-resolved"
     assert event.event_key == f"action-delivery:{approved.id}:1"
-    assert json.loads(event.payload_json)["state"] == "applied" and event.delivered_at is not None
+    assert event.payload["state"] == "applied" and event.delivered_at is not None
 
 
 def test_terminal_failure_emits_the_resolution_event(app, approved, scripted):
@@ -394,7 +394,7 @@ def test_terminal_failure_emits_the_resolution_event(app, approved, scripted):
     scripted(s.http_status(400))
     deliver(approved.id)
     event = db.session.get(WorkflowEventInbox, f"{approved.id}:delivery-resolution")
-    assert json.loads(event.payload_json)["error_code"] == "platform_client_error"
+    assert event.payload["error_code"] == "platform_client_error"
 
 
 def test_retryable_failure_emits_nothing_yet(app, approved, scripted):
@@ -448,7 +448,7 @@ def test_failed_receipt_with_terminal_false_retries(app, approved, scripted):
 )
 def test_a_body_that_is_not_a_receipt_is_terminal(app, approved, scripted, world, step, code):
     """RCPT-1, §5: a 200 whose body is not this proposal's receipt is terminal."""
-    set_row(ComponentVersion, world.components["takedown"], output_schema_json="{}")
+    set_row(ComponentVersion, world.components["takedown"], output_schema={})
     scripted(step)
     outcome = deliver(approved.id)
     assert (outcome.error_code, outcome.terminal) == (code, True)

@@ -83,7 +83,7 @@ def test_new_human_proposal_has_task_digest_and_ids(app, world):
     assert proposal.payload_digest == payload_digest(material)
     task = db.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal.id))
     assert (task.state, task.due_at, task.task_type) == ("open", proposal.expires_at, "approval")
-    assert task.response_schema_json and '"rejected"' in task.response_schema_json
+    assert "rejected" in task.response_schema["properties"]["decision"]["enum"]
     assert (run.state, run.waiting_event_type) == ("waiting", f"action.{proposal.id}.resolved")
 
 

@@ -143,7 +143,7 @@ def test_uninvolved_admins_alone_may_redact(app, world, platform):
 
 def test_a_self_referencing_schema_fails_the_action_cleanly(app, world):
     """PREP-4: a schema that cannot be evaluated rejects the payload instead of crashing the run."""
-    set_row(ComponentVersion, world.components["takedown"], input_schema_json='{"$ref": "#"}')
+    set_row(ComponentVersion, world.components["takedown"], input_schema={"$ref": "#"})
     decide_report(world)
     from app.models import WorkflowRun
 

@@ -218,7 +218,6 @@ def change_budget_limit(operator: OperatorUser, budget_id: str, limit_amount: in
         before = budget.limit_amount
         if before != limit:
             budget.limit_amount = limit
-            budget.updated_at = utcnow()
             uow.audit(
                 installation_id,
                 change_key("budget-limit", budget.id),
@@ -244,7 +243,6 @@ def set_budget_active(operator: OperatorUser, budget_id: str, active: bool) -> N
         budget = _budget_for_change(uow, installation_id, budget_id)
         if budget.active != bool(active):
             budget.active = bool(active)
-            budget.updated_at = utcnow()
             verb = "activated" if active else "deactivated"
             uow.audit(
                 installation_id,

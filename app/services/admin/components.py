@@ -17,7 +17,6 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.clock import utcnow
-from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
 from app.domain.expressions import check_schema
 from app.extensions import db
@@ -211,18 +210,18 @@ def _pointer_resolves(document: Any, pointer: str) -> bool:
     return True
 
 
-def _schema(text: Any, which: str) -> str:
+def _schema(text: Any, which: str) -> Any:
     code = f"component_{which}_schema_invalid"
     field = f"{which}_schema"
     label = f"The {which} schema"
-    schema, canonical = parse_json_text(text, code=code, field=field, label=label, max_chars=MAX_SCHEMA_CHARS)
+    schema, _ = parse_json_text(text, code=code, field=field, label=label, max_chars=MAX_SCHEMA_CHARS)
     if isinstance(schema, dict) and "$schema" in schema and not isinstance(schema["$schema"], str):
         problems = ["$schema must be a string (the URI of a JSON Schema dialect)."]
     else:  # the specific reference messages first, then the meta-schema and trial evaluation
         problems = (_local_ref_problems(schema) if isinstance(schema, dict) else []) or check_schema(schema)
     if problems:
         raise InvalidInput(400, code, f"{label} is not a usable JSON Schema.", field, problems)
-    return canonical
+    return schema
 
 
 def _clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> dict[str, Any]:
@@ -268,9 +267,9 @@ def _clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> d
         "implementation_kind": spec.implementation_kind,
         "implementation_reference": reference,
         "connection_version_id": connection.id,
-        "input_schema_json": input_schema,
-        "output_schema_json": output_schema,
-        "approval_policy_json": canonical_json({"mode": spec.approval_mode}),
+        "input_schema": input_schema,
+        "output_schema": output_schema,
+        "approval_policy": {"mode": spec.approval_mode},
     }
 
 

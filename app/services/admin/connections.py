@@ -21,11 +21,9 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Connection, ConnectionVersion, Integration, OperatorUser
-from app.models.base import loads
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
 from app.services.admin.input import (
     add_with_unique_slug,
@@ -121,7 +119,7 @@ def _view(version: ConnectionVersion) -> ConnectionVersionView:
         version=version.version,
         base_url=version.base_url,
         timeout_seconds=version.timeout_seconds,
-        allowed_hosts=loads(version.allowed_hosts_json, []),
+        allowed_hosts=version.allowed_hosts,
         has_bearer_token=bool(version.bearer_token),
         has_signing_secret=bool(version.signing_secret),
         created_at=version.created_at,
@@ -304,7 +302,7 @@ def _settings_row(
         "bearer_token": bearer or None,
         "signing_secret": signing or None,
         "timeout_seconds": timeout,
-        "allowed_hosts_json": canonical_json(hosts),
+        "allowed_hosts": hosts,
     }
     # The audit trail says what happened to each secret, never the secret itself.
     details = {

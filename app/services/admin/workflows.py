@@ -150,7 +150,7 @@ def _clean_version(uow: UnitOfWork, installation_id: str, authority_mode: Any, g
             "The authority mode is one of: " + ", ".join(AUTHORITY_MODES) + ".",
             "authority_mode",
         )
-    graph, canonical = parse_json_text(
+    graph, _ = parse_json_text(
         graph_text, code="workflow_graph_invalid", field="graph", label="The graph", max_chars=MAX_GRAPH_CHARS
     )
     problems = graph_errors(graph)
@@ -165,7 +165,7 @@ def _clean_version(uow: UnitOfWork, installation_id: str, authority_mode: Any, g
             "graph",
             problems,
         )
-    return {"authority_mode": authority_mode, "graph_json": canonical}
+    return {"authority_mode": authority_mode, "graph": graph}
 
 
 def create_workflow(

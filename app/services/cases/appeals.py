@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 
 from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import canonical_json, payload_digest
+from app.domain.digests import payload_digest
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.states import ProposalState
@@ -222,7 +222,6 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
                 report.state = "closed"
         else:
             report.state = "closed"
-        report.updated_at = now
         result = AppealDecisionResult(ad.id, corrections)
         uow.commit()
     return result
@@ -306,7 +305,7 @@ def prepare_correction(
         integration_id=report.integration_id,
         original_proposal_id=original.id,
         original_operation_id=original.operation_id,
-        original_target_json=original.target_json,
+        original_target=original.target,
         original_payload_digest=original.payload_digest,
         mode="automated" if config else "manual",
         state="pending",
@@ -388,16 +387,16 @@ def _correction_proposal(uow, correction, config, appeal, ad, report, original) 
         appeal_id=appeal.id,
         decision_id=appeal.decision_id,
         action_code=action_code,
-        target_json=original.target_json,
-        payload_json=canonical_json(payload),
-        preconditions_json=canonical_json(preconditions),
+        target=original.target,
+        payload=payload,
+        preconditions=preconditions,
         payload_digest=digest,
         component_version_id=component.id,
         workflow_version_id=original.workflow_version_id,
         policy_version_id=report.policy_version_id,
         authority_mode="assist",
         approval_mode="human",
-        approval_policy_json=canonical_json(policy),
+        approval_policy=policy,
         expires_at=expires_at,
         state=ProposalState.APPROVAL_REQUIRED,
         operation_id=f"correction:{original.operation_id}:{ad.id}",
@@ -449,7 +448,7 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_
         if ad.rationale_redacted_at is not None:
             raise ApiError(409, "appeal_rationale_already_redacted", "The rationale was already redacted.")
         now = utcnow()
-        ad.rationale, ad.rationale_redacted_at, ad.updated_at = None, now, now
+        ad.rationale, ad.rationale_redacted_at = None, now
         uow.audit(
             ad.installation_id,
             f"appeal-rationale-redacted:{ad.id}",
@@ -498,10 +497,9 @@ def record_manual_correction(
             raise ApiError(
                 409, "appeal_correction_precondition_changed", "The case changed; this correction no longer applies."
             )
-        correction.state, correction.note, correction.confirmed_at, correction.updated_at = (
+        correction.state, correction.note, correction.confirmed_at = (
             "confirmed",
             note,
-            utcnow(),
             utcnow(),
         )
         uow.audit(

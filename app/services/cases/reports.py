@@ -99,7 +99,6 @@ def record_decision(
         )
         session.add(decision)
         report.state = "decided"
-        report.updated_at = now
         session.flush()
         uow.audit(
             report.installation_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from app.domain.clock import utcnow
-from app.domain.digests import canonical_json, json_digest
+from app.domain.digests import json_digest
 from app.domain.errors import ApiError
 from app.models import HumanTask, HumanTaskClaim, OperatorUser
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -51,9 +51,9 @@ def open_approval_task(
         task_type="approval",
         state="open",
         queue_id=queue_id,
-        context_json=canonical_json(context),
+        context=context,
         context_digest=json_digest(context),
-        response_schema_json=canonical_json(APPROVAL_RESPONSE_SCHEMA),
+        response_schema=APPROVAL_RESPONSE_SCHEMA,
         action_proposal_id=proposal.id,
         due_at=proposal.expires_at,
     )
@@ -79,7 +79,6 @@ def finish_task_for_proposal(uow: UnitOfWork, proposal_id: str, state: str, reas
     now = utcnow()
     task.state = state
     task.completed_at = now if state == "completed" else None
-    task.updated_at = now
     _release_claims(uow, task.id, reason)
 
 

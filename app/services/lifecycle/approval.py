@@ -87,10 +87,10 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
     correction = uow.session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
     if correction is not None:
         now = utcnow()
-        correction.approved_by, correction.approved_at, correction.updated_at = operator.id, now, now
+        correction.approved_by, correction.approved_at = operator.id, now
         if decision == "rejected":
             correction.state = "rejected"
-        elif correction_problems(uow.session, correction, proposal.target_json, proposal.preconditions):
+        elif correction_problems(uow.session, correction, proposal.target, proposal.preconditions):
             raise ApiError(
                 409,
                 "appeal_correction_precondition_changed",

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import canonical_json, json_problem, payload_digest
+from app.domain.digests import json_problem, payload_digest
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
 from app.domain.states import Move, ProposalState
@@ -143,18 +143,16 @@ def propose_compensation(
                 run_id=original.run_id,
                 step_run_id=original.step_run_id,
                 action_code=action_code,
-                target_json=canonical_json(target),
-                payload_json=canonical_json(payload),
-                preconditions_json=canonical_json(preconditions),
+                target=target,
+                payload=payload,
+                preconditions=preconditions,
                 payload_digest=digest,
                 component_version_id=component.id,
                 workflow_version_id=original.workflow_version_id,
                 policy_version_id=report.policy_version_id,
                 authority_mode="assist",
                 approval_mode="human",
-                approval_policy_json=canonical_json(
-                    {"mode": "human", "expires_at": iso(expires_at), "compensation": True}
-                ),
+                approval_policy={"mode": "human", "expires_at": iso(expires_at), "compensation": True},
                 expires_at=expires_at,
                 state=ProposalState.APPROVAL_REQUIRED,
                 operation_id=operation_id,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from app.domain.clock import utcnow
+from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
 from app.domain.maker_checker import REVIEWER_ROLE
 from app.models import (
@@ -81,7 +82,7 @@ def reviewer_problem(
 def correction_problems(
     session,
     correction: AppealCorrection,
-    target_json: str | None = None,
+    target: dict | None = None,
     preconditions: dict | None = None,
     lock: bool = False,
 ) -> list[str]:
@@ -89,12 +90,15 @@ def correction_problems(
 
     Args:
         correction: the correction row.
-        target_json: the correction proposal's canonical target, when one exists.
+        target: the correction proposal's target, when one exists.
         preconditions: the correction proposal's preconditions, when one exists.
         lock: lock the appeal decision, appeal and report rows (the receipt write).
     """
     ctx = load_context(session, correction, lock)
     ad, report, original = ctx.appeal_decision, ctx.report, ctx.original
+    # Targets compare as canonical text, the form they were recorded in: as Python
+    # values, true would equal 1.
+    recorded_target = canonical_json(correction.original_target)
     problems = []
     if report.state != "appealed":
         problems.append("The report is no longer appealed.")
@@ -104,12 +108,12 @@ def correction_problems(
         problems.append("The appeal decision's rationale was redacted.")
     if original is None or original.state != "applied" or original.confirmed_at is None:
         problems.append("The original action is not applied and confirmed.")
-    elif (original.operation_id, original.target_json) != (
+    elif (original.operation_id, canonical_json(original.target)) != (
         correction.original_operation_id,
-        correction.original_target_json,
+        recorded_target,
     ) or original.payload_digest != correction.original_payload_digest:
         problems.append("The original action is not the one recorded on the correction.")
-    if target_json is not None and target_json != correction.original_target_json:
+    if target is not None and canonical_json(target) != recorded_target:
         problems.append("The correction's target is not the original action's target.")
     latest = latest_decision(session, report.id)
     if latest is None or latest.id != ctx.appeal.decision_id:
@@ -155,7 +159,7 @@ def check_correction_eligible(session, proposal: ActionProposal, lock: bool = Fa
     correction = session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
     if correction is None or correction.mode != "automated" or correction.appeal_id != proposal.appeal_id:
         raise ActionError("appeal_correction_precondition_changed")
-    if correction_problems(session, correction, proposal.target_json, proposal.preconditions, lock=lock):
+    if correction_problems(session, correction, proposal.target, proposal.preconditions, lock=lock):
         raise ActionError("appeal_correction_precondition_changed")
 
 
@@ -181,13 +185,9 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
             continue
         proposal = session.get(ActionProposal, correction.proposal_id)
         if proposal.state == "applied":
-            correction.state, correction.confirmed_at, correction.updated_at = "confirmed", now, now
+            correction.state, correction.confirmed_at = "confirmed", now
         elif proposal.is_terminal:
-            correction.state, correction.last_error_code, correction.updated_at = (
-                "failed",
-                proposal.last_error_code,
-                now,
-            )
+            correction.state, correction.last_error_code = "failed", proposal.last_error_code
     by_decision: dict[str, list[AppealCorrection]] = {}
     for correction in corrections:
         by_decision.setdefault(correction.appeal_decision_id, []).append(correction)
@@ -195,9 +195,9 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
         ad = session.get(AppealDecision, decision_id)
         if ad.completion_state != "waiting" or not all(c.state == "confirmed" for c in group):
             continue
-        ad.correction_confirmed_at, ad.completion_state, ad.updated_at = now, "completed", now
+        ad.correction_confirmed_at, ad.completion_state = now, "completed"
         report = session.get(Report, report_id)
-        report.state, report.updated_at = "closed", now
+        report.state = "closed"
         uow.audit(
             ad.installation_id,
             f"appeal-decision-completed:{ad.id}",

@@ -48,7 +48,7 @@ def write_event(
             event_key=event_key,
             source_type=source_type,
             source_id=source_id,
-            payload_json=payload_json,
+            payload=payload,
             payload_digest=sha256_digest(payload_json),
             received_at=now,
             delivery_attempts=0,

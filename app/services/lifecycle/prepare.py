@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from app.domain import workflow as wf
 from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import canonical_json, payload_digest
+from app.domain.digests import payload_digest
 from app.domain.errors import ActionError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.states import Move, ProposalState
@@ -293,16 +293,16 @@ def _create(
         if isinstance(decision_id, str) and _decision_of(uow, decision_id, run.report_id)
         else None,
         action_code=action_code,
-        target_json=canonical_json(target),
-        payload_json=canonical_json(payload),
-        preconditions_json=canonical_json(preconditions),
+        target=target,
+        payload=payload,
+        preconditions=preconditions,
         payload_digest=digest,
         component_version_id=component.id,
         workflow_version_id=run.workflow_version_id,
         policy_version_id=report.policy_version_id,
         authority_mode=authority_mode,
         approval_mode=mode,
-        approval_policy_json=canonical_json(policy),
+        approval_policy=policy,
         expires_at=parse_iso(iso(expires_at)),
         state=S.APPROVAL_REQUIRED if mode == "human" else S.QUEUED,
         operation_id=operation_id,

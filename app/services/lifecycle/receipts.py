@@ -74,7 +74,7 @@ def save_receipt(
     accepted, retry_later = receipt.status == "accepted", receipt.status == "failed" and not terminal
     values: dict[str, Any] = dict(
         delivery_terminal=terminal,
-        last_receipt_json=receipt_json,
+        last_receipt=receipt.as_dict(),
         next_attempt_at=deadline if accepted else now + timedelta(seconds=receipt.retry_after_seconds),
         lease_expires_at=None,
         last_error_code=receipt.error_code,
@@ -129,7 +129,7 @@ def save_receipt(
             attempt_number=attempt.number if attempt else None,
             source="sync" if attempt else "async",
             status=receipt.status,
-            receipt_json=receipt_json,
+            receipt=receipt.as_dict(),
             receipt_digest=sha256_digest(receipt_json),
             applied_to_proposal=True,
             connection_attempt_id=attempt.connection_attempt_id if attempt else None,

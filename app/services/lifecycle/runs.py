@@ -174,15 +174,13 @@ def _continue(
         step = _step_run(uow, run, run.current_node_id)
         if outcome is None:
             outcome = _execute_node(uow, run, version, step)
-        step.output_json = _outcome_json(outcome)
-        step.updated_at = utcnow()
+        step.output = outcome.as_dict()
         if outcome.waiting:
             step.state = "waiting"
             run.state = "waiting"
             run.waiting_event_type = outcome.event_type
             run.waiting_proposal_id = outcome.proposal_id
             run.wait_deadline_at = outcome.deadline
-            run.updated_at = utcnow()
             return
         step.state = "completed" if outcome.port != "error" else "failed"
         step.port = outcome.port
@@ -196,12 +194,6 @@ def _continue(
     _finish(uow, run, wf.finished("error", error_code="workflow_step_limit_exceeded"))
 
 
-def _outcome_json(outcome: NodeOutcome) -> str:
-    from app.domain.digests import canonical_json
-
-    return canonical_json(outcome.as_dict())
-
-
 def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
     now = utcnow()
     run.state = "failed" if outcome.port == "error" else "completed"
@@ -210,7 +202,6 @@ def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
     run.waiting_event_type = None
     run.wait_deadline_at = None
     run.finished_at = now
-    run.updated_at = now
     uow.audit(
         run.installation_id,
         f"workflow-run-finished:{run.id}",
@@ -269,7 +260,6 @@ def _deliver_row(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
     row.state = "delivered"
     row.attempts += 1
     row.last_error_code = None
-    row.updated_at = utcnow()
 
 
 def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
@@ -279,7 +269,6 @@ def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
     row.state = "failed"
     row.last_error_code = "platform_event_send_failed"
     row.available_at = utcnow() + timedelta(seconds=delay)
-    row.updated_at = utcnow()
     if row.event_inbox_id:
         event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
         if event is not None:

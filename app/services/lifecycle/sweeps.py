@@ -15,7 +15,6 @@ from datetime import timedelta
 from sqlalchemy import String, and_, case, cast, exists, or_, select
 
 from app.domain.clock import utcnow
-from app.domain.digests import canonical_json
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
 from app.models import (
     ActionProposal,
@@ -224,9 +223,7 @@ def run_sweeps() -> SweepCounts:
         log.exception("sweep failed")
         error = f"{type(exc).__name__}: {exc}"[:500]
     with unit_of_work() as uow:
-        uow.session.add(
-            SweepRun(started_at=started, finished_at=utcnow(), counts_json=canonical_json(asdict(counts)), error=error)
-        )
+        uow.session.add(SweepRun(started_at=started, finished_at=utcnow(), counts=asdict(counts), error=error))
         uow.commit()
     if error:
         raise RuntimeError(error)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select, tuple_
+from sqlalchemy.orm import joinedload, selectinload
 
 from app.domain.attempts import attempt_status
 from app.domain.clock import iso, parse_iso, utcnow
@@ -75,13 +76,6 @@ def operator_names(ids) -> dict[str, str]:
     )
 
 
-def report_references(report_ids) -> dict[str, str]:
-    """Public references by report id (one query)."""
-    return dict(
-        db.session.execute(select(Report.id, Report.public_reference).where(Report.id.in_(set(report_ids)))).all()
-    )
-
-
 def _mine(operator_id: str):
     """Proposals this operator made or whose decision they made (maker/checker)."""
     decision_maker = exists().where(
@@ -133,11 +127,11 @@ def list_proposals(
         created_at, id = position
         # A row-value comparison: the database walks the (created_at, id) index from the cursor.
         query = query.where(tuple_(P.created_at, P.id) < tuple_(created_at, id))
+    query = query.options(joinedload(P.report, innerjoin=True))
     proposals = db.session.scalars(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
     more = len(proposals) > limit
     proposals = proposals[:limit]
-    references = report_references(p.report_id for p in proposals)
-    rows = [{"proposal": p, "report_reference": references.get(p.report_id)} for p in proposals]
+    rows = [{"proposal": p, "report_reference": p.report.public_reference} for p in proposals]
     last = proposals[-1] if proposals and more else None
     queues = db.session.execute(
         select(Queue.id, Queue.name).where(Queue.installation_id == operator.installation_id).order_by(Queue.name)
@@ -200,25 +194,26 @@ AUDIT_SHOWN = 50
 
 def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = False) -> ProposalDetail | None:
     """Everything the proposal page shows, or None outside the operator's tenant."""
-    proposal = db.session.get(P, proposal_id)
-    if proposal is None or proposal.installation_id != operator.installation_id:
+    proposal = db.session.scalar(
+        select(P)
+        .where(P.id == proposal_id, P.installation_id == operator.installation_id)
+        .options(
+            joinedload(P.report),
+            joinedload(P.approval),
+            joinedload(P.task),
+            # the rows the approval verdict reads (its session.get calls find them loaded)
+            joinedload(P.decision),
+            joinedload(P.run).joinedload(WorkflowRun.decision),
+            selectinload(P.attempts),
+            selectinload(P.receipts),
+        )
+    )
+    if proposal is None:
         return None
-    report = db.session.get(Report, proposal.report_id)
-    approval = db.session.scalar(select(ActionApproval).where(ActionApproval.proposal_id == proposal.id))
-    task = db.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal.id))
-    attempts = db.session.scalars(
-        select(ConnectionAttempt)
-        .where(ConnectionAttempt.proposal_id == proposal.id)
-        .order_by(ConnectionAttempt.delivery_cycle.desc(), ConnectionAttempt.attempt_number.desc())
-    ).all()
     by_cycle: OrderedDict[int, list[ConnectionAttempt]] = OrderedDict()
-    for attempt in attempts:
+    for attempt in reversed(proposal.attempts):  # the newest cycle and attempt first
         by_cycle.setdefault(attempt.delivery_cycle, []).append(attempt)
-    receipts = db.session.scalars(
-        select(ActionReceiptRecord)
-        .where(ActionReceiptRecord.proposal_id == proposal.id)
-        .order_by(ActionReceiptRecord.received_at.desc())
-    ).all()
+    approval = proposal.approval
     mine = (AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
     audit_total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*mine))
     audit = list(
@@ -244,13 +239,13 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
     actors = operator_names(actor_ids)
     return ProposalDetail(
         proposal=proposal,
-        report=report,
+        report=proposal.report,
         approval=approval,
         approver=None,
-        task=task,
+        task=proposal.task,
         verdict=approval_verdict(db.session, proposal, operator),
         attempts_by_cycle=by_cycle,
-        receipts=list(receipts),
+        receipts=list(reversed(proposal.receipts)),
         audit=audit,
         actors=actors,
         audit_total=audit_total,
@@ -278,12 +273,10 @@ def open_tasks(operator: OperatorUser, limit: int = 200, task_id: str | None = N
     """Open and claimed approval tasks, soonest due first, with the claimant's name."""
     query = select(HumanTask).where(HumanTask.installation_id == operator.installation_id)
     query = query.where(HumanTask.id == task_id) if task_id else query.where(HumanTask.state.in_(("open", "claimed")))
+    query = query.options(joinedload(HumanTask.proposal), joinedload(HumanTask.assignee))
     tasks = db.session.scalars(query.order_by(HumanTask.due_at, HumanTask.id).limit(limit)).all()
-    proposals = {p.id: p for p in db.session.scalars(select(P).where(P.id.in_({t.action_proposal_id for t in tasks})))}
-    names = operator_names(t.assigned_operator_id for t in tasks)
     return [
-        {"task": t, "proposal": proposals.get(t.action_proposal_id), "assignee": names.get(t.assigned_operator_id)}
-        for t in tasks
+        {"task": t, "proposal": t.proposal, "assignee": t.assignee.display_name if t.assignee else None} for t in tasks
     ]
 
 
@@ -316,26 +309,30 @@ class ReportDetail:
 
 
 def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None:
-    from app.models import ReportTarget
-
-    report = db.session.get(Report, report_id)
-    if report is None or report.installation_id != operator.installation_id:
+    """A report with its targets, decisions (newest first, with their makers), runs,
+    proposals and appeals, or None outside the operator's tenant."""
+    report = db.session.scalar(
+        select(Report)
+        .where(Report.id == report_id, Report.installation_id == operator.installation_id)
+        .options(
+            selectinload(Report.targets),
+            selectinload(Report.decisions).joinedload(Decision.maker),
+            selectinload(Report.runs),
+            selectinload(Report.proposals),
+            selectinload(Report.appeals),
+        )
+    )
+    if report is None:
         return None
-    targets = db.session.scalars(
-        select(ReportTarget).where(ReportTarget.report_id == report.id).order_by(ReportTarget.position)
-    ).all()
-    decisions = db.session.scalars(
-        select(Decision)
-        .where(Decision.report_id == report.id)
-        .order_by(Decision.created_at.desc(), Decision.seq.desc())
-    ).all()
-    runs = db.session.scalars(
-        select(WorkflowRun).where(WorkflowRun.report_id == report.id).order_by(WorkflowRun.created_at.desc())
-    ).all()
-    proposals = db.session.scalars(select(P).where(P.report_id == report.id).order_by(P.created_at.desc())).all()
-    makers = operator_names(d.maker_id for d in decisions)
+    makers = {d.maker_id: d.maker.display_name for d in report.decisions}
     return ReportDetail(
-        report, list(targets), list(decisions), list(runs), list(proposals), makers, report_appeals(report.id)
+        report,
+        list(report.targets),
+        list(report.decisions),
+        list(report.runs),
+        list(report.proposals),
+        makers,
+        list(report.appeals),
     )
 
 
@@ -345,11 +342,11 @@ def list_appeals(operator: OperatorUser, limit: int = 200) -> list[dict[str, Any
     appeals = db.session.scalars(
         select(Appeal)
         .where(Appeal.installation_id == operator.installation_id)
+        .options(joinedload(Appeal.report, innerjoin=True))
         .order_by(Appeal.created_at.desc(), Appeal.id.desc())
         .limit(limit)
     ).all()
-    references = report_references(a.report_id for a in appeals)
-    return [{"appeal": a, "report_reference": references.get(a.report_id)} for a in appeals]
+    return [{"appeal": a, "report_reference": a.report.public_reference} for a in appeals]
 
 
 @dataclass
@@ -378,44 +375,40 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     from app.models import Appeal, AppealCorrection, AppealDecision
     from app.services.lifecycle.corrections import correction_problems, load_context, reviewer_problem
 
-    appeal = db.session.get(Appeal, appeal_id)
-    if appeal is None or appeal.installation_id != operator.installation_id:
-        return None
-    report = db.session.get(Report, appeal.report_id)
-    contested = db.session.get(Decision, appeal.decision_id)
-    decisions = db.session.scalars(
-        select(AppealDecision).where(AppealDecision.appeal_id == appeal.id).order_by(AppealDecision.created_at)
-    ).all()
-    corrections = db.session.scalars(
-        select(AppealCorrection).where(AppealCorrection.appeal_id == appeal.id).order_by(AppealCorrection.created_at)
-    ).all()
-    proposals = {
-        p.id: p
-        for p in db.session.scalars(
-            select(P).where(
-                P.id.in_({c.proposal_id for c in corrections} | {c.original_proposal_id for c in corrections})
-            )
+    # Everything the correction checks read is loaded here (their session.get calls find it).
+    appeal = db.session.scalar(
+        select(Appeal)
+        .where(Appeal.id == appeal_id, Appeal.installation_id == operator.installation_id)
+        .options(
+            joinedload(Appeal.report),
+            joinedload(Appeal.contested).joinedload(Decision.maker),
+            selectinload(Appeal.decisions).joinedload(AppealDecision.maker),
+            selectinload(Appeal.corrections).options(
+                joinedload(AppealCorrection.original),
+                joinedload(AppealCorrection.proposal),
+                joinedload(AppealCorrection.approver),
+            ),
         )
-    }
+    )
+    if appeal is None:
+        return None
+    report, contested, decisions, corrections = appeal.report, appeal.contested, appeal.decisions, appeal.corrections
     views = []
     for c in corrections:
-        proposal = proposals.get(c.proposal_id)
+        proposal = c.proposal
         open_ = c.state in ("pending", "proposed")
         problems = (
             correction_problems(
-                db.session, c, proposal.target_json if proposal else None, proposal.preconditions if proposal else None
+                db.session, c, proposal.target if proposal else None, proposal.preconditions if proposal else None
             )
             if open_
             else []
         )
         problem = reviewer_problem(db.session, c, load_context(db.session, c), operator.id, you=True) if open_ else None
         verdict = Verdict(False, problem) if problem else Verdict(True)
-        views.append(CorrectionView(c, proposals.get(c.original_proposal_id), proposal, problems, verdict))
-    names = operator_names(
-        [d.maker_id for d in decisions]
-        + [c.approved_by for c in corrections]
-        + [contested.maker_id if contested else None]
-    )
+        views.append(CorrectionView(c, c.original, proposal, problems, verdict))
+    people = [d.maker for d in decisions] + [c.approver for c in corrections] + [contested.maker if contested else None]
+    names = {person.id: person.display_name for person in people if person is not None}
     if "reviewer" not in operator.roles:
         can_decide = Verdict(False, "Only reviewers decide appeals.")
     elif contested is not None and contested.maker_id == operator.id:
@@ -423,14 +416,6 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     else:
         can_decide = Verdict(True)
     return AppealDetail(appeal, report, contested, list(decisions), views, names, can_decide)
-
-
-def report_appeals(report_id: str) -> list:
-    from app.models import Appeal
-
-    return list(
-        db.session.scalars(select(Appeal).where(Appeal.report_id == report_id).order_by(Appeal.created_at.desc()))
-    )
 
 
 def action_components(installation_id: str) -> list[tuple[str, str]]:

@@ -17,7 +17,6 @@ from app.domain.clock import utcnow
 from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox
-from app.models.base import loads
 from app.rq_workers import heartbeat_is_live
 
 P = ActionProposal
@@ -130,6 +129,6 @@ def operations_view(
         failed_dispatches=failed_dispatches or 0,
         queue=queue_status(queue, worker_ttl_seconds, now),
         last_sweep=last,
-        last_sweep_counts=loads(last.counts_json, {}) if last else {},
+        last_sweep_counts=last.counts if last else {},
         sweep_lag_seconds=(now - last.started_at).total_seconds() if last else None,
     )

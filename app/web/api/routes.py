@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from flask import g, jsonify, request
+from sqlalchemy import select
+from sqlalchemy.orm import joinedload
 
 from app.domain.clock import iso
 from app.domain.digests import json_problem
@@ -93,9 +95,9 @@ def appeals():
 @integration_required
 def action_status(action_id: str):
     """The state of one of this integration's actions (other integrations: 404)."""
-    proposal = db.session.get(ActionProposal, action_id) if len(action_id) <= 700 else None
-    report = db.session.get(Report, proposal.report_id) if proposal else None
-    if report is None or report.integration_id != g.integration.id:
+    with_report = select(ActionProposal).options(joinedload(ActionProposal.report))
+    proposal = db.session.scalar(with_report.where(ActionProposal.id == action_id)) if len(action_id) <= 700 else None
+    if proposal is None or proposal.report.integration_id != g.integration.id:
         raise ApiError(404, "action_result_unavailable", "This action is not available to this integration.")
     return jsonify(
         {
@@ -110,7 +112,7 @@ def action_status(action_id: str):
             "expires_at": iso(proposal.expires_at),
             "accepted_at": iso(proposal.accepted_at),
             "confirmed_at": iso(proposal.confirmed_at),
-            "report_reference": report.public_reference,
+            "report_reference": proposal.report.public_reference,
         }
     )
 

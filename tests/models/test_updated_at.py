@@ -1,0 +1,95 @@
+"""`updated_at` is stamped by SQLAlchemy (`onupdate`), not by hand.
+
+It is set on INSERT, and again by every UPDATE that does not set it itself: ORM
+flushes and core ``update()`` statements alike. A statement that names a value (the
+guarded state moves do) keeps that value.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text, update
+
+from app.domain.clock import utcnow
+from app.extensions import db
+from app.models import Base, Budget, Installation
+
+LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def budget(app) -> Budget:
+    installation = Installation(name="Stamps", slug="stamps")
+    db.session.add(installation)
+    db.session.flush()
+    row = Budget(installation_id=installation.id, scope_type="queue", scope_id="que_1", limit_amount=5)
+    db.session.add(row)
+    db.session.commit()
+    db.session.execute(update(Budget).where(Budget.id == row.id).values(updated_at=LONG_AGO))
+    db.session.commit()
+    return row
+
+
+def stamp(budget: Budget) -> datetime:
+    db.session.expire_all()
+    return db.session.get(Budget, budget.id).updated_at
+
+
+def test_insert_sets_it(app):
+    before = utcnow()
+    installation = Installation(name="New", slug="new")
+    db.session.add(installation)
+    db.session.commit()
+    row = Budget(installation_id=installation.id, scope_type="queue", scope_id="que_2", limit_amount=1)
+    db.session.add(row)
+    db.session.commit()
+    assert stamp(row) >= before
+
+
+def test_an_orm_change_stamps_it(budget):
+    assert stamp(budget) == LONG_AGO
+    before = utcnow()
+    db.session.get(Budget, budget.id).limit_amount = 9
+    db.session.commit()
+    assert stamp(budget) >= before
+
+
+def test_setting_the_same_value_writes_nothing(budget):
+    db.session.get(Budget, budget.id).limit_amount = 5  # unchanged: no UPDATE, no new stamp
+    db.session.commit()
+    assert stamp(budget) == LONG_AGO
+
+
+def test_a_core_update_stamps_it(budget):
+    """A guarded UPDATE that does not name updated_at (the budget release) stamps it too."""
+    before = utcnow()
+    db.session.execute(
+        update(Budget)
+        .where(Budget.id == budget.id, Budget.used_amount >= 0)
+        .values(used_amount=Budget.used_amount + 1)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.commit()
+    assert stamp(budget) >= before
+
+
+def test_a_value_the_statement_names_is_kept(budget):
+    chosen = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+    db.session.execute(update(Budget).where(Budget.id == budget.id).values(active=False, updated_at=chosen))
+    db.session.commit()
+    assert stamp(budget) == chosen
+
+
+def test_raw_sql_is_not_stamped(budget):
+    """onupdate is SQLAlchemy's, not a database trigger: hand-written SQL must set it."""
+    db.session.execute(text("UPDATE budgets SET limit_amount = 7 WHERE id = :id"), {"id": budget.id})
+    db.session.commit()
+    assert stamp(budget) == LONG_AGO
+
+
+def test_every_updated_at_column_is_stamped():
+    columns = [table.c.updated_at for table in Base.metadata.sorted_tables if "updated_at" in table.c]
+    assert len(columns) == 10
+    assert all(column.onupdate is not None and column.default is not None for column in columns)
