@@ -83,19 +83,21 @@ def stack(app, world, tmp_path):
 
     def ready():
         try:
-            # the first answer waits for a web process to boot the app
+            # the first answer waits for a web process to boot the app (slow on a loaded machine)
             return requests.get(f"{base}/readyz", timeout=10).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):
             return False
 
-    eventually(ready, timeout=60)
-    yield base, tmp_path
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.wait(timeout=30)
-    for handle in logs.values():
-        handle.close()
+    try:  # stop the processes even when they never became ready: left running, they take later tests' jobs
+        eventually(ready, timeout=60)
+        yield base, tmp_path
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+        for handle in logs.values():
+            handle.close()
 
 
 def csrf(html: str) -> str:
