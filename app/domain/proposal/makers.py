@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from app.domain.maker_checker import REVIEWER_ROLE, Verdict
+from app.domain.maker_checker import REVIEWER_ROLE, Verdict, approver_verdict
 
 
 class MakerSource(StrEnum):
@@ -127,12 +127,12 @@ def verdict(operator_id: str, roles: Iterable[str], facts: MakerFacts) -> Verdic
         roles: their roles; the ``reviewer`` role is needed.
         facts: the proposal's maker facts.
     """
-    if REVIEWER_ROLE not in set(roles):
-        return Verdict(False, "Only reviewers can approve or reject actions.")
-    for source, ids in makers_by_source(facts).items():
-        if operator_id in ids:
-            return Verdict(False, REASONS.get(source, DECISION_REASON) + SECOND_PERSON)
-    return Verdict(True)
+    by_source = makers_by_source(facts)
+    decided = approver_verdict(operator_id, roles, frozenset().union(*by_source.values()))
+    if decided or REVIEWER_ROLE not in set(roles):
+        return decided
+    source = next(source for source, ids in by_source.items() if operator_id in ids)
+    return Verdict(False, REASONS.get(source, DECISION_REASON) + SECOND_PERSON)
 
 
 def appeal_verdict(operator_id: str, roles: Iterable[str], contested_maker_id: str | None) -> Verdict:
