@@ -272,6 +272,9 @@ def test_synchronous_receipt_needs_the_held_lease():
     assert change.expect["state"] == S.APPLYING
     assert (change.expect["delivery_attempt_count"], change.expect["lease_expires_at"]) == (3, LEASE.expires_at)
     assert change.expect["delivery_cycle"] == 1
+    moved_on = proposal(state=S.QUEUED, delivery_attempt_count=3, delivery_cycle=2)  # the row as read now
+    guarded = D.receipt(moved_on, receipt("applied"), NOW, LEASE).expect
+    assert (guarded["state"], guarded["delivery_cycle"]) == (S.APPLYING, 1)  # what the worker held
     async_change = D.receipt(proposal(state=S.FAILED, delivery_attempt_count=2), receipt("applied"), NOW)
     assert "lease_expires_at" not in async_change.expect and async_change.expect["state"] == S.FAILED
 
@@ -363,7 +366,11 @@ def test_confirmation_timeout():
     due = proposal(accepted_at=NOW - timedelta(minutes=15), confirmation_deadline_at=NOW)
     change = D.confirmation_timeout(due, NOW)
     assert change.move == Move.CONFIRMATION_TIMED_OUT and change.terminal
-    assert change.values["last_error_code"] == "action_confirmation_timed_out"
+    assert change.values == {
+        "delivery_terminal": True,
+        "lease_expires_at": None,
+        "last_error_code": "action_confirmation_timed_out",
+    }
     assert change.expect["confirmation_deadline_at"] == NOW and change.expect["accepted_at"] == due.accepted_at
     assert D.confirmation_timeout(replace(due, confirmation_deadline_at=NOW + timedelta(seconds=1)), NOW) is None
     assert D.confirmation_timeout(replace(due, confirmation_deadline_at=None), NOW) is None

@@ -56,6 +56,7 @@ def test_ids_follow_id_1():
     assert I.operation_id("run_1", "n", "", "key-1234") == "action:run_1:n:main:key-1234"
     assert I.operation_id("run_1", "n", None, "key-1234") == "action:run_1:n:main:key-1234"
     assert I.operation_id("run_1", "n", "b2", "key-1234") == "action:run_1:n:b2:key-1234"
+    assert workflow(branch_key="b2").operation_id == "action:run_1:takedown:b2:takedown:dec_1"
     assert I.compensation_operation_id("op", "k") == "compensation:op:k"
     assert I.correction_operation_id("op", "apd") == "correction:op:apd"
 
@@ -305,6 +306,8 @@ def test_compensation_proposal():
         "rep_1",
         "wfv_1",
     )
+    assert (new.policy_version_id, new.created_at, new.installation_id) == ("pol", now, "ins_1")
+    assert (new.component_version_id, new.action_code, new.payload) == ("cv_r", "restore", {"reason_code": "mistake"})
     material = I.digest_material(
         action_id="cmp_abc",
         action_code="restore",
@@ -352,7 +355,28 @@ def test_correction_proposal():
     assert (new.appeal_id, new.decision_id, new.created_by_id) == ("apl_1", "dec_1", "appeal-decision:apd_1")
     assert (new.state, new.approval_mode, new.created_by_type) == ("approval_required", "human", "system")
     assert new.expires_at == datetime(2026, 1, 9, 3, 4, 5, 678_000, tzinfo=UTC)
-    assert new.approval_policy["appeal_correction"] == "cor_1"
+    assert new.approval_policy == {
+        "mode": "human",
+        "expires_at": "2026-01-09T03:04:05.678Z",
+        "appeal_correction": "cor_1",
+    }
+    assert (new.installation_id, new.report_id, new.run_id, new.step_run_id) == (
+        "ins_1",
+        "rep_1",
+        "run_1",
+        "run_1:n:main",
+    )
+    assert (new.action_code, new.payload, new.component_version_id) == (
+        "restore",
+        {"reason_code": "appeal_reversed"},
+        "cv_r",
+    )
+    assert (new.workflow_version_id, new.policy_version_id, new.authority_mode, new.created_at) == (
+        "wfv_1",
+        "pol",
+        "assist",
+        T0 + timedelta(seconds=1),
+    )
     assert new.audit_details["appeal_correction_id"] == "cor_1"
     assert new.audit_details["operation_id"] == new.operation_id and new.audit_details["approval_mode"] == "human"
     assert new.payload_digest.startswith("sha256:") and new.audit_details["payload_digest"] == new.payload_digest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from app.domain.maker_checker import approver_verdict
+from app.domain.maker_checker import Verdict, approver_verdict
 from app.domain.proposal.makers import (
     DecisionRef,
     MakerFacts,
@@ -94,15 +94,18 @@ def test_verdict_refuses_non_reviewers_and_every_maker():
 
 def test_appeal_verdict():
     """CORR-2: a reviewer who did not make the contested decision decides the appeal."""
-    assert appeal_verdict("zoe", ["reviewer"], "maya")
-    assert appeal_verdict("zoe", ["reviewer"], None)
-    assert not appeal_verdict("maya", ["reviewer"], "maya")
-    assert appeal_verdict("zoe", ["moderator"], "maya").reason == "Only reviewers decide appeals."
-    assert "another reviewer" in appeal_verdict("maya", ["reviewer", "admin"], "maya").reason
+    assert appeal_verdict("zoe", ["reviewer"], "maya") == Verdict(True)
+    assert appeal_verdict("zoe", ["reviewer"], None) == Verdict(True)
+    assert appeal_verdict("zoe", ["moderator"], "maya") == Verdict(False, "Only reviewers decide appeals.")
+    assert appeal_verdict("maya", ["reviewer", "admin"], "maya") == Verdict(
+        False, "You made the decision this appeal contests; another reviewer must decide it."
+    )
 
 
 def test_approver_verdict_ignores_empty_makers():
     """APPR-4: None entries are nobody."""
-    assert approver_verdict("zoe", ["reviewer"], [None, "maya"])
-    assert not approver_verdict("maya", ("reviewer",), [None, "maya"])
+    assert approver_verdict("zoe", ["reviewer"], [None, "maya"]) == Verdict(True)
+    assert approver_verdict("maya", ("reviewer",), [None, "maya"]) == Verdict(
+        False, "You made this decision or proposed this action; a second reviewer must check it."
+    )
     assert bool(approver_verdict("zoe", ["auditor"], [])) is False

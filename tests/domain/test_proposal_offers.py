@@ -29,6 +29,7 @@ def d(state, terminal=False, expires=NOW + timedelta(hours=1), correction=False)
 
 def test_offer_truthiness():
     assert Offer(True, True) and not Offer(True, False, "x") and not Offer(False, True) and not Offer.hidden()
+    assert (Offer.hidden().shown, Offer.hidden().allowed, Offer.hidden().reason) == (False, False, None)
 
 
 def test_decide_offer():
@@ -39,7 +40,7 @@ def test_decide_offer():
     assert maker.shown and not maker.allowed and "second reviewer" in maker.reason
     assert decide_offer(waiting, "zoe", ["moderator"], FACTS, NOW).reason.startswith("Only reviewers")
     expired = decide_offer(d(S.APPROVAL_REQUIRED, expires=NOW), "zoe", ["reviewer"], FACTS, NOW)
-    assert (expired.shown, expired.allowed) == (True, False) and "expired" in expired.reason
+    assert expired == Offer(True, False, "The authorization expired; the action can no longer be approved.")
     assert not decide_offer(d(S.APPROVAL_REQUIRED, expires=NOW), "maya", ["reviewer"], FACTS, NOW).allowed
     assert decide_offer(d(S.QUEUED), "zoe", ["reviewer"], FACTS, NOW) == Offer.hidden()
 
@@ -49,7 +50,7 @@ def test_retry_offer(roles):
     """RTRY-1: only a terminal failure, to reviewers and admins, while authorized."""
     assert retry_offer(d(S.FAILED, True), roles, NOW) == Offer(True, True)
     expired = retry_offer(d(S.FAILED, True, expires=NOW), roles, NOW)
-    assert (expired.shown, expired.allowed) == (True, False) and "expired" in expired.reason
+    assert expired == Offer(True, False, "The authorization expired; propose the action again instead.")
     assert retry_offer(d(S.FAILED, False), roles, NOW) == Offer.hidden()
     assert retry_offer(d(S.APPLIED, True), roles, NOW) == Offer.hidden()
 
@@ -101,3 +102,9 @@ def test_offers_together():
         d(S.APPROVAL_REQUIRED), operator_id="maya", roles=["reviewer"], facts=FACTS, now=NOW, task_state="open"
     )
     assert not maker.decide.allowed and not maker.claim.allowed and maker.claim.shown
+    failed = offers(d(S.FAILED, True), operator_id="zoe", roles=["admin"], facts=FACTS, now=NOW)
+    assert failed.retry == Offer(True, True) and failed.compensate == Offer.hidden()
+    expired = offers(d(S.FAILED, True, expires=NOW), operator_id="zoe", roles=["admin"], facts=FACTS, now=NOW)
+    assert not expired.retry.allowed
+    applied = offers(d(S.APPLIED, True), operator_id="zoe", roles=["reviewer"], facts=FACTS, now=NOW)
+    assert applied.compensate == Offer(True, True) and applied.retry == Offer.hidden()

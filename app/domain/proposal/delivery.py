@@ -333,7 +333,7 @@ def decide(decision: str) -> Change:
 def enqueue_approved(now: datetime) -> Change:
     """approved → queued and due now: the approved action goes to delivery."""
     values = {"next_attempt_at": now, "lease_expires_at": None, "last_error_code": None, "delivery_terminal": False}
-    return Change(Move.ENQUEUE_APPROVED, values, {})
+    return Change(Move.ENQUEUE_APPROVED, values)
 
 
 def retry_refusal(d: Delivery, payload_digest: str, now: datetime) -> str | None:

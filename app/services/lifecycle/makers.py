@@ -47,7 +47,17 @@ def _original_id(correction_original):
 
 
 def maker_facts(session, proposals: Iterable[ActionProposal]) -> dict[str, MakerFacts]:
-    """The maker facts of each proposal, by id (two queries whatever their number)."""
+    """The maker facts of each proposal (FOUR-1), in two queries whatever their number.
+
+    Args:
+        session: a session.
+        proposals: proposal rows (None entries are skipped).
+
+    Returns:
+        Proposal id → `MakerFacts`: its creator, pinned decision, its run's decision,
+        its report's decisions, and for a correction or compensation the appeal
+        decision's maker and the original decisions.
+    """
     proposals = [p for p in proposals if p is not None]
     if not proposals:
         return {}
@@ -85,6 +95,7 @@ def maker_facts(session, proposals: Iterable[ActionProposal]) -> dict[str, Maker
 
 
 def facts_of(session, proposal: ActionProposal) -> MakerFacts:
+    """The maker facts of one proposal (FOUR-1)."""
     return maker_facts(session, [proposal])[proposal.id]
 
 

@@ -21,7 +21,8 @@ P = ActionProposal
 
 
 def delivery_of(proposal: ActionProposal) -> Delivery:
-    """The proposal's state and delivery bookkeeping as plain values."""
+    """The proposal's state and delivery bookkeeping as plain values (read it fresh:
+    the write is guarded on exactly these values)."""
     return Delivery(
         state=proposal.state,
         expires_at=proposal.expires_at,
@@ -52,6 +53,7 @@ def guard(change: Change) -> tuple:
 
 
 def run_facts(run: WorkflowRun) -> RunFacts:
+    """The run a node belongs to, as the domain's identity rules read it (ID-1, ID-3)."""
     return RunFacts(
         id=run.id,
         installation_id=run.installation_id,
@@ -63,6 +65,7 @@ def run_facts(run: WorkflowRun) -> RunFacts:
 
 
 def original_facts(original: ActionProposal) -> OriginalFacts:
+    """An applied proposal that a compensation or correction answers (COMP-2, CORR-1)."""
     return OriginalFacts(
         id=original.id,
         operation_id=original.operation_id,
@@ -77,7 +80,15 @@ def original_facts(original: ActionProposal) -> OriginalFacts:
 
 
 def insert_proposal(session, new: NewProposal) -> ActionProposal:
-    """Insert a new proposal row (flushed) from the domain's `NewProposal`."""
+    """Insert a new proposal row from the domain's `NewProposal` (PREP-8, COMP-2, CORR-1).
+
+    Args:
+        session: the unit of work's session.
+        new: every column as plain values (JSON values are stored as canonical JSON).
+
+    Returns:
+        The flushed row.
+    """
     values: dict[str, Any] = dict(
         id=new.id,
         installation_id=new.installation_id,
