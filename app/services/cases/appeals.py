@@ -4,15 +4,15 @@ overturned decision needs (SPEC CORR; §2 appeal, appeal_decision, appeal_correc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
 
-from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import payload_digest
+from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import evaluate_mapping, schema_errors
+from app.domain.proposal.identity import correction_proposal
+from app.domain.proposal.makers import DecisionRef, MakerFacts, appeal_verdict, makers
 from app.domain.states import ProposalState
 from app.models import (
     ActionProposal,
@@ -29,10 +29,10 @@ from app.services.cases.snapshot import latest_decision
 from app.services.cases.tasks import open_approval_task
 from app.services.lifecycle.components import load_action_component
 from app.services.lifecycle.corrections import CORRECTABLE_OUTCOMES, correction_problems
+from app.services.lifecycle.proposals import insert_proposal, original_facts
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 OUTCOMES = ("upheld", "modified", "reversed")
-CORRECTION_EXPIRY_SECONDS = 7 * 86_400
 DEFAULT_CORRECTION_PAYLOAD = "original.payload"
 
 
@@ -177,7 +177,7 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
         if appeal is None or appeal.installation_id != operator.installation_id:
             raise ApiError(404, "appeal_not_found", "No such appeal.")
         contested = session.get(Decision, appeal.decision_id)
-        if "reviewer" not in operator.roles or contested.maker_id == operator.id:
+        if not appeal_verdict(operator.id, operator.roles, contested.maker_id if contested else None):
             raise ApiError(
                 403,
                 "maker_checker_violation",
@@ -355,71 +355,29 @@ def _correction_proposal(uow, correction, config, appeal, ad, report, original) 
         raise ActionError("action_payload_invalid")
     if schema_errors(payload, component.input_schema):
         raise ActionError("action_payload_schema_invalid")
-    proposal_id = f"{correction.id}:proposal"
-    expires_at = parse_iso(iso(ad.created_at + timedelta(seconds=CORRECTION_EXPIRY_SECONDS)))
-    preconditions = {
-        "appeal_decision_id": ad.id,
-        "original_payload_digest": original.payload_digest,
-        "latest_decision_id": appeal.decision_id,
-    }
-    digest = payload_digest(
-        {
-            "schema_version": "1",
-            "action_id": proposal_id,
-            "action_code": action_code,
-            "target": original.target,
-            "payload": payload,
-            "preconditions": preconditions,
-            "component_version_id": component.id,
-            "workflow_version_id": original.workflow_version_id,
-            "policy_version_id": report.policy_version_id,
-            "expires_at": iso(expires_at),
-            "installation_id": report.installation_id,
-        }
-    )
-    policy = {"mode": "human", "expires_at": iso(expires_at), "appeal_correction": correction.id}
-    proposal = ActionProposal(
-        id=proposal_id,
-        installation_id=report.installation_id,
-        report_id=report.id,
-        run_id=original.run_id,
-        step_run_id=original.step_run_id,
+    new = correction_proposal(
+        correction_id=correction.id,
+        original=original_facts(original),
         appeal_id=appeal.id,
-        decision_id=appeal.decision_id,
+        appeal_decision_id=ad.id,
+        appeal_decision_at=ad.created_at,
+        contested_decision_id=appeal.decision_id,
         action_code=action_code,
-        target=original.target,
         payload=payload,
-        preconditions=preconditions,
-        payload_digest=digest,
         component_version_id=component.id,
-        workflow_version_id=original.workflow_version_id,
         policy_version_id=report.policy_version_id,
-        authority_mode="assist",
-        approval_mode="human",
-        approval_policy=policy,
-        expires_at=expires_at,
-        state=ProposalState.APPROVAL_REQUIRED,
-        operation_id=f"correction:{original.operation_id}:{ad.id}",
-        created_by_type="system",
-        created_by_id=f"appeal-decision:{ad.id}",
+        now=utcnow(),
     )
-    session.add(proposal)
-    session.flush()
-    open_approval_task(uow, proposal, task_id=f"{proposal_id}:approval-task", queue_id=report.queue_id)
+    proposal = insert_proposal(session, new)
+    open_approval_task(uow, proposal, task_id=new.task_id, queue_id=report.queue_id)
     uow.audit(
         report.installation_id,
-        f"action-proposed:{proposal.operation_id}",
+        f"action-proposed:{new.operation_id}",
         "action.proposed",
         Actor.system("appeals"),
         "action_proposal",
-        proposal_id,
-        {
-            "action_code": action_code,
-            "payload_digest": digest,
-            "approval_mode": "human",
-            "operation_id": proposal.operation_id,
-            "appeal_correction_id": correction.id,
-        },
+        new.id,
+        new.audit_details,
     )
     return proposal
 
@@ -440,10 +398,17 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_
         ad = uow.session.get(AppealDecision, appeal_decision_id)
         if ad is None or ad.installation_id != operator.installation_id or (appeal_id and ad.appeal_id != appeal_id):
             raise ApiError(404, "appeal_decision_not_found", "No such appeal decision.")
-        # Redaction stops an automated correction (CORR-1): nobody involved may do it.
+        # Redaction stops an automated correction (CORR-1): none of its makers may do it.
         appeal = uow.session.get(Appeal, ad.appeal_id)
-        contested = uow.session.get(Decision, appeal.decision_id)
-        if operator.id in (ad.maker_id, contested.maker_id if contested else None):
+        facts = MakerFacts(
+            decisions=tuple(
+                DecisionRef(d.id, d.maker_id, d.seq, d.created_at)
+                for d in uow.session.scalars(select(Decision).where(Decision.id == appeal.decision_id))
+            ),
+            appeal_decision_maker_id=ad.maker_id,
+            original_decision_ids=(appeal.decision_id,),
+        )
+        if operator.id in makers(facts):
             raise ApiError(403, "maker_checker_violation", "You took part in this case; another admin must redact it.")
         if ad.rationale_redacted_at is not None:
             raise ApiError(409, "appeal_rationale_already_redacted", "The rationale was already redacted.")
@@ -471,7 +436,7 @@ def record_manual_correction(
             ``correction_not_pending``; 403 ``maker_checker_violation``; 409
             ``appeal_correction_precondition_changed``; 400 ``appeal_note_invalid``.
     """
-    from app.services.lifecycle.corrections import load_context, reconcile_appeal_completion, reviewer_problem
+    from app.services.lifecycle.corrections import reconcile_appeal_completion, reviewer_problem
 
     note = _text(note, "note", 2000, required=True)
     with unit_of_work() as uow:
@@ -489,7 +454,7 @@ def record_manual_correction(
             )
         if correction.state != "pending":
             raise ApiError(409, "correction_not_pending", "This correction was already recorded.")
-        problem = reviewer_problem(session, correction, load_context(session, correction), operator.id, you=True)
+        problem = reviewer_problem(session, correction, operator.id, you=True)
         if problem:
             raise ApiError(403, "maker_checker_violation", problem)
         correction.approved_by, correction.approved_at = operator.id, utcnow()

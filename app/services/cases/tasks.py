@@ -7,7 +7,8 @@ from sqlalchemy import select, update
 from app.domain.clock import utcnow
 from app.domain.digests import json_digest
 from app.domain.errors import ApiError
-from app.models import HumanTask, HumanTaskClaim, OperatorUser
+from app.models import ActionProposal, HumanTask, HumanTaskClaim, OperatorUser
+from app.services.lifecycle.makers import approval_verdict
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 OPEN_STATES = ("open", "claimed")
@@ -94,14 +95,20 @@ def _load_task(uow: UnitOfWork, task_id: str, operator: OperatorUser) -> HumanTa
 
 
 def claim_task(task_id: str, operator: OperatorUser) -> HumanTask:
-    """Claim an open task for the operator.
+    """Claim an open task for the operator, who must be able to decide its proposal.
 
     Raises:
-        ApiError: 404 ``task_not_found``; 409 ``task_not_claimable`` when it is
+        ApiError: 404 ``task_not_found``; 403 ``maker_checker_violation`` for one of
+            the proposal's makers (FOUR-1); 409 ``task_not_claimable`` when it is
             claimed by someone else, completed or cancelled.
     """
     with unit_of_work() as uow:
         task = _load_task(uow, task_id, operator)
+        proposal = uow.session.get(ActionProposal, task.action_proposal_id) if task.action_proposal_id else None
+        if proposal is not None:
+            allowed = approval_verdict(uow.session, proposal, operator)
+            if not allowed:
+                raise ApiError(403, "maker_checker_violation", allowed.reason)
         if task.state == "claimed" and task.assigned_operator_id == operator.id:
             return task
         moved = uow.session.execute(

@@ -10,26 +10,30 @@ from sqlalchemy.exc import IntegrityError
 
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
-from app.domain.maker_checker import Verdict, approver_verdict
-from app.domain.states import Move, ProposalState
+from app.domain.proposal import delivery as rules
 from app.models import (
     ActionApproval,
     ActionProposal,
     AppealCorrection,
-    AppealDecision,
-    Decision,
     OperatorUser,
-    WorkflowRun,
     move_proposal,
     new_id,
 )
 from app.observability import bind
 from app.services.cases.tasks import finish_task_for_proposal
 from app.services.lifecycle.events import emit_approval_event
+from app.services.lifecycle.makers import approval_verdict, makers_of  # noqa: F401 (public names)
+from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
 DECISIONS = ("approved", "rejected")
+DECISION_REFUSALS = {
+    "action_not_awaiting_approval": "The action is not awaiting approval.",
+    "action_approval_digest_mismatch": "The payload digest does not match the immutable proposal. "
+    "Reload it and review again.",
+    "action_approval_changed": "The proposal changed or its authorization expired. Refresh it before deciding.",
+}
 
 
 @dataclass(frozen=True)
@@ -38,44 +42,6 @@ class ApprovalResult:
     approval_id: str
     state: str
     idempotent_replay: bool
-
-
-def makers_of(session, proposal: ActionProposal) -> list[str]:
-    """Operators who took part in making a proposal; none of them may approve it.
-
-    The creator when an operator proposed it (compensations), the maker of the
-    decision it enforces, and for appeal corrections the appeal decision's maker
-    (APPR-4, CORR-2, COMP-3).
-    """
-    makers: list[str] = []
-    if proposal.created_by_type == "operator":
-        makers.append(proposal.created_by_id)
-    decision_ids = {proposal.decision_id}
-    run = session.get(WorkflowRun, proposal.run_id)
-    if run is not None:
-        decision_ids.add(run.decision_id)
-    if proposal.compensates_proposal_id:
-        original = session.get(ActionProposal, proposal.compensates_proposal_id)
-        if original is not None:
-            decision_ids.add(original.decision_id)
-    correction = session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
-    if correction is not None:
-        appeal_decision = session.get(AppealDecision, correction.appeal_decision_id)
-        if appeal_decision is not None:
-            makers.append(appeal_decision.maker_id)
-        original = session.get(ActionProposal, correction.original_proposal_id)
-        if original is not None:
-            decision_ids.add(original.decision_id)
-    for decision_id in decision_ids - {None}:
-        decision = session.get(Decision, decision_id)
-        if decision is not None:
-            makers.append(decision.maker_id)
-    return makers
-
-
-def approval_verdict(session, proposal: ActionProposal, operator: OperatorUser) -> Verdict:
-    """Whether `operator` may decide `proposal`, and why not (APPR-4)."""
-    return approver_verdict(operator.id, operator.roles, makers_of(session, proposal))
 
 
 def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: OperatorUser) -> None:
@@ -98,12 +64,8 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
             )
     if decision != "approved":
         return
-    move_proposal(
-        uow.session,
-        proposal.id,
-        Move.ENQUEUE_APPROVED,
-        values=dict(next_attempt_at=utcnow(), lease_expires_at=None, delivery_terminal=False),
-    )
+    change = rules.enqueue_approved(utcnow())
+    move_proposal(uow.session, proposal.id, change.move, where=guard(change), values=change.values)
     proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
     uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts))
 
@@ -186,25 +148,13 @@ def decide_proposal(
         verdict = approval_verdict(session, proposal, operator)
         if not verdict:
             raise ApiError(403, "maker_checker_violation", verdict.reason)
-        if proposal.state != ProposalState.APPROVAL_REQUIRED:
-            raise ApiError(409, "action_not_awaiting_approval", "The action is not awaiting approval.")
-        if payload_digest != proposal.payload_digest:
-            raise ApiError(
-                409,
-                "action_approval_digest_mismatch",
-                "The payload digest does not match the immutable proposal. Reload it and review again.",
-            )
         now = utcnow()
-        move = Move.APPROVE if decision == "approved" else Move.REJECT
-        changed = proposal.expires_at > now and move_proposal(
-            session, proposal.id, move, where=(ActionProposal.expires_at > now,)
-        )
-        if not changed:
-            raise ApiError(
-                409,
-                "action_approval_changed",
-                "The proposal changed or its authorization expired. Refresh it before deciding.",
-            )
+        refusal = rules.decision_refusal(delivery_of(proposal), payload_digest, now)
+        if refusal is not None:
+            raise ApiError(409, refusal, DECISION_REFUSALS[refusal])
+        change = rules.decide(decision)
+        if not move_proposal(session, proposal.id, change.move, where=guard(change)):
+            raise ApiError(409, "action_approval_changed", DECISION_REFUSALS["action_approval_changed"])
         approval_id = new_id("apv")
         operation_id = proposal.operation_id
         session.add(

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select
 
-from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import json_problem, payload_digest
+from app.domain.clock import utcnow
+from app.domain.digests import json_problem
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
-from app.domain.states import Move, ProposalState
+from app.domain.proposal import delivery as rules
+from app.domain.proposal.identity import compensation_operation_id, compensation_proposal
 from app.models import ActionProposal, OperatorUser, Report, move_proposal
 from app.services.cases.tasks import open_approval_task
 from app.services.lifecycle.components import load_action_component
+from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, original_facts
 from app.services.uow import Actor, unit_of_work
-
-COMPENSATION_EXPIRY_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -76,11 +75,11 @@ def propose_compensation(
         original = session.get(ActionProposal, proposal_id)
         if original is None or original.installation_id != operator.installation_id:
             raise ApiError(404, "action_not_found", "No such action proposal.")
-        operation_id = f"compensation:{original.operation_id}:{idempotency_key}"
+        operation_id = compensation_operation_id(original.operation_id, idempotency_key)
         existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
         if existing is not None:
             return CompensationResult(existing.id, existing.payload_digest, existing.state, True)
-        if original.state not in (ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED):
+        if rules.compensation_refusal(delivery_of(original)):
             raise ApiError(
                 409,
                 "action_compensation_unavailable",
@@ -118,61 +117,29 @@ def propose_compensation(
                 "The payload does not match the component's input schema.",
                 "payload",
             )
-        new_proposal_id = f"cmp_{uuid.uuid4().hex}"
-        now = utcnow()
-        expires_at = parse_iso(iso(now + timedelta(seconds=COMPENSATION_EXPIRY_SECONDS)))
-        digest = payload_digest(
-            {
-                "schema_version": "1",
-                "action_id": new_proposal_id,
-                "action_code": action_code,
-                "target": target,
-                "payload": payload,
-                "preconditions": preconditions,
-                "component_version_id": component.id,
-                "compensates_proposal_id": original.id,
-                "expires_at": iso(expires_at),
-                "installation_id": original.installation_id,
-            }
+        new = compensation_proposal(
+            original=original_facts(original),
+            token=uuid.uuid4().hex,
+            idempotency_key=idempotency_key,
+            action_code=action_code,
+            target=target,
+            payload=payload,
+            preconditions=preconditions,
+            component_version_id=component.id,
+            policy_version_id=report.policy_version_id,
+            proposer_id=operator.id,
+            now=utcnow(),
         )
-        session.add(
-            ActionProposal(
-                id=new_proposal_id,
-                installation_id=original.installation_id,
-                report_id=original.report_id,
-                run_id=original.run_id,
-                step_run_id=original.step_run_id,
-                action_code=action_code,
-                target=target,
-                payload=payload,
-                preconditions=preconditions,
-                payload_digest=digest,
-                component_version_id=component.id,
-                workflow_version_id=original.workflow_version_id,
-                policy_version_id=report.policy_version_id,
-                authority_mode="assist",
-                approval_mode="human",
-                approval_policy={"mode": "human", "expires_at": iso(expires_at), "compensation": True},
-                expires_at=expires_at,
-                state=ProposalState.APPROVAL_REQUIRED,
-                operation_id=operation_id,
-                compensates_proposal_id=original.id,
-                created_by_type="operator",
-                created_by_id=operator.id,
-                created_at=now,
-                updated_at=now,
-            )
-        )
-        session.flush()
-        proposal = session.get(ActionProposal, new_proposal_id)
+        proposal = insert_proposal(session, new)
         open_approval_task(
             uow,
             proposal,
-            task_id=f"{new_proposal_id}:approval-task",
+            task_id=new.task_id,
             queue_id=report.queue_id,
             extra={"compensates_proposal_id": original.id},
         )
-        if move_proposal(session, original.id, Move.COMPENSATE, where=(ActionProposal.state == ProposalState.APPLIED,)):
+        change = rules.mark_compensated(delivery_of(original))
+        if change is not None and move_proposal(session, original.id, change.move, where=guard(change)):
             uow.audit(
                 original.installation_id,
                 f"action-compensation-required:{original.id}",
@@ -180,7 +147,7 @@ def propose_compensation(
                 Actor("operator", operator.id),
                 "action_proposal",
                 original.id,
-                {"compensation_proposal_id": new_proposal_id},
+                {"compensation_proposal_id": new.id},
             )
         uow.audit(
             original.installation_id,
@@ -188,9 +155,9 @@ def propose_compensation(
             "workflow.compensation_proposed",
             Actor("operator", operator.id),
             "action_proposal",
-            new_proposal_id,
-            {"compensates_proposal_id": original.id, "payload_digest": digest, "action_code": action_code},
+            new.id,
+            new.audit_details,
         )
-        result = CompensationResult(new_proposal_id, digest, ProposalState.APPROVAL_REQUIRED, False)
+        result = CompensationResult(new.id, new.payload_digest, new.state, False)
         uow.commit()
     return result

@@ -18,16 +18,17 @@ from app.domain.clock import utcnow
 from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
 from app.domain.maker_checker import REVIEWER_ROLE
+from app.domain.proposal.makers import verdict
 from app.models import (
     ActionProposal,
     Appeal,
     AppealCorrection,
     AppealDecision,
-    Decision,
     OperatorUser,
     Report,
 )
 from app.services.cases.snapshot import latest_decision
+from app.services.lifecycle.makers import correction_facts, facts_of
 
 CORRECTABLE_OUTCOMES = ("modified", "reversed")
 
@@ -56,10 +57,12 @@ def load_context(session, correction: AppealCorrection, lock: bool = False) -> C
     )
 
 
-def reviewer_problem(
-    session, correction: AppealCorrection, ctx: CorrectionContext, reviewer_id: str | None, you: bool = False
-) -> str | None:
-    """Why the reviewer may not approve this correction (CORR-2), or None.
+def reviewer_problem(session, correction: AppealCorrection, reviewer_id: str | None, you: bool = False) -> str | None:
+    """Why the reviewer may not approve or record this correction (CORR-2, FOUR-1), or None.
+
+    The reviewer must be active, hold the reviewer role and be none of the
+    correction's makers: the makers of its proposal when it has one (which include
+    the appeal decision's and the original decision's), else those two.
 
     Args:
         you: word the reason for the reviewer themselves (the console) rather than
@@ -67,16 +70,15 @@ def reviewer_problem(
     """
     if reviewer_id is None:
         return None
-    who, made = ("You", "You made") if you else ("The approver", "The approver made")
     reviewer = session.get(OperatorUser, reviewer_id)
     if reviewer is None or not reviewer.active or REVIEWER_ROLE not in reviewer.roles:
-        return "Only active reviewers can approve corrections." if you else f"{who} must be an active reviewer."
-    original_decision = session.get(Decision, ctx.appeal.decision_id)
-    if original_decision is not None and original_decision.maker_id == reviewer_id:
-        return f"{made} the decision the appeal overturned; a reviewer who took no part must check it."
-    if ctx.appeal_decision.maker_id == reviewer_id:
-        return f"{made} the appeal decision; a reviewer who took no part must check it."
-    return None
+        return "Only active reviewers can approve corrections." if you else "The approver must be an active reviewer."
+    proposal = session.get(ActionProposal, correction.proposal_id) if correction.proposal_id else None
+    facts = facts_of(session, proposal) if proposal is not None else correction_facts(session, correction)
+    allowed = verdict(reviewer_id, reviewer.roles, facts)
+    if allowed:
+        return None
+    return allowed.reason if you else "The approver took part in making this correction."
 
 
 def correction_problems(
@@ -128,7 +130,7 @@ def correction_problems(
         problems.append("A newer appeal decision upheld the original decision.")
     if correction.integration_id != report.integration_id:
         problems.append("The correction belongs to another integration.")
-    reviewer = reviewer_problem(session, correction, ctx, correction.approved_by)
+    reviewer = reviewer_problem(session, correction, correction.approved_by)
     if reviewer:
         problems.append(reviewer)
     return problems

@@ -12,23 +12,25 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import requests
 from flask import current_app
-from sqlalchemy import and_, case, or_, select
+from sqlalchemy import select
 
 from app import egress
 from app.domain.attempts import webhook_message_id
-from app.domain.backoff import retry_delay
 from app.domain.clock import iso, utcnow
 from app.domain.digests import canonical_json, sha256_digest
 from app.domain.errors import ActionError
 from app.domain.expressions import schema_errors
 from app.domain.preconditions import check_preconditions
+from app.domain.proposal import delivery as rules
+from app.domain.proposal.delivery import Lease
+from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.receipts import ProposalIdentity, parse_receipt
-from app.domain.states import LEASE_SECONDS, MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
+from app.domain.states import ProposalState
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
@@ -36,8 +38,8 @@ from app.observability import bind
 from app.services.cases.snapshot import report_snapshot
 from app.services.lifecycle import budgets
 from app.services.lifecycle.components import load_delivery_target, parse_operation
-from app.services.lifecycle.events import emit_delivery_resolution
-from app.services.lifecycle.receipts import AttemptGuard, save_receipt, schedule_next_attempt
+from app.services.lifecycle.proposals import delivery_of, guard
+from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
 from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -60,47 +62,33 @@ class DeliveryOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime) -> bool:
-    """Claim a proposal for one attempt with one conditional UPDATE (DLV-1).
-
-    Claimable when not terminal and either queued/failed, due, with attempts left
-    in the cycle (or accepted and waiting for its confirmation deadline), or
-    applying with an expired lease. The attempt count grows by one only while the
-    cycle has attempts left and nothing was accepted; a claim past the last
-    attempt marks ``action_delivery_attempts_exhausted`` for the pre-send check.
+def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime | None = None) -> Lease | None:
+    """Claim a proposal for one attempt (DLV-1): the domain decides from the row as
+    read, and one UPDATE guarded on that row writes it.
 
     Returns:
-        True when this caller holds the lease.
+        The lease this caller holds, or None when nothing was due (or another worker
+        claimed it first).
     """
-    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
-    counts = and_(P.accepted_at.is_(None), attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE)
-    exhausted = and_(P.accepted_at.is_(None), attempts_in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
-    due = and_(
-        P.state.in_([S.QUEUED, S.FAILED]),
-        P.next_attempt_at <= now,
-        or_(attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE, P.accepted_at.is_not(None)),
-    )
-    lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
-    return move_proposal(
-        session,
-        proposal_id,
-        Move.CLAIM,
-        where=(P.delivery_terminal.is_(False), or_(due, lease_expired)),
-        values=dict(
-            delivery_attempt_count=P.delivery_attempt_count + case((counts, 1), else_=0),
-            last_error_code=case((exhausted, "action_delivery_attempts_exhausted"), else_=P.last_error_code),
-            lease_expires_at=lease_expires_at,
-        ),
-    )
+    proposal = session.get(ActionProposal, proposal_id, populate_existing=True)
+    if proposal is None:
+        return None
+    current = delivery_of(proposal)
+    change = rules.claim(current, now, lease_expires_at)
+    if change is None or not move_proposal(
+        session, proposal_id, change.move, where=guard(change), values=change.values
+    ):
+        return None
+    return rules.lease_of(change, current)
 
 
-def take_lease(proposal_id: str, now: datetime, lease_expires_at: datetime) -> bool:
+def take_lease(proposal_id: str, now: datetime, lease_expires_at: datetime | None = None) -> Lease | None:
     """Claim a proposal and commit, without delivering it (what a worker that died
     right after its claim leaves behind; tests and tooling use this)."""
     with unit_of_work() as uow:
-        claimed = claim(uow.session, proposal_id, now, lease_expires_at)
+        lease = claim(uow.session, proposal_id, now, lease_expires_at)
         uow.commit()
-    return claimed
+    return lease
 
 
 @dataclass(frozen=True)
@@ -127,28 +115,24 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
             action_case_no_longer_eligible, appeal_correction_precondition_changed,
             action_approval_missing, action_component_*.
     """
-    if proposal.accepted_at is not None:
-        raise ActionError("action_confirmation_timed_out")
-    if proposal.last_error_code == "action_delivery_attempts_exhausted":
-        raise ActionError("action_delivery_attempts_exhausted")
-    if proposal.expires_at <= now:
-        raise ActionError("action_approval_expired")
+    problem = rules.pre_send_problem(delivery_of(proposal), now)
+    if problem is not None:
+        raise ActionError(problem)
     if proposal.appeal_id:
         from app.services.lifecycle.corrections import check_correction_eligible
 
         check_correction_eligible(session, proposal)
     snapshot = report_snapshot(session, proposal.report_id)
     check_preconditions(proposal.preconditions, snapshot, proposal.is_correction)
-    if proposal.approval_mode == "human":
-        approved = session.scalar(
-            select(ActionApproval.id).where(
-                ActionApproval.proposal_id == proposal.id,
-                ActionApproval.decision == "approved",
-                ActionApproval.payload_digest == proposal.payload_digest,
-            )
+    approved = session.scalar(
+        select(ActionApproval.id).where(
+            ActionApproval.proposal_id == proposal.id,
+            ActionApproval.decision == "approved",
+            ActionApproval.payload_digest == proposal.payload_digest,
         )
-        if approved is None:
-            raise ActionError("action_approval_missing")
+    )
+    if rules.approval_missing(delivery_of(proposal), approved is not None):
+        raise ActionError(rules.APPROVAL_MISSING)
     component, connection = load_delivery_target(session, proposal.component_version_id, proposal.installation_id)
     operation = parse_operation(component.implementation_reference)
     return _Target(
@@ -167,7 +151,7 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
 def request_body(proposal: ActionProposal) -> dict[str, Any]:
     """The body a platform receives (DLV-4, SPEC §5)."""
     return {
-        "schema_version": "1",
+        "schema_version": SCHEMA_VERSION,
         "action_id": proposal.id,
         "operation_id": proposal.operation_id,
         "payload_digest": proposal.payload_digest,
@@ -261,19 +245,21 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
         A `DeliveryOutcome`; ``claimed`` is False when nothing was due.
     """
     now = utcnow()
-    lease = now + timedelta(seconds=LEASE_SECONDS)
     started = time.monotonic()
     with unit_of_work() as uow:
-        if not claim(uow.session, proposal_id, now, lease):
+        held = claim(uow.session, proposal_id, now)
+        if held is None:
             log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
             return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
         proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
-        attempt_number, cycle = proposal.delivery_attempt_count, proposal.delivery_cycle
+        attempt_number, cycle, lease = held.attempt_number, held.delivery_cycle, held.expires_at
         with bind(proposal_id=proposal_id, operation_id=proposal.operation_id, attempt=attempt_number, cycle=cycle):
             log.info("delivery attempt claimed")
             try:
-                plan = _plan(uow, proposal, attempt_number, now)
-            except ActionError as error:  # nothing leaves: claim and failure commit together
+                with uow.savepoint():
+                    plan = _plan(uow, proposal, attempt_number, now)
+            except Exception as caught:  # nothing leaves: claim and failure commit together
+                error = caught if isinstance(caught, ActionError) else _unexpected(caught, "checking")
                 outcome = _fail(uow, proposal_id, error, None, attempt_number, cycle, lease, [], sent=False)
                 uow.commit()
                 _observe(outcome, time.monotonic() - started)
@@ -284,6 +270,13 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
         outcome = _send_and_record(identity, plan, attempt_number, cycle, lease)
         _observe(outcome, time.monotonic() - started)
         return outcome
+
+
+def _unexpected(error: Exception, stage: str) -> ActionError:
+    """An unexpected error in a claimed attempt counts as a failed, retryable attempt
+    with backoff (EDGE-4): it never leaves the proposal to be claimed again at once."""
+    log.error("delivery %s failed unexpectedly", stage, exc_info=error)
+    return ActionError(UNEXPECTED_FAILURE, True, 15)
 
 
 def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> _Plan:
@@ -320,9 +313,8 @@ def _send_and_record(
         # A request can have reached the platform even when its response was lost.
         sent = error.sent if isinstance(error, _EgressFailed) else True
         return _record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, sent)
-    except Exception:
-        log.exception("delivery of %s failed unexpectedly", identity.action_id)
-        error = ActionError(UNEXPECTED_FAILURE, True, 15)
+    except Exception as caught:
+        error = _unexpected(caught, "sending")
         return _record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, True)
     return _save_sync_receipt(identity.action_id, receipt, plan, lease, attempt_number)
 
@@ -426,7 +418,8 @@ def _save_sync_receipt(proposal_id: str, receipt, plan: _Plan, lease, attempt_nu
             outcome = _fail(uow, proposal_id, error, attempt, attempt_number, proposal.delivery_cycle, lease, [], True)
             uow.commit()
             return outcome
-        _after_result(uow, proposal, changed)
+        if changed:
+            after_result(uow, proposal)
         outcome = DeliveryOutcome(
             claimed=True,
             proposal_id=proposal.id,
@@ -439,16 +432,6 @@ def _save_sync_receipt(proposal_id: str, receipt, plan: _Plan, lease, attempt_nu
         failpoint("before_receipt_write")
         uow.commit()
     return outcome
-
-
-def _after_result(uow, proposal: ActionProposal, changed: bool) -> None:
-    """Resolve the run, or schedule what comes next (DLV-7)."""
-    if not changed:
-        return
-    if proposal.state == S.APPLIED or proposal.delivery_terminal:
-        emit_delivery_resolution(uow, proposal)
-    else:
-        schedule_next_attempt(uow, proposal)
 
 
 def _record_failure(proposal_id, error: ActionError, plan: _Plan, attempt_number, cycle, lease, sent: bool):
@@ -464,29 +447,16 @@ def _fail(
     """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6)."""
     deferred = isinstance(error, budgets.BudgetExhausted)
     proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
-    in_cycle = attempt_number - proposal.cycle_start_attempt
-    terminal = not error.retryable or (not deferred and in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
-    delay = error.delay_seconds if deferred else retry_delay(error.delay_seconds, in_cycle)
-    values: dict[str, Any] = dict(
-        delivery_terminal=terminal,
-        next_attempt_at=utcnow() + timedelta(seconds=delay),
-        lease_expires_at=None,
-        last_error_code=error.code,
+    change = rules.failure(
+        delivery_of(proposal),
+        Lease(attempt_number, cycle, lease),
+        code=error.code,
+        retryable=error.retryable,
+        delay_seconds=error.delay_seconds,
+        deferred=deferred,  # nothing was sent: the deferral does not use up an attempt
+        now=utcnow(),
     )
-    if deferred:  # nothing was sent: the deferral does not use up an attempt
-        values["delivery_attempt_count"] = attempt_number - 1
-    changed = move_proposal(
-        uow.session,
-        proposal_id,
-        Move.DELIVERY_FAILED,
-        where=(
-            P.delivery_terminal.is_(False),
-            P.delivery_attempt_count == attempt_number,
-            P.delivery_cycle == cycle,
-            P.lease_expires_at == lease,
-        ),
-        values=values,
-    )
+    changed = move_proposal(uow.session, proposal_id, change.move, where=guard(change), values=change.values)
     if attempt is not None:
         attempt.write(uow.session)
     budgets.settle(uow, reservations, consumed=sent)
@@ -495,7 +465,7 @@ def _fail(
         uow.audit(
             proposal.installation_id,
             f"action-attempt-failed:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
-            + (f":{iso(values['next_attempt_at'])}" if deferred else ""),
+            + (f":{iso(change.values['next_attempt_at'])}" if deferred else ""),
             "action.delivery_failed",
             Actor.system(proposal.run_id),
             "action_proposal",
@@ -504,11 +474,12 @@ def _fail(
                 "attempt_number": attempt_number,
                 "delivery_cycle": cycle,
                 "error_code": error.code,
-                "terminal": terminal,
-                "retry_in_seconds": None if terminal else round(delay, 3),
+                "terminal": change.terminal,
+                "retry_in_seconds": None if change.terminal else round(change.delay_seconds, 3),
             },
         )
-    _after_result(uow, proposal, changed)
+    if changed:
+        after_result(uow, proposal)
     return DeliveryOutcome(
         claimed=True,
         proposal_id=proposal_id,

@@ -1,24 +1,31 @@
 """Prepare an action when a workflow's action node runs, and finish its wait
-(SPEC PREP-1..8, ID-1..3, WAIT-1..2)."""
+(SPEC PREP-1..8, ID-1..3, WAIT-1..2).
+
+The proposal's identity, digest and columns come from `app.domain.proposal.identity`;
+which port it answers from `app.domain.proposal.ports`; its timeout from
+`app.domain.proposal.delivery`. This module loads, writes and audits.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
 
 from app.domain import workflow as wf
-from app.domain.clock import iso, parse_iso, utcnow
-from app.domain.digests import payload_digest
+from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.domain.expressions import evaluate_mapping, schema_errors
-from app.domain.states import Move, ProposalState
+from app.domain.proposal import delivery as rules
+from app.domain.proposal import identity
+from app.domain.proposal.ports import Next, answer, timed_out_port
 from app.domain.workflow import NodeOutcome
 from app.models import (
     ActionApproval,
     ActionProposal,
-    ComponentVersion,
+    Decision,
     HumanTask,
     Report,
     WorkflowRun,
@@ -26,52 +33,12 @@ from app.models import (
 )
 from app.queueing import enqueue_delivery
 from app.services.cases.snapshot import latest_decision, run_context
-from app.services.cases.tasks import open_approval_task
+from app.services.cases.tasks import cancel_open_tasks, open_approval_task
 from app.services.lifecycle.components import load_action_component
+from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, run_facts
 from app.services.uow import Actor, UnitOfWork
 
-S = ProposalState
-DEFAULT_EXPIRY_SECONDS = 86_400
-MIN_EXPIRY_SECONDS = 60
-MAX_EXPIRY_SECONDS = 2_678_400
-
-
-def _object(value: Any, code: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ActionError(code)
-    return value
-
-
-def expiry_seconds(config: dict[str, Any]) -> int:
-    """The node's authorization lifetime in seconds (ID-3).
-
-    Raises:
-        ActionError: ``action_expiry_invalid`` unless an integer in 60..2,678,400.
-    """
-    value = config.get("expiry_seconds", DEFAULT_EXPIRY_SECONDS)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ActionError("action_expiry_invalid")
-    if not MIN_EXPIRY_SECONDS <= value <= MAX_EXPIRY_SECONDS:
-        raise ActionError("action_expiry_invalid")
-    return value
-
-
-def approval_mode(config: dict[str, Any], component: ComponentVersion, authority_mode: str) -> str:
-    """The approval mode of a node, checked against its component (PREP-6).
-
-    Raises:
-        ActionError: ``action_approval_policy_invalid``, ``action_approval_policy_mismatch``,
-            ``action_authority_insufficient``.
-    """
-    policy = _object(config.get("approval_policy"), "action_approval_policy_invalid")
-    requested = policy.get("mode")
-    if requested not in ("human", "bounded_auto"):
-        raise ActionError("action_approval_policy_invalid")
-    if component.approval_policy.get("mode") != requested:
-        raise ActionError("action_approval_policy_mismatch")
-    if requested == "bounded_auto" and authority_mode != "bounded_auto":
-        raise ActionError("action_authority_insufficient")
-    return requested
+TIME_OUT_TRIES = 20  # each lost write means another writer moved the proposal on
 
 
 def _pending_deadline(expires_at: datetime) -> datetime:
@@ -95,12 +62,8 @@ def _schedule(uow: UnitOfWork, proposal: ActionProposal) -> None:
 
 def _enqueue_approved(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """approved → queued, due now (the run moves an approved action on)."""
-    move_proposal(
-        uow.session,
-        proposal.id,
-        Move.ENQUEUE_APPROVED,
-        values=dict(next_attempt_at=utcnow(), lease_expires_at=None, last_error_code=None, delivery_terminal=False),
-    )
+    change = rules.enqueue_approved(utcnow())
+    move_proposal(uow.session, proposal.id, change.move, where=guard(change), values=change.values)
     uow.session.refresh(proposal)
 
 
@@ -119,28 +82,32 @@ def _pin_decision(uow: UnitOfWork, report_id: str, preconditions: dict, existing
     preconditions["latest_decision_id"] = decision.id
 
 
+def _finished(proposal: ActionProposal, port: str, **extra: Any) -> NodeOutcome:
+    return wf.finished(port, proposal_id=proposal.id, payload_digest=proposal.payload_digest, **extra)
+
+
 def _replay(uow: UnitOfWork, existing: ActionProposal, digest: str, await_recovery: bool) -> NodeOutcome:
     """The stored outcome of an operation prepared before (PREP-7)."""
     if existing.payload_digest != digest:
         raise ActionError("action_operation_payload_changed")
-    common = dict(proposal_id=existing.id, payload_digest=digest, idempotent_replay=True)
-    state = existing.state
-    if state in (S.APPLIED, S.COMPENSATION_REQUIRED):
-        return wf.finished("applied", **common)
-    if state == S.REJECTED:
-        return wf.finished("rejected", **common)
-    if state == S.CANCELLED:
-        return wf.finished("timeout", **common)
-    if state == S.FAILED and existing.delivery_terminal:
-        if await_recovery and existing.expires_at > utcnow():
-            return _delivery_pending(existing, recovery_required=True, idempotent_replay=True)
-        return wf.finished("error", error_code=existing.last_error_code or "action_delivery_failed", **common)
-    if state == S.APPROVAL_REQUIRED:
+    found = answer(delivery_of(existing), utcnow(), await_recovery=await_recovery)
+    if found.next == Next.FINISH:
+        return _finished(existing, found.port, error_code=found.error_code, idempotent_replay=True)
+    if found.next == Next.RECOVER:
+        return _delivery_pending(existing, recovery_required=True, idempotent_replay=True)
+    if found.next == Next.AWAIT_APPROVAL:
         task = uow.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == existing.id))
         if task is None:
             raise ActionError("action_approval_task_missing")
-        return wf.waiting(f"action.{existing.id}.resolved", _pending_deadline(task.due_at), task_id=task.id, **common)
-    if state == S.APPROVED:
+        return wf.waiting(
+            f"action.{existing.id}.resolved",
+            _pending_deadline(task.due_at),
+            task_id=task.id,
+            proposal_id=existing.id,
+            payload_digest=digest,
+            idempotent_replay=True,
+        )
+    if found.next == Next.ENQUEUE:
         _enqueue_approved(uow, existing)
     _schedule(uow, existing)
     return _delivery_pending(existing, idempotent_replay=True)
@@ -199,156 +166,63 @@ def prepare_action(
     session = uow.session
     component = load_action_component(session, component_version_id, run.installation_id)  # PREP-3
     mapped = evaluate_mapping(node.get("input_mapping") or {}, run_context(session, run))
-    idempotency_key = mapped.get("idempotency_key")
-    if not isinstance(idempotency_key, str) or not 8 <= len(idempotency_key) <= 200:
-        raise ActionError("action_idempotency_key_invalid")  # PREP-4
-    target = _object(mapped.get("target"), "action_target_invalid")
-    payload = _object(mapped.get("payload"), "action_payload_invalid")
-    raw_preconditions = mapped.get("preconditions")
-    preconditions = dict(
-        _object({} if raw_preconditions is None else raw_preconditions, "action_preconditions_invalid")
-    )
+    key = identity.check_idempotency_key(mapped.get("idempotency_key"))  # PREP-4
+    target, payload, preconditions = identity.mapped_objects(mapped)
     if schema_errors(payload, component.input_schema):
         raise ActionError("action_payload_schema_invalid")
-
-    proposal_id = f"{step_run_id}:proposal"
-    operation_id = f"action:{run.id}:{node_id}:{branch_key or 'main'}:{idempotency_key}"
+    operation_id = identity.operation_id(run.id, node_id, branch_key, key)
     existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
     _pin_decision(uow, run.report_id, preconditions, existing)
-    mode = approval_mode(config, component, authority_mode)
-    expires_at = run.created_at + timedelta(seconds=expiry_seconds(config))
+    mode = identity.approval_mode(config.get("approval_policy"), component.approval_policy.get("mode"), authority_mode)
     report = session.get(Report, run.report_id)
-    digest = payload_digest(
-        {
-            "schema_version": "1",
-            "action_id": proposal_id,
-            "action_code": action_code,
-            "target": target,
-            "payload": payload,
-            "preconditions": preconditions,
-            "component_version_id": component_version_id,
-            "workflow_version_id": run.workflow_version_id,
-            "policy_version_id": report.policy_version_id,
-            "expires_at": iso(expires_at),
-            "installation_id": run.installation_id,
-        }
-    )
-    if existing is not None:
-        return _replay(uow, existing, digest, await_recovery)
-    if session.get(ActionProposal, proposal_id) is not None:
-        # This step already proposed another operation (its idempotency key changed).
-        raise ActionError("action_operation_payload_changed")
-    return _create(
-        uow,
-        run=run,
-        report=report,
-        proposal_id=proposal_id,
-        operation_id=operation_id,
+    new = identity.workflow_proposal(
+        run=run_facts(run),
         step_run_id=step_run_id,
-        action_code=action_code,
-        target=target,
-        payload=payload,
-        preconditions=preconditions,
-        digest=digest,
-        component=component,
+        node_id=node_id,
+        branch_key=branch_key,
+        config=config,
+        mapped={**mapped, "target": target, "payload": payload, "preconditions": preconditions},
+        component_version_id=component.id,
+        policy_version_id=report.policy_version_id,
         mode=mode,
         authority_mode=authority_mode,
-        config=config,
-        expires_at=expires_at,
+        now=utcnow(),
     )
+    if existing is not None:
+        return _replay(uow, existing, new.payload_digest, await_recovery)
+    if session.get(ActionProposal, new.id) is not None:
+        # This step already proposed another operation (its idempotency key changed).
+        raise ActionError("action_operation_payload_changed")
+    return _create(uow, new, queue_id=report.queue_id)
 
 
-def _create(
-    uow: UnitOfWork,
-    *,
-    run,
-    report,
-    proposal_id,
-    operation_id,
-    step_run_id,
-    action_code,
-    target,
-    payload,
-    preconditions,
-    digest,
-    component,
-    mode,
-    authority_mode,
-    config,
-    expires_at,
-) -> NodeOutcome:
+def _create(uow: UnitOfWork, new: identity.NewProposal, *, queue_id: str | None) -> NodeOutcome:
     """Insert a new proposal, with its approval task when a person must approve (PREP-8)."""
-    now = utcnow()
-    policy = {**config["approval_policy"], "expires_at": iso(expires_at)}
-    # The decision it enforces: the pinned one, else the decision that started the run.
-    decision_id = preconditions.get("latest_decision_id") or run.decision_id
-    proposal = ActionProposal(
-        id=proposal_id,
-        installation_id=run.installation_id,
-        report_id=run.report_id,
-        run_id=run.id,
-        step_run_id=step_run_id,
-        appeal_id=None,
-        decision_id=decision_id
-        if isinstance(decision_id, str) and _decision_of(uow, decision_id, run.report_id)
-        else None,
-        action_code=action_code,
-        target=target,
-        payload=payload,
-        preconditions=preconditions,
-        payload_digest=digest,
-        component_version_id=component.id,
-        workflow_version_id=run.workflow_version_id,
-        policy_version_id=report.policy_version_id,
-        authority_mode=authority_mode,
-        approval_mode=mode,
-        approval_policy=policy,
-        expires_at=parse_iso(iso(expires_at)),
-        state=S.APPROVAL_REQUIRED if mode == "human" else S.QUEUED,
-        operation_id=operation_id,
-        created_by_type="system",
-        created_by_id=run.id,
-        next_attempt_at=None if mode == "human" else now,
-        created_at=now,
-        updated_at=now,
-    )
-    uow.session.add(proposal)
-    uow.session.flush()
+    if new.decision_id is not None:
+        decision = uow.session.get(Decision, new.decision_id)
+        if decision is None or decision.report_id != new.report_id:
+            new = replace(new, decision_id=None)
+    proposal = insert_proposal(uow.session, new)
     uow.audit(
-        run.installation_id,
-        f"action-proposed:{operation_id}",
+        new.installation_id,
+        f"action-proposed:{new.operation_id}",
         "action.proposed",
-        Actor.system(run.id),
+        Actor.system(new.run_id),
         "action_proposal",
-        proposal_id,
-        {
-            "action_code": action_code,
-            "payload_digest": digest,
-            "approval_mode": mode,
-            "operation_id": operation_id,
-            "expires_at": iso(expires_at),
-        },
+        new.id,
+        new.audit_details,
     )
-    if mode == "human":
-        task = open_approval_task(
-            uow, proposal, task_id=f"{step_run_id}:action-approval-task", queue_id=report.queue_id
-        )
+    if new.needs_person:
+        task = open_approval_task(uow, proposal, task_id=new.task_id, queue_id=queue_id)
         return wf.waiting(
-            f"action.{proposal_id}.resolved",
+            f"action.{new.id}.resolved",
             _pending_deadline(proposal.expires_at),
-            proposal_id=proposal_id,
-            payload_digest=digest,
+            proposal_id=new.id,
+            payload_digest=new.payload_digest,
             task_id=task.id,
         )
     _schedule(uow, proposal)
     return _delivery_pending(proposal)
-
-
-def _decision_of(uow: UnitOfWork, decision_id: str, report_id: str) -> bool:
-    from app.models import Decision
-
-    decision = uow.session.get(Decision, decision_id)
-    return decision is not None and decision.report_id == report_id
 
 
 def complete_workflow_action(
@@ -371,29 +245,23 @@ def complete_workflow_action(
     proposal = session.get(ActionProposal, proposal_id)
     if proposal is None:
         raise ActionError("action_proposal_missing")
-    common = dict(proposal_id=proposal.id, payload_digest=proposal.payload_digest)
-    if proposal.state in (S.APPLIED, S.COMPENSATION_REQUIRED):
-        return wf.finished("applied", **common)
-    if proposal.state == S.REJECTED:
-        return wf.finished("rejected", **common)
-    if proposal.state == S.FAILED and proposal.delivery_terminal:
-        if await_recovery and not timed_out and proposal.expires_at > utcnow():
-            return _delivery_pending(proposal, recovery_required=True, error_code=proposal.last_error_code)
-        return wf.finished("error", error_code=proposal.last_error_code or "action_delivery_failed", **common)
-    if proposal.state == S.CANCELLED:
-        return wf.finished("timeout", **common)
+    found = answer(delivery_of(proposal), utcnow(), await_recovery=await_recovery, timed_out=timed_out)
+    if found.next == Next.FINISH:
+        return _finished(proposal, found.port, error_code=found.error_code)
+    if found.next == Next.RECOVER:
+        return _delivery_pending(proposal, recovery_required=True, error_code=found.error_code)
     if timed_out:
         return _time_out(uow, proposal)
-    if proposal.state in (S.QUEUED, S.APPLYING, S.FAILED):
-        if proposal.state != S.APPLYING:
+    if found.next in (Next.SCHEDULE, Next.WAIT):
+        if found.next == Next.SCHEDULE:
             _schedule(uow, proposal)
         return _delivery_pending(proposal)
     approval = session.scalar(select(ActionApproval).where(ActionApproval.proposal_id == proposal.id))
     if approval is None or approval.payload_digest != proposal.payload_digest:
         raise ActionError("action_approval_digest_mismatch")
     if approval.decision == "rejected":
-        return wf.finished("rejected", **common)
-    if proposal.state == S.APPROVAL_REQUIRED:  # an approval event for a changed proposal
+        return _finished(proposal, "rejected")
+    if found.next == Next.AWAIT_APPROVAL:  # an approval event for a changed proposal
         raise ActionError("action_approval_digest_mismatch")
     _enqueue_approved(uow, proposal)
     _schedule(uow, proposal)
@@ -401,32 +269,31 @@ def complete_workflow_action(
 
 
 def _time_out(uow: UnitOfWork, proposal: ActionProposal) -> NodeOutcome:
-    """The wait expired: cancel what was never sent, fail what may have been (WAIT-2)."""
-    from app.services.cases.tasks import cancel_open_tasks
+    """The wait expired: cancel what was never sent, fail what may have been (WAIT-2).
 
+    The choice is made from the row the write is guarded on (EDGE-3): when another
+    writer moved the proposal first, it is read again and decided again, so the
+    proposal always ends terminal and a receipt that won the race keeps its outcome.
+    """
     session = uow.session
-    values = dict(delivery_terminal=True, lease_expires_at=None, last_error_code="action_confirmation_timed_out")
-    not_terminal = ActionProposal.delivery_terminal.is_(False)
-    sent = proposal.accepted_at is not None or proposal.state == S.APPLYING
-    move = Move.WAIT_TIMED_OUT_SENT if sent else Move.WAIT_TIMED_OUT_UNSENT
-    guard = (
-        (ActionProposal.accepted_at.is_not(None) | (ActionProposal.state == S.APPLYING))
-        if sent
-        else (ActionProposal.accepted_at.is_(None) & (ActionProposal.state != S.APPLYING))
-    )
-    moved = move_proposal(session, proposal.id, move, where=(not_terminal, guard), values=values)
-    session.refresh(proposal)
-    if moved:
-        cancel_open_tasks(uow, proposal.id, reason="authorization_expired")
-        uow.audit(
-            proposal.installation_id,
-            f"action-wait-timed-out:{proposal.operation_id}:{proposal.delivery_cycle}",
-            "action.timed_out",
-            Actor.system(proposal.run_id),
-            "action_proposal",
-            proposal.id,
-            {"state": proposal.state, "error_code": proposal.last_error_code},
-        )
-    if proposal.state in (S.APPLIED, S.COMPENSATION_REQUIRED):
-        return wf.finished("applied", proposal_id=proposal.id, payload_digest=proposal.payload_digest)
-    return wf.finished("timeout", proposal_id=proposal.id, payload_digest=proposal.payload_digest)
+    for _ in range(TIME_OUT_TRIES):
+        session.refresh(proposal)
+        change = rules.time_out(delivery_of(proposal))
+        if change is None:  # it ended meanwhile (applied, rejected, failed for good)
+            break
+        if move_proposal(session, proposal.id, change.move, where=guard(change), values=change.values):
+            session.refresh(proposal)
+            cancel_open_tasks(uow, proposal.id, reason="authorization_expired")
+            uow.audit(
+                proposal.installation_id,
+                f"action-wait-timed-out:{proposal.operation_id}:{proposal.delivery_cycle}",
+                "action.timed_out",
+                Actor.system(proposal.run_id),
+                "action_proposal",
+                proposal.id,
+                {"state": proposal.state, "error_code": proposal.last_error_code},
+            )
+            break
+    else:
+        raise ActionError("action_timeout_conflict")  # the run stays waiting; the sweep tries again
+    return _finished(proposal, timed_out_port(delivery_of(proposal)))

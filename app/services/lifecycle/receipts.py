@@ -4,27 +4,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
-
-from sqlalchemy import case
 
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json, sha256_digest, sha256_hex
 from app.domain.errors import ActionError, ApiError
+from app.domain.proposal import delivery as rules
+from app.domain.proposal.delivery import Lease
 from app.domain.receipts import Receipt, parse_receipt
-from app.domain.states import CONFIRMATION_WINDOW_SECONDS, MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
 from app.models import ActionProposal, ActionReceiptRecord, Report, insert_ignore, move_proposal, new_id
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.events import emit_delivery_resolution
+from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
-S = ProposalState
-P = ActionProposal
-RECEIPT_MOVES = {
-    "accepted": Move.RECEIPT_ACCEPTED,
-    "applied": Move.RECEIPT_APPLIED,
-    "failed": Move.RECEIPT_FAILED,
+LATE_RESULT_REFUSALS = {
+    "action_result_terminal": "The action is not awaiting a result from the platform.",
+    "action_result_conflict": "Another result or operator action was recorded first, or the action's "
+    "authorization expired. Refresh the action before retrying.",
 }
 
 
@@ -66,42 +63,15 @@ def save_receipt(
         from app.services.lifecycle.corrections import check_correction_eligible
 
         check_correction_eligible(session, proposal, lock=True)
-    deadline = proposal.confirmation_deadline_at or min(
-        proposal.expires_at, now + timedelta(seconds=CONFIRMATION_WINDOW_SECONDS)
-    )
-    terminal = receipt.terminal or (receipt.status == "failed" and proposal.attempts_in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
+    lease = Lease(attempt.number, proposal.delivery_cycle, attempt.lease_expires_at) if attempt else None
+    change = rules.receipt(delivery_of(proposal), receipt, now, lease)
     receipt_json = canonical_json(receipt.as_dict())
-    accepted, retry_later = receipt.status == "accepted", receipt.status == "failed" and not terminal
-    values: dict[str, Any] = dict(
-        delivery_terminal=terminal,
-        last_receipt=receipt.as_dict(),
-        next_attempt_at=deadline if accepted else now + timedelta(seconds=receipt.retry_after_seconds),
-        lease_expires_at=None,
-        last_error_code=receipt.error_code,
-    )
-    if accepted:
-        values["accepted_at"] = case((P.accepted_at.is_(None), now), else_=P.accepted_at)
-        values["confirmation_deadline_at"] = deadline
-    elif retry_later:
-        values["accepted_at"] = None
-        values["confirmation_deadline_at"] = None
-    if receipt.status == "applied":
-        values["confirmed_at"] = now
-    where = [
-        P.delivery_terminal.is_(False),
-        P.delivery_attempt_count > P.cycle_start_attempt,
-        P.delivery_cycle == proposal.delivery_cycle,
-    ]
-    if attempt is not None:
-        where += [
-            P.state == S.APPLYING,
-            P.delivery_attempt_count == attempt.number,
-            P.lease_expires_at == attempt.lease_expires_at,
-        ]
-    changed = move_proposal(session, proposal.id, RECEIPT_MOVES[receipt.status], where=tuple(where), values=values)
+    values = {**change.values, "last_receipt": receipt.as_dict()}
+    changed = move_proposal(session, proposal.id, change.move, where=guard(change), values=values)
     session.refresh(proposal)
     if not changed:
         return False
+    terminal = change.terminal
     receipt_hex = sha256_hex(receipt_json)
     details = {**receipt.as_dict(), "terminal": terminal, "delivery_cycle": proposal.delivery_cycle}
     if attempt is not None:
@@ -183,15 +153,11 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
                 error.code,
                 "The result must match the immutable action operation, payload digest and receipt format.",
             ) from error
-        applied_before = receipt.status == "applied" and proposal.state == S.COMPENSATION_REQUIRED
-        if (proposal.state == receipt.status and proposal.delivery_terminal) or applied_before:
+        check = rules.late_result_check(delivery_of(proposal), receipt.status, utcnow())
+        if check == rules.REPLAY:
             return ResultAnswer(proposal.id, proposal.state, True)
-        if (
-            proposal.state not in (S.QUEUED, S.APPLYING, S.FAILED)
-            or proposal.delivery_terminal
-            or proposal.delivery_attempt_count <= proposal.cycle_start_attempt
-        ):
-            raise ApiError(409, "action_result_terminal", "The action is not awaiting a result from the platform.")
+        if check is not None:
+            raise ApiError(409, check, LATE_RESULT_REFUSALS[check])
         try:
             changed = save_receipt(uow, proposal, receipt, Actor("service_identity", integration_id))
         except ActionError as error:
@@ -199,17 +165,18 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
         if not changed:
             if proposal.state == receipt.status:
                 return ResultAnswer(proposal.id, proposal.state, True)
-            raise ApiError(
-                409,
-                "action_result_conflict",
-                "Another result or operator action was recorded first. Refresh the action before retrying.",
-            )
-        if proposal.state == S.APPLIED or proposal.delivery_terminal:
-            emit_delivery_resolution(uow, proposal)
-        else:
-            schedule_next_attempt(uow, proposal)
+            raise ApiError(409, "action_result_conflict", LATE_RESULT_REFUSALS["action_result_conflict"])
+        after_result(uow, proposal)
         uow.commit()
         return ResultAnswer(proposal.id, proposal.state, False)
+
+
+def after_result(uow: UnitOfWork, proposal: ActionProposal) -> None:
+    """Resolve the run, or schedule the next delivery job, after a recorded result (DLV-7)."""
+    if rules.after_result(delivery_of(proposal)) == "resolve":
+        emit_delivery_resolution(uow, proposal)
+    else:
+        schedule_next_attempt(uow, proposal)
 
 
 def schedule_next_attempt(uow: UnitOfWork, proposal: ActionProposal) -> None:

@@ -9,14 +9,21 @@ from sqlalchemy import select
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
 from app.domain.preconditions import check_preconditions
-from app.domain.states import Move, ProposalState
+from app.domain.proposal import delivery as rules
+from app.domain.states import ProposalState
 from app.models import ActionProposal, AuditEvent, OperatorUser, WorkflowRun, move_proposal
 from app.queueing import enqueue_delivery
 from app.services.cases.snapshot import report_snapshot
+from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.uow import Actor, unit_of_work
 
-P = ActionProposal
 RETRY_ACTION = "action.retry_requested"
+RETRY_REFUSALS = {
+    "action_retry_digest_mismatch": "Retry requires the exact immutable payload digest.",
+    "action_not_retryable": "Only a terminally failed action can be retried.",
+    "action_approval_expired": "The action's authorization expired. "
+    "Review and authorize a new proposal before sending it.",
+}
 
 
 @dataclass(frozen=True)
@@ -66,17 +73,10 @@ def retry_proposal(
             if proposal.payload_digest != payload_digest:
                 raise ApiError(409, "action_retry_digest_mismatch", "Retry requires the exact payload digest.")
             return RetryResult(proposal.id, proposal.state, proposal.delivery_cycle, True)
-        if proposal.payload_digest != payload_digest:
-            raise ApiError(409, "action_retry_digest_mismatch", "Retry requires the exact immutable payload digest.")
-        if proposal.state != ProposalState.FAILED or not proposal.delivery_terminal:
-            raise ApiError(409, "action_not_retryable", "Only a terminally failed action can be retried.")
         now = utcnow()
-        if proposal.expires_at <= now:
-            raise ApiError(
-                409,
-                "action_approval_expired",
-                "The action's authorization expired. Review and authorize a new proposal before sending it.",
-            )
+        refusal = rules.retry_refusal(delivery_of(proposal), payload_digest, now)
+        if refusal is not None:
+            raise ApiError(409, refusal, RETRY_REFUSALS[refusal])
         try:
             check_preconditions(
                 proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction
@@ -98,22 +98,8 @@ def retry_proposal(
                 409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
             )
         cycle = proposal.delivery_cycle
-        moved = move_proposal(
-            session,
-            proposal.id,
-            Move.OPERATOR_RETRY,
-            where=(P.delivery_terminal.is_(True), P.delivery_cycle == cycle, P.expires_at > now),
-            values=dict(
-                delivery_terminal=False,
-                cycle_start_attempt=P.delivery_attempt_count,
-                delivery_cycle=cycle + 1,
-                accepted_at=None,
-                confirmation_deadline_at=None,
-                next_attempt_at=now,
-                lease_expires_at=None,
-                last_error_code=None,
-            ),
-        )
+        change = rules.retry(delivery_of(proposal), now)
+        moved = move_proposal(session, proposal.id, change.move, where=guard(change), values=change.values)
         if not moved:
             raise ApiError(
                 409, "action_retry_conflict", "The action changed before the retry was saved. Refresh it and try again."

@@ -15,7 +15,8 @@ from datetime import timedelta
 from sqlalchemy import String, and_, case, cast, exists, or_, select
 
 from app.domain.clock import utcnow
-from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState
+from app.domain.proposal import delivery as rules
+from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.models import (
     ActionProposal,
     SweepRun,
@@ -27,6 +28,7 @@ from app.models import (
 from app.queueing import enqueue_delivery
 from app.services.audit import write_due_checkpoints
 from app.services.lifecycle.events import emit_delivery_resolution
+from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.runs import dispatch, time_out_run
 from app.services.uow import Actor, unit_of_work
 
@@ -99,18 +101,12 @@ def time_out_confirmations(now) -> int:
     count = 0
     for proposal_id in ids:
         with unit_of_work() as uow:
-            moved = move_proposal(
-                uow.session,
-                proposal_id,
-                Move.CONFIRMATION_TIMED_OUT,
-                where=(P.delivery_terminal.is_(False), P.accepted_at.is_not(None), P.confirmation_deadline_at <= now),
-                values=dict(
-                    delivery_terminal=True, lease_expires_at=None, last_error_code="action_confirmation_timed_out"
-                ),
-            )
-            if not moved:
-                continue
             proposal = uow.session.get(P, proposal_id)
+            change = rules.confirmation_timeout(delivery_of(proposal), now)
+            if change is None or not move_proposal(
+                uow.session, proposal_id, change.move, where=guard(change), values=change.values
+            ):
+                continue
             uow.session.refresh(proposal)
             uow.audit(
                 proposal.installation_id,

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select, tuple_
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import joinedload, selectinload
 
 from app.domain.attempts import attempt_status
 from app.domain.clock import iso, parse_iso, utcnow
 from app.domain.maker_checker import Verdict
+from app.domain.proposal.makers import MakerFacts, appeal_verdict
+from app.domain.proposal.offers import Offers, claim_offer, offers, release_offer
 from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import (
@@ -34,9 +36,11 @@ from app.models import (
     Report,
     WorkflowRun,
 )
-from app.services.lifecycle.approval import approval_verdict
+from app.services.lifecycle.makers import facts_of, is_a_maker, maker_facts
+from app.services.lifecycle.proposals import delivery_of
 
 P = ActionProposal
+NO_FACTS = MakerFacts()  # a task whose proposal is gone: nobody is its maker
 PAGE_SIZE = 50
 
 
@@ -76,16 +80,11 @@ def operator_names(ids) -> dict[str, str]:
     )
 
 
-def _mine(operator_id: str):
-    """Proposals this operator made or whose decision they made (maker/checker)."""
-    decision_maker = exists().where(
-        Decision.maker_id == operator_id,
-        or_(
-            Decision.id == P.decision_id,
-            Decision.id == select(WorkflowRun.decision_id).where(WorkflowRun.id == P.run_id).scalar_subquery(),
-        ),
+def report_references(report_ids) -> dict[str, str]:
+    """Public references by report id (one query)."""
+    return dict(
+        db.session.execute(select(Report.id, Report.public_reference).where(Report.id.in_(set(report_ids)))).all()
     )
-    return or_(and_(P.created_by_type == "operator", P.created_by_id == operator_id), decision_maker)
 
 
 def _filtered(installation_id: str, filters: ProposalFilters, operator: OperatorUser):
@@ -101,7 +100,8 @@ def _filtered(installation_id: str, filters: ProposalFilters, operator: Operator
     if filters.queue_id:
         query = query.where(P.report_id.in_(select(Report.id).where(Report.queue_id == filters.queue_id)))
     if filters.needs_my_approval:
-        query = query.where(P.state == ProposalState.APPROVAL_REQUIRED, ~_mine(operator.id))
+        # FOUR-1: never a proposal the viewer made (the domain's makers, as SQL)
+        query = query.where(P.state == ProposalState.APPROVAL_REQUIRED, ~is_a_maker(operator.id))
     return query
 
 
@@ -180,7 +180,7 @@ class ProposalDetail:
     approval: ActionApproval | None
     approver: OperatorUser | None
     task: HumanTask | None
-    verdict: Verdict
+    offers: Offers  # what this operator may do with it now
     attempts_by_cycle: OrderedDict[int, list[ConnectionAttempt]]
     receipts: list[ActionReceiptRecord]
     audit: list
@@ -213,7 +213,7 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
     by_cycle: OrderedDict[int, list[ConnectionAttempt]] = OrderedDict()
     for attempt in reversed(proposal.attempts):  # the newest cycle and attempt first
         by_cycle.setdefault(attempt.delivery_cycle, []).append(attempt)
-    approval = proposal.approval
+    approval, task = proposal.approval, proposal.task
     mine = (AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
     audit_total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*mine))
     audit = list(
@@ -242,8 +242,16 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
         report=proposal.report,
         approval=approval,
         approver=None,
-        task=proposal.task,
-        verdict=approval_verdict(db.session, proposal, operator),
+        task=task,
+        offers=offers(
+            delivery_of(proposal),
+            operator_id=operator.id,
+            roles=operator.roles,
+            facts=facts_of(db.session, proposal),
+            now=utcnow(),
+            task_state=task.state if task else None,
+            task_assignee_id=task.assigned_operator_id if task else None,
+        ),
         attempts_by_cycle=by_cycle,
         receipts=list(reversed(proposal.receipts)),
         audit=audit,
@@ -275,8 +283,19 @@ def open_tasks(operator: OperatorUser, limit: int = 200, task_id: str | None = N
     query = query.where(HumanTask.id == task_id) if task_id else query.where(HumanTask.state.in_(("open", "claimed")))
     query = query.options(joinedload(HumanTask.proposal), joinedload(HumanTask.assignee))
     tasks = db.session.scalars(query.order_by(HumanTask.due_at, HumanTask.id).limit(limit)).all()
+    proposals = {p.id: p for p in db.session.scalars(select(P).where(P.id.in_({t.action_proposal_id for t in tasks})))}
+    facts = maker_facts(db.session, proposals.values())
+    names = operator_names(t.assigned_operator_id for t in tasks)
     return [
-        {"task": t, "proposal": t.proposal, "assignee": t.assignee.display_name if t.assignee else None} for t in tasks
+        {
+            "task": t,
+            "proposal": proposals.get(t.action_proposal_id),
+            "assignee": names.get(t.assigned_operator_id),
+            # FOUR-1: a maker's queue shows the task as not theirs to decide
+            "claim": claim_offer(t.state, operator.id, operator.roles, facts.get(t.action_proposal_id, NO_FACTS)),
+            "release": release_offer(t.state, t.assigned_operator_id, operator.id),
+        }
+        for t in tasks
     ]
 
 
@@ -373,7 +392,7 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     """An appeal with its decisions and each correction: original action, correction
     proposal, what blocks it, and whether this operator may approve it."""
     from app.models import Appeal, AppealCorrection, AppealDecision
-    from app.services.lifecycle.corrections import correction_problems, load_context, reviewer_problem
+    from app.services.lifecycle.corrections import correction_problems, reviewer_problem
 
     # Everything the correction checks read is loaded here (their session.get calls find it).
     appeal = db.session.scalar(
@@ -404,17 +423,12 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
             if open_
             else []
         )
-        problem = reviewer_problem(db.session, c, load_context(db.session, c), operator.id, you=True) if open_ else None
+        problem = reviewer_problem(db.session, c, operator.id, you=True) if open_ else None
         verdict = Verdict(False, problem) if problem else Verdict(True)
         views.append(CorrectionView(c, c.original, proposal, problems, verdict))
     people = [d.maker for d in decisions] + [c.approver for c in corrections] + [contested.maker if contested else None]
     names = {person.id: person.display_name for person in people if person is not None}
-    if "reviewer" not in operator.roles:
-        can_decide = Verdict(False, "Only reviewers decide appeals.")
-    elif contested is not None and contested.maker_id == operator.id:
-        can_decide = Verdict(False, "You made the decision this appeal contests; another reviewer must decide it.")
-    else:
-        can_decide = Verdict(True)
+    can_decide = appeal_verdict(operator.id, operator.roles, contested.maker_id if contested else None)
     return AppealDetail(appeal, report, contested, list(decisions), views, names, can_decide)
 
 

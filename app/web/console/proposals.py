@@ -6,6 +6,7 @@ from flask import abort, current_app, redirect, render_template, request, url_fo
 from flask_login import current_user
 
 from app.domain.errors import ApiError
+from app.domain.proposal.offers import OPERATOR_ROLES
 from app.domain.states import ProposalState
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
@@ -67,14 +68,19 @@ def _compensation_form(detail, formdata=None) -> CompensationForm:
     return form
 
 
+def _retry_form(detail) -> RetryForm | None:
+    """The retry form, when the page offers a retry (RTRY-1)."""
+    if not detail.offers.retry:
+        return None
+    return RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest)
+
+
 def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200, compensation_form=None):
-    """The detail page; each form is built only when the page shows it."""
-    p = detail.proposal
-    if decision_form is None and p.state == ProposalState.APPROVAL_REQUIRED:
+    """The detail page; each form is built only when the page offers it (`detail.offers`)."""
+    if decision_form is None and detail.offers.decide:
         decision_form = DecisionForm(formdata=None)
-    if retry_form is None and p.state == ProposalState.FAILED and p.delivery_terminal:
-        retry_form = RetryForm(formdata=None, payload_digest=p.payload_digest)
-    if compensation_form is None and p.state in (ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED):
+    retry_form = retry_form or _retry_form(detail)
+    if compensation_form is None and detail.offers.compensate:
         compensation_form = _compensation_form(detail)
     return render_template(
         "proposals/detail.html",
@@ -98,10 +104,11 @@ def proposal(proposal_id: str):
 def proposal_live(proposal_id: str):
     """The self-refreshing part of the detail page; stops polling once terminal."""
     detail = _detail_or_404(proposal_id)
-    p = detail.proposal
-    retry_form = RetryForm(formdata=None, payload_digest=p.payload_digest) if p.state == ProposalState.FAILED else None
     return render_template(
-        "proposals/_live.html", d=detail, poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"], retry_form=retry_form
+        "proposals/_live.html",
+        d=detail,
+        poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
+        retry_form=_retry_form(detail),
     )
 
 
@@ -132,7 +139,7 @@ def decide(proposal_id: str):
 
 
 @bp.route("/proposals/<proposal_id>/retry", methods=["POST"])
-@role_required("reviewer", "admin")
+@role_required(*OPERATOR_ROLES)
 def retry(proposal_id: str):
     form = RetryForm()
     detail = _detail_or_404(proposal_id)
@@ -153,7 +160,7 @@ def retry(proposal_id: str):
 
 
 @bp.route("/proposals/<proposal_id>/compensate", methods=["POST"])
-@role_required("reviewer", "admin")
+@role_required(*OPERATOR_ROLES)
 def compensate(proposal_id: str):
     """Propose a compensating action for an applied one (COMP-1..3)."""
     detail = _detail_or_404(proposal_id)

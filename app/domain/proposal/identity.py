@@ -1,0 +1,438 @@
+"""A proposal's identity, its digest and its column values when it is created
+(SPEC ID-1..3, PREP-8, COMP-2, CORR).
+
+Three kinds of proposal are created: a workflow action node's (`workflow_proposal`),
+an operator's compensation (`compensation_proposal`) and an appeal correction
+(`correction_proposal`). Each builder returns a `NewProposal` of plain values, its
+digest computed over exactly the fields ID-2 names; the service inserts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.domain.clock import iso, parse_iso
+from app.domain.digests import payload_digest
+from app.domain.errors import ActionError
+from app.domain.states import ProposalState
+
+S = ProposalState
+SCHEMA_VERSION = "1"
+DEFAULT_EXPIRY_SECONDS = 86_400
+MIN_EXPIRY_SECONDS = 60
+MAX_EXPIRY_SECONDS = 2_678_400
+COMPENSATION_EXPIRY_SECONDS = 86_400
+CORRECTION_EXPIRY_SECONDS = 7 * 86_400
+MIN_IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY = 8, 200
+
+
+def proposal_id(step_run_id: str) -> str:
+    """``{step_run_id}:proposal`` (ID-1)."""
+    return f"{step_run_id}:proposal"
+
+
+def operation_id(run_id: str, node_id: str, branch_key: str | None, idempotency_key: str) -> str:
+    """``action:{run_id}:{node_id}:{branch_key or "main"}:{idempotency_key}`` (ID-1)."""
+    return f"action:{run_id}:{node_id}:{branch_key or 'main'}:{idempotency_key}"
+
+
+def compensation_operation_id(original_operation_id: str, idempotency_key: str) -> str:
+    """``compensation:{original operation}:{idempotency key}`` (COMP-2)."""
+    return f"compensation:{original_operation_id}:{idempotency_key}"
+
+
+def correction_operation_id(original_operation_id: str, appeal_decision_id: str) -> str:
+    """One correction per original operation and appeal decision (CORR)."""
+    return f"correction:{original_operation_id}:{appeal_decision_id}"
+
+
+def check_idempotency_key(value: Any) -> str:
+    """A node's idempotency key: a string of 8..200 characters (PREP-4).
+
+    Raises:
+        ActionError: ``action_idempotency_key_invalid``.
+    """
+    if not isinstance(value, str) or not MIN_IDEMPOTENCY_KEY <= len(value) <= MAX_IDEMPOTENCY_KEY:
+        raise ActionError("action_idempotency_key_invalid")
+    return value
+
+
+def expiry_seconds(config: dict[str, Any]) -> int:
+    """The node's authorization lifetime in seconds (ID-3).
+
+    Args:
+        config: the action node's config; ``expiry_seconds`` defaults to 86,400.
+
+    Raises:
+        ActionError: ``action_expiry_invalid`` unless an integer in 60..2,678,400.
+    """
+    value = config.get("expiry_seconds", DEFAULT_EXPIRY_SECONDS)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ActionError("action_expiry_invalid")
+    if not MIN_EXPIRY_SECONDS <= value <= MAX_EXPIRY_SECONDS:
+        raise ActionError("action_expiry_invalid")
+    return value
+
+
+def expires_at(start: datetime, seconds: float) -> datetime:
+    """``start + seconds`` at the millisecond precision the digest carries (ID-3)."""
+    return parse_iso(iso(start + timedelta(seconds=seconds)))
+
+
+def approval_mode(node_policy: Any, component_mode: str | None, authority_mode: str) -> str:
+    """The approval mode of a node, checked against its component (PREP-6).
+
+    Args:
+        node_policy: the node config's ``approval_policy`` (an object with ``mode``).
+        component_mode: the component version's approval policy mode.
+        authority_mode: the workflow version's authority.
+
+    Raises:
+        ActionError: ``action_approval_policy_invalid``, ``action_approval_policy_mismatch``,
+            ``action_authority_insufficient``.
+    """
+    if not isinstance(node_policy, dict):
+        raise ActionError("action_approval_policy_invalid")
+    requested = node_policy.get("mode")
+    if requested not in ("human", "bounded_auto"):
+        raise ActionError("action_approval_policy_invalid")
+    if component_mode != requested:
+        raise ActionError("action_approval_policy_mismatch")
+    if requested == "bounded_auto" and authority_mode != "bounded_auto":
+        raise ActionError("action_authority_insufficient")
+    return requested
+
+
+def digest_material(
+    *,
+    action_id: str,
+    action_code: str,
+    target: dict[str, Any],
+    payload: dict[str, Any],
+    preconditions: dict[str, Any],
+    component_version_id: str,
+    expires_at: datetime,
+    installation_id: str,
+    workflow_version_id: str | None = None,
+    policy_version_id: str | None = None,
+    compensates_proposal_id: str | None = None,
+) -> dict[str, Any]:
+    """The fields a proposal's payload digest covers (ID-2, COMP-2).
+
+    A compensation covers ``compensates_proposal_id`` in place of the workflow and
+    policy versions; every other proposal covers those two.
+
+    Returns:
+        The material as a JSON-compatible dict (``expires_at`` as ISO-8601 UTC).
+    """
+    material: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "action_id": action_id,
+        "action_code": action_code,
+        "target": target,
+        "payload": payload,
+        "preconditions": preconditions,
+        "component_version_id": component_version_id,
+    }
+    if compensates_proposal_id is not None:
+        material["compensates_proposal_id"] = compensates_proposal_id
+    else:
+        material["workflow_version_id"] = workflow_version_id
+        material["policy_version_id"] = policy_version_id
+    material["expires_at"] = iso(expires_at)
+    material["installation_id"] = installation_id
+    return material
+
+
+@dataclass(frozen=True)
+class NewProposal:
+    """Every column of a proposal being created, as plain values (PREP-8)."""
+
+    id: str
+    operation_id: str
+    installation_id: str
+    report_id: str
+    run_id: str
+    step_run_id: str
+    action_code: str
+    target: dict[str, Any]
+    payload: dict[str, Any]
+    preconditions: dict[str, Any]
+    component_version_id: str
+    workflow_version_id: str | None
+    policy_version_id: str | None
+    authority_mode: str
+    approval_mode: str
+    approval_policy: dict[str, Any]
+    expires_at: datetime
+    state: str
+    created_by_type: str
+    created_by_id: str
+    created_at: datetime
+    payload_digest: str = ""
+    appeal_id: str | None = None
+    decision_id: str | None = None
+    compensates_proposal_id: str | None = None
+    next_attempt_at: datetime | None = None
+    task_id: str | None = None  # its approval task, when a person must approve
+    audit_details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def needs_person(self) -> bool:
+        return self.state == S.APPROVAL_REQUIRED
+
+
+def _digested(proposal: NewProposal) -> NewProposal:
+    material = digest_material(
+        action_id=proposal.id,
+        action_code=proposal.action_code,
+        target=proposal.target,
+        payload=proposal.payload,
+        preconditions=proposal.preconditions,
+        component_version_id=proposal.component_version_id,
+        expires_at=proposal.expires_at,
+        installation_id=proposal.installation_id,
+        workflow_version_id=proposal.workflow_version_id,
+        policy_version_id=proposal.policy_version_id,
+        compensates_proposal_id=proposal.compensates_proposal_id,
+    )
+    digest = payload_digest(material)
+    details = {"action_code": proposal.action_code, "payload_digest": digest, **proposal.audit_details}
+    return replace(proposal, payload_digest=digest, audit_details=details)
+
+
+def enforced_decision_id(preconditions: dict[str, Any], run_decision_id: str | None) -> str | None:
+    """The decision a workflow proposal enforces: the one its preconditions pin,
+    else the decision that started its run (PREP-5)."""
+    pinned = preconditions.get("latest_decision_id")
+    decision_id = pinned if pinned is not None else run_decision_id
+    return decision_id if isinstance(decision_id, str) else None
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """The workflow run a node belongs to, as plain values."""
+
+    id: str
+    installation_id: str
+    report_id: str
+    workflow_version_id: str
+    decision_id: str | None
+    created_at: datetime
+
+
+def workflow_proposal(
+    *,
+    run: RunFacts,
+    step_run_id: str,
+    node_id: str,
+    branch_key: str | None,
+    config: dict[str, Any],
+    mapped: dict[str, Any],
+    component_version_id: str,
+    policy_version_id: str | None,
+    mode: str,
+    authority_mode: str,
+    now: datetime,
+) -> NewProposal:
+    """The proposal an action node makes (ID-1..3, PREP-4, PREP-8).
+
+    Args:
+        run: the run; its created_at fixes the expiry (ID-3).
+        config: the node's config (action_code, approval_policy, expiry_seconds).
+        mapped: the evaluated input mapping {idempotency_key, target, payload,
+            preconditions}; preconditions already pinned (PREP-5).
+        mode: the checked approval mode (`approval_mode`).
+        now: the creation time.
+
+    Returns:
+        A `NewProposal`: ``approval_required`` with a task for ``human``, ``queued``
+        and due now for ``bounded_auto``.
+
+    Raises:
+        ActionError: ``action_idempotency_key_invalid``, ``action_target_invalid``,
+            ``action_payload_invalid``, ``action_preconditions_invalid``,
+            ``action_expiry_invalid``.
+    """
+    key = check_idempotency_key(mapped.get("idempotency_key"))
+    target, payload, preconditions = mapped_objects(mapped)
+    expiry = expires_at(run.created_at, expiry_seconds(config))
+    human = mode == "human"
+    operation = operation_id(run.id, node_id, branch_key, key)
+    return _digested(
+        NewProposal(
+            id=proposal_id(step_run_id),
+            operation_id=operation,
+            installation_id=run.installation_id,
+            report_id=run.report_id,
+            run_id=run.id,
+            step_run_id=step_run_id,
+            action_code=config["action_code"],
+            target=target,
+            payload=payload,
+            preconditions=preconditions,
+            component_version_id=component_version_id,
+            workflow_version_id=run.workflow_version_id,
+            policy_version_id=policy_version_id,
+            authority_mode=authority_mode,
+            approval_mode=mode,
+            approval_policy={**config["approval_policy"], "expires_at": iso(expiry)},
+            expires_at=expiry,
+            state=S.APPROVAL_REQUIRED if human else S.QUEUED,
+            created_by_type="system",
+            created_by_id=run.id,
+            created_at=now,
+            decision_id=enforced_decision_id(preconditions, run.decision_id),
+            next_attempt_at=None if human else now,
+            task_id=f"{step_run_id}:action-approval-task" if human else None,
+            audit_details={"approval_mode": mode, "operation_id": operation, "expires_at": iso(expiry)},
+        )
+    )
+
+
+def _object(value: Any, code: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ActionError(code)
+    return value
+
+
+def mapped_objects(mapped: dict[str, Any]) -> tuple[dict, dict, dict]:
+    """(target, payload, preconditions) of an evaluated input mapping (PREP-4).
+
+    Raises:
+        ActionError: ``action_target_invalid``, ``action_payload_invalid``,
+            ``action_preconditions_invalid``.
+    """
+    target = _object(mapped.get("target"), "action_target_invalid")
+    payload = _object(mapped.get("payload"), "action_payload_invalid")
+    raw = mapped.get("preconditions")
+    preconditions = dict(_object({} if raw is None else raw, "action_preconditions_invalid"))
+    return target, payload, preconditions
+
+
+@dataclass(frozen=True)
+class OriginalFacts:
+    """The applied proposal a compensation or a correction answers, as plain values."""
+
+    id: str
+    operation_id: str
+    installation_id: str
+    report_id: str
+    run_id: str
+    step_run_id: str
+    workflow_version_id: str | None
+    target: dict[str, Any]
+    payload_digest: str
+
+
+def compensation_proposal(
+    *,
+    original: OriginalFacts,
+    token: str,
+    idempotency_key: str,
+    action_code: str,
+    target: dict[str, Any],
+    payload: dict[str, Any],
+    preconditions: dict[str, Any],
+    component_version_id: str,
+    policy_version_id: str | None,
+    proposer_id: str,
+    now: datetime,
+) -> NewProposal:
+    """An operator's compensation of an applied proposal (COMP-2): human approval
+    always, 24 h expiry, its digest covering ``compensates_proposal_id``.
+
+    Args:
+        token: a random hex string; the proposal id is ``cmp_{token}``.
+        proposer_id: the operator proposing it (one of its makers, FOUR-1).
+    """
+    proposal = f"cmp_{token}"
+    expiry = expires_at(now, COMPENSATION_EXPIRY_SECONDS)
+    return _digested(
+        NewProposal(
+            id=proposal,
+            operation_id=compensation_operation_id(original.operation_id, idempotency_key),
+            installation_id=original.installation_id,
+            report_id=original.report_id,
+            run_id=original.run_id,
+            step_run_id=original.step_run_id,
+            action_code=action_code,
+            target=target,
+            payload=payload,
+            preconditions=preconditions,
+            component_version_id=component_version_id,
+            workflow_version_id=original.workflow_version_id,
+            policy_version_id=policy_version_id,
+            authority_mode="assist",
+            approval_mode="human",
+            approval_policy={"mode": "human", "expires_at": iso(expiry), "compensation": True},
+            expires_at=expiry,
+            state=S.APPROVAL_REQUIRED,
+            created_by_type="operator",
+            created_by_id=proposer_id,
+            created_at=now,
+            compensates_proposal_id=original.id,
+            task_id=f"{proposal}:approval-task",
+            audit_details={"compensates_proposal_id": original.id},
+        )
+    )
+
+
+def correction_proposal(
+    *,
+    correction_id: str,
+    original: OriginalFacts,
+    appeal_id: str,
+    appeal_decision_id: str,
+    appeal_decision_at: datetime,
+    contested_decision_id: str,
+    action_code: str,
+    payload: dict[str, Any],
+    component_version_id: str,
+    policy_version_id: str | None,
+    now: datetime,
+) -> NewProposal:
+    """The automated correction of an original action an appeal overturned (CORR-1):
+    same target, human approval, 7 days from the appeal decision.
+
+    Its preconditions name the appeal decision, the original's digest and the
+    contested decision, so CORR-3 can check them before every attempt.
+    """
+    proposal = f"{correction_id}:proposal"
+    expiry = expires_at(appeal_decision_at, CORRECTION_EXPIRY_SECONDS)
+    operation = correction_operation_id(original.operation_id, appeal_decision_id)
+    return _digested(
+        NewProposal(
+            id=proposal,
+            operation_id=operation,
+            installation_id=original.installation_id,
+            report_id=original.report_id,
+            run_id=original.run_id,
+            step_run_id=original.step_run_id,
+            action_code=action_code,
+            target=original.target,
+            payload=payload,
+            preconditions={
+                "appeal_decision_id": appeal_decision_id,
+                "original_payload_digest": original.payload_digest,
+                "latest_decision_id": contested_decision_id,
+            },
+            component_version_id=component_version_id,
+            workflow_version_id=original.workflow_version_id,
+            policy_version_id=policy_version_id,
+            authority_mode="assist",
+            approval_mode="human",
+            approval_policy={"mode": "human", "expires_at": iso(expiry), "appeal_correction": correction_id},
+            expires_at=expiry,
+            state=S.APPROVAL_REQUIRED,
+            created_by_type="system",
+            created_by_id=f"appeal-decision:{appeal_decision_id}",
+            created_at=now,
+            appeal_id=appeal_id,
+            decision_id=contested_decision_id,
+            task_id=f"{proposal}:approval-task",
+            audit_details={"approval_mode": "human", "operation_id": operation, "appeal_correction_id": correction_id},
+        )
+    )

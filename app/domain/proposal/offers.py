@@ -1,0 +1,134 @@
+"""Which operator actions a proposal offers, in its state, to the operator looking
+at it (SPEC §4 proposal detail and approval tasks, APPR-4, RTRY-1, COMP-1, FOUR-1).
+
+Each action is an `Offer`: ``shown`` when the proposal's state and the operator's
+role make it a possibility at all, and ``allowed`` when this operator may take it
+now (otherwise ``reason`` says why, beside the disabled control). Views and
+templates ask `offers`; the services enforce the same rules on every request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.domain.maker_checker import REVIEWER_ROLE, Verdict
+from app.domain.states import ProposalState
+
+from .delivery import Delivery
+from .makers import MakerFacts, verdict
+
+S = ProposalState
+OPERATOR_ROLES = ("reviewer", "admin")  # who may retry deliveries and propose compensations
+COMPENSABLE = (S.APPLIED, S.COMPENSATION_REQUIRED)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One operator action: shown at all, and open to this operator or why not."""
+
+    shown: bool
+    allowed: bool = False
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.shown and self.allowed
+
+    @classmethod
+    def hidden(cls) -> Offer:
+        return cls(False)
+
+    @classmethod
+    def of(cls, decided: Verdict) -> Offer:
+        return cls(True, decided.allowed, decided.reason)
+
+
+@dataclass(frozen=True)
+class Offers:
+    decide: Offer  # approve and reject
+    retry: Offer
+    compensate: Offer
+    claim: Offer  # its approval task
+    release: Offer
+
+    @property
+    def approve(self) -> Offer:
+        return self.decide
+
+    @property
+    def reject(self) -> Offer:
+        return self.decide
+
+
+def decide_offer(d: Delivery, operator_id: str, roles: Iterable[str], facts: MakerFacts, now: datetime) -> Offer:
+    """Approve/reject: shown while awaiting approval; open to a reviewer who is not a
+    maker, while the authorization lasts (APPR-3, APPR-4, FOUR-1)."""
+    if d.state != S.APPROVAL_REQUIRED:
+        return Offer.hidden()
+    allowed = verdict(operator_id, roles, facts)
+    if allowed and d.expires_at <= now:
+        return Offer(True, False, "The authorization expired; the action can no longer be approved.")
+    return Offer.of(allowed)
+
+
+def retry_offer(d: Delivery, roles: Iterable[str], now: datetime) -> Offer:
+    """Retry: shown to reviewers and admins for a delivery that failed for good;
+    open while the authorization lasts (RTRY-1)."""
+    if d.state != S.FAILED or not d.delivery_terminal or not set(roles) & set(OPERATOR_ROLES):
+        return Offer.hidden()
+    if d.expires_at <= now:
+        return Offer(True, False, "The authorization expired; propose the action again instead.")
+    return Offer(True, True)
+
+
+def compensate_offer(d: Delivery, roles: Iterable[str]) -> Offer:
+    """Compensate: shown to reviewers and admins for an applied action that is not
+    itself an appeal correction (COMP-1)."""
+    if d.state not in COMPENSABLE or d.is_correction or not set(roles) & set(OPERATOR_ROLES):
+        return Offer.hidden()
+    return Offer(True, True)
+
+
+def claim_offer(task_state: str | None, operator_id: str, roles: Iterable[str], facts: MakerFacts) -> Offer:
+    """Claim the approval task: shown to reviewers while it is open; open to one who
+    may decide the proposal — a maker sees it as not theirs to decide (FOUR-1)."""
+    if task_state != "open" or REVIEWER_ROLE not in set(roles):
+        return Offer.hidden()
+    return Offer.of(verdict(operator_id, roles, facts))
+
+
+def release_offer(task_state: str | None, task_assignee_id: str | None, operator_id: str) -> Offer:
+    """Release: the reviewer holding a claimed task gives it back."""
+    if task_state != "claimed" or task_assignee_id != operator_id:
+        return Offer.hidden()
+    return Offer(True, True)
+
+
+def offers(
+    d: Delivery,
+    *,
+    operator_id: str,
+    roles: Iterable[str],
+    facts: MakerFacts,
+    now: datetime,
+    task_state: str | None = None,
+    task_assignee_id: str | None = None,
+) -> Offers:
+    """What this operator may do with this proposal now.
+
+    Args:
+        d: the proposal as read.
+        operator_id, roles: the operator looking at it.
+        facts: its maker facts (FOUR-1).
+        now: the current time (an expired authorization closes approve and retry).
+        task_state, task_assignee_id: its approval task, when it has one.
+    """
+    roles = frozenset(roles)
+    return Offers(
+        decide=decide_offer(d, operator_id, roles, facts, now),
+        retry=retry_offer(d, roles, now),
+        compensate=compensate_offer(d, roles),
+        claim=claim_offer(task_state, operator_id, roles, facts),
+        release=release_offer(task_state, task_assignee_id, operator_id),
+    )
