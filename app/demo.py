@@ -20,6 +20,7 @@ from sqlalchemy import select
 from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import (
+    Budget,
     ComponentDefinition,
     ComponentVersion,
     Connection,
@@ -45,6 +46,8 @@ DEMO_USERS = (
     ("auditor@example.com", "Aude Auditor", ["auditor"]),
 )
 DEMO_POSTS = [f"post:{n}" for n in range(1001, 1007)]
+# Bounded automation needs a budget (SPEC FOUR-3): the demo's allows this many actions an hour.
+DEMO_BUDGET = {"limit_amount": 10_000, "window_seconds": 3600}
 
 ACTION_INPUT_SCHEMA = {
     "type": "object",
@@ -183,15 +186,27 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
         workflow = WorkflowDefinition(installation_id=iid, name="Enforcement", slug="enforcement")
         s.add(workflow)
         s.flush()
-        s.add(
-            WorkflowVersion(
-                installation_id=iid,
-                definition_id=workflow.id,
-                version=1,
-                authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
-                graph_json=canonical_json(enforcement_graph(versions["takedown"], versions["restore"], approval_mode)),
-            )
+        workflow_version = WorkflowVersion(
+            installation_id=iid,
+            definition_id=workflow.id,
+            version=1,
+            authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
+            graph_json=canonical_json(enforcement_graph(versions["takedown"], versions["restore"], approval_mode)),
         )
+        s.add(workflow_version)
+        s.flush()
+        if approval_mode == "bounded_auto":
+            s.add(
+                Budget(
+                    installation_id=iid,
+                    scope_type="workflow",
+                    scope_id=workflow_version.id,
+                    metric="actions",
+                    used_amount=0,
+                    active=True,
+                    **DEMO_BUDGET,
+                )
+            )
         for n, ref in enumerate(DEMO_POSTS, start=1):
             report = Report(
                 installation_id=iid,
