@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from app.domain.config_changes import origin_text, secrets_need_reentry
 from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
 from app.extensions import db
@@ -297,6 +298,7 @@ def _settings_row(
         "signing_secret_action",
         "Choose what to do with the signing secret: " + ", ".join(signing_allowed) + ".",
     )
+    _refuse_secrets_to_new_origin(previous, base_url, bearer_action, signing_action)
     generated = new_signing_secret() if signing_action == "generate" else None
     signing = generated if generated else (previous.signing_secret if signing_action == "keep" else None)
     columns = {
@@ -315,6 +317,37 @@ def _settings_row(
         "signing_secret": _secret_note(signing_action, bool(signing)),
     }
     return columns, generated, details
+
+
+def _refuse_secrets_to_new_origin(
+    previous: ConnectionVersion | None, base_url: str, bearer_action: str, signing_action: str
+) -> None:
+    """Secrets stored for one origin are never sent to another (SEC-4).
+
+    Raises:
+        ApiError: 400 ``connection_secrets_reentry_required`` when the new base URL's
+            origin (scheme, host, port) differs from the previous version's and a
+            stored secret would be kept.
+    """
+    if previous is None or not secrets_need_reentry(previous.base_url, base_url):
+        return
+    kept = [
+        field
+        for field, action, stored in (
+            ("bearer_token_action", bearer_action, previous.bearer_token),
+            ("signing_secret_action", signing_action, previous.signing_secret),
+        )
+        if action == "keep" and stored
+    ]
+    if kept:
+        raise ApiError(
+            400,
+            "connection_secrets_reentry_required",
+            f"The destination moves from {origin_text(previous.base_url)} to {origin_text(base_url)}: "
+            "secrets stored for the old destination are never sent to a new one. Enter the bearer "
+            "token again and generate a new signing secret (or remove them).",
+            kept[0],
+        )
 
 
 def _secret_note(action: str, present: bool) -> str:
