@@ -32,7 +32,7 @@ def register_cli(app: Flask) -> None:
         from .domain.errors import ApiError
         from .extensions import db
         from .models import Installation
-        from .services.operators import create_operator
+        from .services.admin.operators import create_operator
         from .services.uow import Actor, unit_of_work
 
         installation = db.session.scalar(select(Installation).where(Installation.slug == installation_slug))
@@ -63,7 +63,7 @@ def register_cli(app: Flask) -> None:
         """Issue a bearer token for a platform; it is printed once and only its hash is kept."""
         from .extensions import db
         from .models import Installation, Integration
-        from .services.integrations import issue_token
+        from .services.admin.integrations import issue_token
         from .services.uow import Actor
 
         integration = db.session.scalar(
@@ -92,7 +92,7 @@ def register_cli(app: Flask) -> None:
         from .domain.errors import ApiError
         from .extensions import db
         from .models import IntegrationToken
-        from .services.integrations import revoke_token
+        from .services.admin.integrations import revoke_token
         from .services.uow import Actor
 
         row = db.session.get(IntegrationToken, token_id)
@@ -151,7 +151,7 @@ def register_cli(app: Flask) -> None:
         """Run the periodic sweeps once, now."""
         from dataclasses import asdict
 
-        from .services.sweeps import run_sweeps
+        from .services.lifecycle.sweeps import run_sweeps
 
         click.echo(asdict(run_sweeps()))
 
@@ -171,3 +171,24 @@ def register_cli(app: Flask) -> None:
                 broken = True
                 click.echo(f"{installation.slug}: BROKEN at seq {report.first_broken_seq}: {report.reason}")
         sys.exit(1 if broken else 0)
+
+    @app.cli.command("config-break-glass")
+    @click.argument("change_id")
+    @click.option("--reason", required=True, help="why no second admin can approve it (at least 10 characters)")
+    @click.option("--digest", default=None, help="the change's digest (sha256:…), to apply only that exact change")
+    def config_break_glass(change_id: str, reason: str, digest: str | None) -> None:
+        """Apply a pending configuration change without a second admin (SPEC FOUR-2).
+
+        The only way round four-eyes for configuration: it needs a reason and writes a
+        ``config.break_glass`` audit row naming the change, its digest and the reason.
+        """
+        from .domain.errors import ApiError
+        from .services.admin.reviews import break_glass
+
+        try:
+            change = break_glass(change_id, reason, digest=digest)
+        except ApiError as error:
+            click.echo(f"{error.code}: {error.message}", err=True)
+            sys.exit(1)
+        click.echo(f"applied {change.id} ({change.kind}: {change.summary})")
+        click.echo(f"  digest {change.digest}; recorded as config.break_glass with your reason")

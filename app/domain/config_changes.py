@@ -201,12 +201,12 @@ def content_diff(current: Mapping[str, Any] | None, proposed: Mapping[str, Any])
         proposed: the values the change would set.
 
     Returns:
-        One `FieldChange` per field of either side, in the proposed content's order.
+        One `FieldChange` per field the change sets, in the proposed content's order
+        (what the change leaves alone is not listed).
     """
     current = current or {}
-    names = list(proposed) + [name for name in current if name not in proposed]
     changes = []
-    for name in names:
+    for name in proposed:
         before, after = current.get(name, _MISSING), proposed.get(name, _MISSING)
         lines: tuple[str, ...] = ()
         if before != after and (isinstance(before, dict | list) or isinstance(after, dict | list)):
