@@ -5,6 +5,11 @@ allowed hosts) live in immutable versions, and a change is a new version.
 Secrets are written once and never read back to a page: the views get
 `ConnectionVersionView`, which only says whether each secret is set. A signing
 secret generated here is returned once, so the admin can give it to the platform.
+
+A version that changes the destination (scheme, host, port, allowed hosts) or a
+secret is a configuration change for a second admin (SPEC FOUR-2,
+`app.services.admin.changes`), and a version whose origin differs from the previous
+one's cannot keep the stored secrets (SEC-4).
 """
 
 from __future__ import annotations
@@ -502,7 +507,8 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
     proposed = {key: content[key] for key in ("base_url", "timeout_seconds", "allowed_hosts")}
     for name in ("bearer_token", "signing_secret"):
         action = content[name]
-        proposed[name] = current.get(name, "not set") if action == "keep" else SECRET_SHOWN[action]
+        kept = current.get(name, "kept")  # a decided change has no "now": it kept what there was
+        proposed[name] = kept if action == "keep" else SECRET_SHOWN[action]
     return current, proposed
 
 
