@@ -172,6 +172,26 @@ def register_cli(app: Flask) -> None:
                 click.echo(f"{installation.slug}: BROKEN at seq {report.first_broken_seq}: {report.reason}")
         sys.exit(1 if broken else 0)
 
+    @app.cli.command("config-changes")
+    def config_changes() -> None:
+        """List the configuration changes waiting for a second admin (SPEC FOUR-2)."""
+        from .extensions import db
+        from .models import ConfigChange, Installation
+
+        rows = db.session.execute(
+            select(ConfigChange, Installation.slug)
+            .join(Installation, Installation.id == ConfigChange.installation_id)
+            .where(ConfigChange.state == "pending")
+            .order_by(ConfigChange.created_at)
+        ).all()
+        for change, slug in rows:
+            click.echo(f"{change.id}  {slug}  {change.kind}  {change.summary}")
+            click.echo(
+                f"  digest {change.digest}, proposed by {change.proposed_by} at {change.created_at:%Y-%m-%d %H:%M:%S}"
+            )
+        if not rows:
+            click.echo("nothing waits for a second admin")
+
     @app.cli.command("config-break-glass")
     @click.argument("change_id")
     @click.option("--reason", required=True, help="why no second admin can approve it (at least 10 characters)")

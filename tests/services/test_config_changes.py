@@ -349,6 +349,8 @@ def test_break_glass_applies_without_a_second_admin_and_says_so(app, world):
     budget_id = add_budget(world)
     pending = budgets.change_budget_limit(world.user("admin"), budget_id, 50)
     runner = app.test_cli_runner()
+    listed = runner.invoke(args=["config-changes"]).output
+    assert pending.change_id in listed and pending.digest in listed
     before = counts()
     for args, code in (
         (["--reason", "urgent"], "break_glass_reason_invalid"),
@@ -373,6 +375,7 @@ def test_break_glass_applies_without_a_second_admin_and_says_so(app, world):
     assert (event.idempotency_key, event.actor_type) == (f"config:break-glass:{row.id}", "system")
     assert json.loads(event.details_json)["reason"] == reason
     assert audits("config.change_approved") == []
+    assert "nothing waits" in runner.invoke(args=["config-changes"]).output
 
 
 def test_the_cli_creates_the_first_admin_as_the_system(app):
