@@ -83,19 +83,24 @@ def stack(app, world, tmp_path):
 
     def ready():
         try:
-            # the first answer waits for a web process to boot the app
+            # the first answer waits for a web process to boot the app (slow on a busy machine)
             return requests.get(f"{base}/readyz", timeout=10).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):
             return False
 
-    eventually(ready, timeout=60)
-    yield base, tmp_path
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.wait(timeout=30)
-    for handle in logs.values():
-        handle.close()
+    try:
+        eventually(ready, timeout=60)
+        yield base, tmp_path
+    finally:  # also when the stack never became ready: no process outlives the test
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for handle in logs.values():
+            handle.close()
 
 
 def csrf(html: str) -> str:
