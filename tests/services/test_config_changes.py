@@ -388,3 +388,16 @@ def test_the_cli_creates_the_first_admin_as_the_system(app):
     assert result.exit_code == 0, result.output
     [event] = audits("operator.created")
     assert (event.actor_type, event.actor_id) == ("system", "cli")
+
+
+def test_the_demo_seed_is_the_systems_and_bounds_its_automation(app, platform):
+    """FOUR-2, FOUR-3: the seed builds its installation as the system, before any admin
+    exists, recorded as such; its bounded_auto workflow has a budget."""
+    world = make_world(platform.url, approval_mode="bounded_auto", slug="auto")
+    [seeded] = audits("installation.seeded")
+    details = json.loads(seeded.details_json)
+    assert (seeded.actor_type, seeded.actor_id, details["approval_mode"]) == ("system", "demo-seed", "bounded_auto")
+    budget = db.session.get(Budget, details["budget_id"])
+    assert (budget.scope_type, budget.scope_id, budget.active) == ("workflow", world.workflow_version_id, True)
+    assert {"admin", "admin2"} <= set(world.users)  # two admins: configuration changes can be approved
+    assert db.session.scalar(select(func.count()).select_from(ConfigChange)) == 0
