@@ -83,8 +83,11 @@ def run_worker(app, worker_class, burst: bool) -> None:
     """
     delays = _reconnect_delays()
     while True:
-        worker = worker_class([delivery_queue(app)], connection=get_redis(app))
+        worker = None
         try:
+            # RQ's Worker talks to Redis as it is built: inside the try, so a restart
+            # while Redis is still away waits and tries again instead of ending the process.
+            worker = worker_class([delivery_queue(app)], connection=get_redis(app))
             log.info("worker starting", extra={"worker": worker.name})
             worker.work(with_scheduler=True, burst=burst, logging_level=app.config["LOG_LEVEL"])
         except redis.RedisError as error:
