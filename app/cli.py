@@ -241,3 +241,44 @@ def register_cli(app: Flask) -> None:
                 continue
             click.echo(f"{slug}: {details['previous_rows']} unkeyed rows verified and sealed by audit.rechained")
         sys.exit(1 if failed else 0)
+
+    @app.cli.command("config-changes")
+    def config_changes() -> None:
+        """List the configuration changes waiting for a second admin (SPEC FOUR-2)."""
+        from .extensions import db
+        from .models import ConfigChange, Installation
+
+        rows = db.session.execute(
+            select(ConfigChange, Installation.slug)
+            .join(Installation, Installation.id == ConfigChange.installation_id)
+            .where(ConfigChange.state == "pending")
+            .order_by(ConfigChange.created_at)
+        ).all()
+        for change, slug in rows:
+            click.echo(f"{change.id}  {slug}  {change.kind}  {change.summary}")
+            click.echo(
+                f"  digest {change.digest}, proposed by {change.proposed_by} at {change.created_at:%Y-%m-%d %H:%M:%S}"
+            )
+        if not rows:
+            click.echo("nothing waits for a second admin")
+
+    @app.cli.command("config-break-glass")
+    @click.argument("change_id")
+    @click.option("--reason", required=True, help="why no second admin can approve it (at least 10 characters)")
+    @click.option("--digest", default=None, help="the change's digest (sha256:…), to apply only that exact change")
+    def config_break_glass(change_id: str, reason: str, digest: str | None) -> None:
+        """Apply a pending configuration change without a second admin (SPEC FOUR-2).
+
+        The only way round four-eyes for configuration: it needs a reason and writes a
+        ``config.break_glass`` audit row naming the change, its digest and the reason.
+        """
+        from .domain.errors import ApiError
+        from .services.admin.reviews import break_glass
+
+        try:
+            change = break_glass(change_id, reason, digest=digest)
+        except ApiError as error:
+            click.echo(f"{error.code}: {error.message}", err=True)
+            sys.exit(1)
+        click.echo(f"applied {change.id} ({change.kind}: {change.summary})")
+        click.echo(f"  digest {change.digest}; recorded as config.break_glass with your reason")

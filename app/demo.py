@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import (
+    Budget,
     ComponentDefinition,
     ComponentVersion,
     Connection,
@@ -41,9 +42,12 @@ DEMO_USERS = (
     ("reviewer@example.com", "Rafael Reviewer", ["reviewer"]),
     ("reviewer2@example.com", "Rita Reviewer", ["reviewer", "moderator"]),
     ("admin@example.com", "Ada Admin", ["admin", "reviewer"]),
+    ("admin2@example.com", "Arne Admin", ["admin"]),  # the second admin of four-eyes changes (FOUR-2)
     ("auditor@example.com", "Aude Auditor", ["auditor"]),
 )
 DEMO_POSTS = [f"post:{n}" for n in range(1001, 1007)]
+# Bounded automation needs a budget (SPEC FOUR-3): the demo's allows this many actions an hour.
+DEMO_BUDGET = {"limit_amount": 10_000, "window_seconds": 3600}
 
 ACTION_INPUT_SCHEMA = {
     "type": "object",
@@ -106,6 +110,12 @@ class DemoSecrets:
 
 def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "demo") -> DemoSecrets:
     """Create the demo installation once; later calls return its secrets.
+
+    The seed writes its rows directly, as the system (audit actor ``system:demo-seed``,
+    one ``installation.seeded`` row naming what it created), before any admin
+    exists: like ``flask create-admin`` it bootstraps an installation, and the
+    four-eyes rule for configuration (SPEC FOUR-2) governs what admins change from
+    then on. A bounded_auto demo gets a budget, so its automation is bounded (FOUR-3).
 
     Args:
         platform_url: the demo platform's base URL, e.g. ``http://127.0.0.1:5050``.
@@ -182,15 +192,28 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
         workflow = WorkflowDefinition(installation_id=iid, name="Enforcement", slug="enforcement")
         s.add(workflow)
         s.flush()
-        s.add(
-            WorkflowVersion(
-                installation_id=iid,
-                definition_id=workflow.id,
-                version=1,
-                authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
-                graph=enforcement_graph(versions["takedown"], versions["restore"], approval_mode),
-            )
+        workflow_version = WorkflowVersion(
+            installation_id=iid,
+            definition_id=workflow.id,
+            version=1,
+            authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
+            graph=enforcement_graph(versions["takedown"], versions["restore"], approval_mode),
         )
+        s.add(workflow_version)
+        s.flush()
+        budget = None
+        if approval_mode == "bounded_auto":
+            budget = Budget(
+                installation_id=iid,
+                scope_type="workflow",
+                scope_id=workflow_version.id,
+                metric="actions",
+                used_amount=0,
+                active=True,
+                **DEMO_BUDGET,
+            )
+            s.add(budget)
+            s.flush()
         for n, ref in enumerate(DEMO_POSTS, start=1):
             report = Report(
                 installation_id=iid,
@@ -206,7 +229,22 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             s.add(report)
             s.flush()
             s.add(ReportTarget(installation_id=iid, report_id=report.id, target_reference=ref, kind="post"))
-        uow.audit(iid, f"demo-seeded:{iid}", "installation.seeded", system, "installation", iid, {"slug": slug})
+        uow.audit(
+            iid,
+            f"demo-seeded:{iid}",
+            "installation.seeded",
+            system,
+            "installation",
+            iid,
+            {
+                "slug": slug,
+                "approval_mode": approval_mode,
+                "connection_version_id": conn_version.id,
+                "component_version_ids": versions,
+                "workflow_version_id": workflow_version.id,
+                "budget_id": budget.id if budget else None,
+            },
+        )
         integration_id = integration.id
         uow.commit()
     for email, name, roles in DEMO_USERS:

@@ -524,3 +524,36 @@ def _checked(proposal, state: str) -> ActionProposal:
     row = reload(proposal)
     assert row.state == state, f"the builder reached {row.state}, not {state} ({row.last_error_code})"
     return row
+
+
+def approve_change(world: World, pending, approver: str = "admin2") -> dict:
+    """A second admin approves a stored configuration change (FOUR-2), bound to its digest."""
+    from app.services.admin.changes import PendingChange
+    from app.services.admin.reviews import approve_change as approve
+
+    assert isinstance(pending, PendingChange), f"expected a pending change, got {pending!r}"
+    return approve(world.user(approver), pending.change_id, pending.digest)
+
+
+def pending_changes() -> list:
+    """Every configuration change still waiting for a second admin, oldest first."""
+    from app.models import ConfigChange
+
+    db.session.rollback()
+    return list(
+        db.session.scalars(
+            select(ConfigChange).where(ConfigChange.state == "pending").order_by(ConfigChange.created_at)
+        )
+    )
+
+
+def approve_in_console(app, change_id: str, email: str = "admin2@example.com"):
+    """A second admin opens the change page, copies its digest and approves it; the answer."""
+    import re
+
+    browser = app.test_client()
+    with app.app_context():
+        token = login(browser, email)
+        page = browser.get(f"/admin/changes/{change_id}").get_data(as_text=True)
+        digest = re.search(r'id="change-digest">(sha256:[0-9a-f]{64})<', page).group(1)
+        return browser.post(f"/admin/changes/{change_id}/approve", data={"csrf_token": token, "digest": digest})

@@ -5,6 +5,7 @@ from .audit import AuditEvent
 from .base import Base, CanonicalJSON, insert_ignore, new_id
 from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
+from .changes import ConfigChange
 from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion
 from .integrations import Integration, IntegrationToken, Queue
 from .operations import SweepRun
@@ -27,6 +28,7 @@ __all__ = [
     "CanonicalJSON",
     "ComponentDefinition",
     "ComponentVersion",
+    "ConfigChange",
     "Connection",
     "ConnectionAttempt",
     "ConnectionVersion",

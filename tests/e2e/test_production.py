@@ -83,19 +83,22 @@ def stack(app, world, tmp_path):
 
     def ready():
         try:
-            # the first answer waits for a web process to boot the app (slow on a loaded machine)
+            # the first answer waits for a web process to boot the app (slow on a busy machine)
             return requests.get(f"{base}/readyz", timeout=10).status_code == 200
-        except (requests.ConnectionError, requests.Timeout):  # still booting
+        except (requests.ConnectionError, requests.Timeout):
             return False
 
-    try:  # stop them even when they never became ready: a leaked worker takes later tests' jobs
+    try:
         eventually(ready, timeout=60)
         yield base, tmp_path
-    finally:
+    finally:  # also when the stack never became ready: no process outlives the test
         for process in processes:
             process.terminate()
         for process in processes:
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
         for handle in logs.values():
             handle.close()
 

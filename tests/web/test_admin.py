@@ -17,6 +17,7 @@ from app.models import (
     Budget,
     ComponentDefinition,
     ComponentVersion,
+    ConfigChange,
     Connection,
     ConnectionVersion,
     Integration,
@@ -25,6 +26,7 @@ from app.models import (
     WorkflowDefinition,
     WorkflowVersion,
 )
+from app.services.admin.budgets import change_budget_limit
 from app.services.uow import Actor
 
 from ..builders import login, make_world
@@ -32,6 +34,7 @@ from ..builders import login, make_world
 ALL_TABLES = (
     AuditEvent,
     Budget,
+    ConfigChange,
     ComponentDefinition,
     ComponentVersion,
     Connection,
@@ -101,6 +104,7 @@ def ids_for_paths(world) -> dict[str, str]:
     )
     db.session.add(budget)
     db.session.commit()
+    pending = change_budget_limit(world.user("admin"), budget.id, 50)  # a raise waits for a second admin
     return {
         "integration_id": world.integration_id,
         "token_id": token.token_id,
@@ -111,6 +115,7 @@ def ids_for_paths(world) -> dict[str, str]:
         "workflow_version_id": workflow_version.id,
         "budget_id": budget.id,
         "operator_id": world.user("moderator").id,
+        "change_id": pending.change_id,
     }
 
 
@@ -141,7 +146,14 @@ def test_admin_sees_every_page_with_its_forms(app, client, world):
     for url in admin_urls(app, ids, "GET"):
         response = client.get(url)
         assert response.status_code == 200, url
-    for url in ("/admin/integrations", "/admin/connections", "/admin/components", "/admin/budgets", "/admin/users"):
+    for url in (
+        "/admin/integrations",
+        "/admin/connections",
+        "/admin/components",
+        "/admin/budgets",
+        "/admin/users",
+        f"/admin/changes/{ids['change_id']}",
+    ):
         assert re.search(r'<form method="post" action="/admin/', text(client.get(url))), url
     assert "Read-only" not in text(client.get("/admin/"))
 
@@ -276,6 +288,8 @@ FIELDS = [
     "display_name",
     "password",
     "roles",
+    "digest",
+    "reason",
 ]
 
 

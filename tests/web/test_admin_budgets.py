@@ -1,4 +1,5 @@
-"""Admin: budgets (limit per window, per workflow, component or queue)."""
+"""Admin: budgets (limit per window, per workflow, component or queue); raising a
+limit or deactivating waits for a second admin (FOUR-2)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from app.extensions import db
 from app.models import Budget, Queue
 from app.services.lifecycle.budgets import window_start
 
-from ..builders import set_row
+from ..builders import approve_in_console, pending_changes, set_row
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 
@@ -47,16 +48,29 @@ def test_create_change_deactivate_and_reactivate(app, client, world):
     assert event.target_id == budget.id and event.actor_id == world.user("admin").id
     assert "queue: General" in text(client.get("/admin/budgets"))
 
-    assert post(client, f"/admin/budgets/{budget.id}/limit", csrf, limit_amount="12").status_code == 303
-    assert only_budget().limit_amount == 12
+    assert post(client, f"/admin/budgets/{budget.id}/limit", csrf, limit_amount="3").status_code == 303
+    assert only_budget().limit_amount == 3  # lowering bounds more: at once
     [event] = audits("admin.budget_limit_changed")
-    assert json.loads(event.details_json) == {"before": 5, "after": 12}
+    assert json.loads(event.details_json) == {"before": 5, "after": 3}
+
+    response = post(client, f"/admin/budgets/{budget.id}/limit", csrf, limit_amount="12")
+    [raise_] = pending_changes()
+    assert response.status_code == 303 and response.headers["Location"].endswith(f"/admin/changes/{raise_.id}")
+    assert only_budget().limit_amount == 3  # a raise waits for a second admin (FOUR-2)
+    assert approve_in_console(app, raise_.id).status_code == 303
+    assert only_budget().limit_amount == 12
+    event = audits("admin.budget_limit_changed")[-1]
+    assert json.loads(event.details_json) == {"before": 3, "after": 12, "config_change_id": raise_.id}
+    assert event.actor_id == world.user("admin").id  # the change is its proposer's, approved by another
 
     assert post(client, f"/admin/budgets/{budget.id}/deactivate", csrf).status_code == 303
+    assert only_budget().active is True  # deactivating waits for a second admin too
+    [deactivation] = pending_changes()
+    assert approve_in_console(app, deactivation.id).status_code == 303
     assert only_budget().active is False
     assert "deactivated" in text(client.get("/admin/budgets"))
     assert post(client, f"/admin/budgets/{budget.id}/activate", csrf).status_code == 303
-    assert only_budget().active is True
+    assert only_budget().active is True and pending_changes() == []
     assert len(audits("admin.budget_deactivated")) == 1 and len(audits("admin.budget_activated")) == 1
 
 
@@ -120,6 +134,8 @@ def test_one_budget_per_scope(app, client, world):
     assert_refused(create(client, csrf, limit_amount="6", **data), 409, "budget_exists")
     assert snapshot() == before and only_budget().limit_amount == 5
     post(client, f"/admin/budgets/{only_budget().id}/deactivate", csrf)
+    [deactivation] = pending_changes()
+    approve_in_console(app, deactivation.id)
     before = snapshot()
     page = assert_refused(create(client, csrf, limit_amount="6", **data), 409, "budget_exists")
     assert "reactivate" in page

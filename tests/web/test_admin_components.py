@@ -10,6 +10,7 @@ from sqlalchemy import select
 from app.extensions import db
 from app.models import ComponentDefinition, ComponentVersion
 
+from ..builders import approve_in_console, pending_changes
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 INPUT_SCHEMA = {
@@ -90,6 +91,10 @@ def test_create_a_component_and_its_versions(app, client, world):
         **spec(world, implementation_reference="PATCH /v2/suspend", approval_mode="bounded_auto"),
     )
     assert response.status_code == 303
+    [pending] = pending_changes()  # a bounded_auto version waits for a second admin (FOUR-2)
+    assert response.headers["Location"].endswith(f"/admin/changes/{pending.id}")
+    assert len(versions_of(created.id)) == 1 and audits("admin.component_version_created") == []
+    assert approve_in_console(app, pending.id).status_code == 303
     second = versions_of(created.id)[1]
     assert (second.version, second.implementation_reference, second.approval_policy) == (
         2,

@@ -9,9 +9,11 @@ import re
 import pytest
 from sqlalchemy import select
 
+from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import Connection, ConnectionVersion
 
+from ..builders import approve_in_console, pending_changes
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 SETTINGS = {
@@ -106,8 +108,12 @@ def test_a_new_version_keeps_or_replaces_secrets(app, client, world):
 
     rotate = {**keep, "bearer_token_action": "none", "signing_secret_action": "generate", "timeout_seconds": "2.5"}
     response = post(client, url, csrf, **rotate)
-    assert response.status_code == 201
+    assert response.status_code == 201  # stored for a second admin (FOUR-2), the new secret shown once
     secret = shown_secret(text(response))
+    [pending] = pending_changes()
+    assert len(versions_of(connection.id)) == 2 and secret not in canonical_json(pending.content)
+    assert secret not in text(client.get(f"/admin/changes/{pending.id}"))
+    assert approve_in_console(app, pending.id).status_code == 303
     third = versions_of(connection.id)[2]
     assert (third.version, third.bearer_token, third.signing_secret, third.timeout_seconds) == (3, None, secret, 2.5)
     assert secret != first.signing_secret

@@ -8,10 +8,11 @@ import pytest
 from sqlalchemy import select
 
 from app.demo import DEMO_PASSWORD
+from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import OperatorUser
 
-from ..builders import login
+from ..builders import approve_in_console, login, pending_changes
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 PASSWORD = "a-long-enough-password"
@@ -52,8 +53,11 @@ def test_create_a_user_who_can_sign_in(app, client, world):
         roles=["reviewer", "moderator"],
     )
     assert response.status_code == 303
+    [pending] = pending_changes()  # granting reviewer waits for a second admin (FOUR-2)
+    assert response.headers["Location"].endswith(f"/admin/changes/{pending.id}")
+    assert operator("new.reviewer@example.com") is None and PASSWORD not in canonical_json(pending.content)
+    assert approve_in_console(app, pending.id).status_code == 303
     created = operator("new.reviewer@example.com")
-    assert response.headers["Location"].endswith(f"/admin/users/{created.id}")
     assert (created.installation_id, created.display_name, created.roles, created.active) == (
         world.installation_id,
         "Nora Newcomer",
@@ -102,6 +106,9 @@ def test_changing_roles_ends_the_users_sessions(app, client, world):
     user_id = world.user("moderator").id
     response = post(client, f"/admin/users/{user_id}/roles", csrf, roles=["moderator", "reviewer"])
     assert response.status_code == 303
+    [pending] = pending_changes()  # granting reviewer waits for a second admin (FOUR-2)
+    assert operator("moderator@example.com").roles == {"moderator"} and signed_in(app, target)
+    assert approve_in_console(app, pending.id).status_code == 303
     changed = operator("moderator@example.com")
     assert changed.roles == {"moderator", "reviewer"} and changed.session_version == version + 1
     [event] = audits("admin.operator_roles_changed")

@@ -20,6 +20,7 @@ from app.models import (
     IntegrationToken,
     WorkflowDefinition,
 )
+from app.services.admin.budgets import change_budget_limit
 from app.services.admin.operators import create_operator
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle.delivery import deliver
@@ -91,6 +92,10 @@ ROUTES = [
     ("POST", "/admin/users/{operator_id}/roles", {"admin"}),
     ("POST", "/admin/users/{operator_id}/deactivate", {"admin"}),
     ("POST", "/admin/users/{operator_id}/reactivate", {"admin"}),
+    ("GET", "/admin/changes", {"admin", "auditor"}),
+    ("GET", "/admin/changes/{change_id}", {"admin", "auditor"}),
+    ("POST", "/admin/changes/{change_id}/approve", {"admin"}),  # without the digest: 409, never applied
+    ("POST", "/admin/changes/{change_id}/reject", {"admin"}),  # without a reason: 400
 ]
 PUBLIC = ["/login", "/healthz", "/readyz", "/metrics", "/api/v1/openapi.json"]
 
@@ -110,6 +115,7 @@ def ids_of(world, platform_url) -> dict[str, str]:
         )
         uow.session.add(budget)
         uow.commit()
+    raise_limit = change_budget_limit(world.user("admin"), budget.id, 50)  # waits for a second admin
     victim = create_operator(
         iid,
         email=f"victim-{iid}@example.com",
@@ -140,6 +146,7 @@ def ids_of(world, platform_url) -> dict[str, str]:
         "workflow_version_id": world.workflow_version_id,
         "budget_id": one(select(Budget.id).where(Budget.installation_id == iid)),
         "operator_id": victim.id,
+        "change_id": raise_limit.change_id,
     }
 
 

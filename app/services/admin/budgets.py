@@ -10,21 +10,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.clock import utcnow
+from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.extensions import db
-from app.models import Budget, ComponentVersion, OperatorUser, Queue, WorkflowVersion
+from app.models import (
+    Budget,
+    ComponentDefinition,
+    ComponentVersion,
+    OperatorUser,
+    Queue,
+    WorkflowDefinition,
+    WorkflowVersion,
+)
 from app.models.budgets import BUDGET_SCOPES
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.components import component_version_choices
 from app.services.admin.input import change_key, parse_int, plausible_id
 from app.services.admin.integrations import list_queues
 from app.services.admin.workflows import workflow_version_choices
 from app.services.lifecycle.budgets import window_start
-from app.services.uow import Actor, unit_of_work
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 METRIC = "actions"
 MIN_WINDOW_SECONDS = 60
@@ -184,8 +195,8 @@ def create_budget(
     return budget_id
 
 
-def _budget_for_change(uow, installation_id: str, budget_id: str) -> Budget:
-    budget = uow.session.get(Budget, budget_id) if plausible_id(budget_id) else None
+def _budget_for_change(session, installation_id: str, budget_id: Any) -> Budget:
+    budget = session.get(Budget, budget_id) if plausible_id(budget_id) else None
     if budget is None or budget.installation_id != installation_id:
         raise ApiError(404, "budget_not_found", "No such budget.")
     return budget
@@ -200,57 +211,121 @@ def require_budget(installation_id: str, budget_id: str) -> None:
         raise ApiError(404, "budget_not_found", "No such budget.")
 
 
-def change_budget_limit(operator: OperatorUser, budget_id: str, limit_amount: int | str) -> None:
+def _scope_label(session, budget: Budget) -> str:
+    """The budget's scope as people read it, e.g. ``workflow Enforcement v1``."""
+    if budget.scope_type == "queue":
+        queue = session.get(Queue, budget.scope_id)
+        return f"queue {queue.name if queue else budget.scope_id}"
+    model, parent = (
+        (WorkflowVersion, WorkflowDefinition)
+        if budget.scope_type == "workflow"
+        else (ComponentVersion, ComponentDefinition)
+    )
+    version = session.get(model, budget.scope_id)
+    definition = session.get(parent, version.definition_id) if version else None
+    name = f"{definition.name} v{version.version}" if definition else budget.scope_id
+    return f"{budget.scope_type} {name}"
+
+
+def _current(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    budget = _budget_for_change(session, installation_id, content["budget_id"])
+    return {"scope": _scope_label(session, budget), "limit_amount": budget.limit_amount, "active": budget.active}
+
+
+def _apply_limit(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    budget = _budget_for_change(uow.session, context.installation_id, content["budget_id"])
+    before, limit = budget.limit_amount, content["limit_amount"]
+    if before != limit:
+        budget.limit_amount = limit
+        budget.updated_at = utcnow()
+        uow.audit(
+            context.installation_id,
+            change_key("budget-limit", budget.id),
+            "admin.budget_limit_changed",
+            context.actor,
+            "budget",
+            budget.id,
+            context.details({"before": before, "after": limit}),
+        )
+    return {"budget_id": budget.id}
+
+
+def _apply_active(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    budget = _budget_for_change(uow.session, context.installation_id, content["budget_id"])
+    active = content["active"]
+    if budget.active != active:
+        budget.active = active
+        budget.updated_at = utcnow()
+        verb = "activated" if active else "deactivated"
+        uow.audit(
+            context.installation_id,
+            change_key(f"budget-{verb}", budget.id),
+            f"admin.budget_{verb}",
+            context.actor,
+            "budget",
+            budget.id,
+            context.details({"scope_type": budget.scope_type, "scope_id": budget.scope_id}),
+        )
+    return {"budget_id": budget.id}
+
+
+BUDGET_LIMIT = ChangeType(
+    kind=ChangeKind.BUDGET_LIMIT,
+    subject_type="budget",
+    subject=lambda content: content["budget_id"],
+    current=_current,
+    summary=lambda content, current: (
+        f"Budget of {current['scope']}: limit {current['limit_amount']} → {content['limit_amount']}"
+    ),
+    apply=_apply_limit,
+    hidden=("budget_id",),
+)
+BUDGET_ACTIVE = ChangeType(
+    kind=ChangeKind.BUDGET_ACTIVE,
+    subject_type="budget",
+    subject=lambda content: content["budget_id"],
+    current=_current,
+    summary=lambda content, current: (
+        f"Budget of {current['scope']}: {'reactivate' if content['active'] else 'deactivate'}"
+    ),
+    apply=_apply_active,
+    hidden=("budget_id",),
+)
+
+
+def change_budget_limit(operator: OperatorUser, budget_id: str, limit_amount: int | str) -> PendingChange | None:
     """Change a budget's limit. The current window keeps what it used: a lower limit
-    than that refuses further reservations until the window ends.
+    than that refuses further reservations until the window ends. A higher limit is
+    a change for a second admin (FOUR-2): it is stored pending.
 
     Args:
         limit_amount: actions per window, 1..1,000,000 (int or decimal text).
 
+    Returns:
+        None when applied, or the `PendingChange` stored.
+
     Raises:
         ApiError: 400 ``budget_limit_invalid``; 404 ``budget_not_found``.
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
     limit = _limit(limit_amount)
     with unit_of_work() as uow:
-        budget = _budget_for_change(uow, installation_id, budget_id)
-        before = budget.limit_amount
-        if before != limit:
-            budget.limit_amount = limit
-            uow.audit(
-                installation_id,
-                change_key("budget-limit", budget.id),
-                "admin.budget_limit_changed",
-                actor,
-                "budget",
-                budget.id,
-                {"before": before, "after": limit},
-            )
+        outcome = submit(uow, operator, BUDGET_LIMIT, {"budget_id": budget_id, "limit_amount": limit})
         uow.commit()
+    return outcome if isinstance(outcome, PendingChange) else None
 
 
-def set_budget_active(operator: OperatorUser, budget_id: str, active: bool) -> None:
+def set_budget_active(operator: OperatorUser, budget_id: str, active: bool) -> PendingChange | None:
     """Deactivate a budget (its scope is no longer bounded) or reactivate it.
-    Setting the state it has changes nothing.
+    Setting the state it has changes nothing. Deactivating is a change for a second
+    admin (FOUR-2): it is stored pending.
+
+    Returns:
+        None when applied (or nothing to change), or the `PendingChange` stored.
 
     Raises:
         ApiError: 404 ``budget_not_found``.
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
     with unit_of_work() as uow:
-        budget = _budget_for_change(uow, installation_id, budget_id)
-        if budget.active != bool(active):
-            budget.active = bool(active)
-            verb = "activated" if active else "deactivated"
-            uow.audit(
-                installation_id,
-                change_key(f"budget-{verb}", budget.id),
-                f"admin.budget_{verb}",
-                actor,
-                "budget",
-                budget.id,
-                {"scope_type": budget.scope_type, "scope_id": budget.scope_id},
-            )
+        outcome = submit(uow, operator, BUDGET_ACTIVE, {"budget_id": budget_id, "active": bool(active)})
         uow.commit()
+    return outcome if isinstance(outcome, PendingChange) else None

@@ -1,5 +1,6 @@
 """Components for the admin screens: publish action types (a definition and its
-version 1), publish new versions, retire versions.
+version 1), publish new versions, retire versions. A bounded_auto version is a
+configuration change for a second admin (SPEC FOUR-2, `app.services.admin.changes`).
 
 A version is immutable once published: how to call the platform (implementation
 kind and reference, connection version), what it accepts and answers (input and
@@ -17,11 +18,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.clock import utcnow
+from app.domain.config_changes import ChangeKind
+from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
 from app.domain.expressions import check_schema
 from app.extensions import db
 from app.models import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion, OperatorUser
 from app.models.components import IMPLEMENTATION_KINDS
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import (
     InvalidInput,
     add_with_unique_slug,
@@ -30,6 +34,7 @@ from app.services.admin.input import (
     has_control_characters,
     latest_version,
     lock_owned,
+    owned,
     parse_json_text,
     plausible_id,
 )
@@ -284,8 +289,132 @@ def _audit_details(version: ComponentVersion) -> dict[str, Any]:
     }
 
 
-def create_component(operator: OperatorUser, *, name: str, slug: str, spec: ComponentSpec) -> tuple[str, str]:
-    """Create a side-effecting component definition and its version 1.
+def _parse_schema(text: Any, which: str) -> Any:
+    schema, _ = parse_json_text(
+        text,
+        code=f"component_{which}_schema_invalid",
+        field=f"{which}_schema",
+        label=f"The {which} schema",
+        max_chars=MAX_SCHEMA_CHARS,
+    )
+    return schema
+
+
+def _spec_content(spec: ComponentSpec) -> dict[str, Any]:
+    """A spec as a change's content (schemas parsed); `_clean_spec` checks it fully when it applies."""
+    reference = spec.implementation_reference
+    return {
+        "implementation_kind": spec.implementation_kind,
+        "implementation_reference": reference.strip() if isinstance(reference, str) else reference,
+        "connection_version_id": spec.connection_version_id,
+        "input_schema": _parse_schema(spec.input_schema, "input"),
+        "output_schema": _parse_schema(spec.output_schema, "output"),
+        "approval_mode": spec.approval_mode,
+    }
+
+
+def _columns(uow: UnitOfWork, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    spec = ComponentSpec(
+        implementation_kind=content["implementation_kind"],
+        implementation_reference=content["implementation_reference"],
+        connection_version_id=content["connection_version_id"],
+        input_schema=canonical_json(content["input_schema"]),
+        output_schema=canonical_json(content["output_schema"]),
+        approval_mode=content["approval_mode"],
+    )
+    return _clean_spec(spec, installation_id, uow)
+
+
+def _apply_create(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    installation_id = context.installation_id
+    columns = _columns(uow, installation_id, content)
+    definition = ComponentDefinition(
+        installation_id=installation_id,
+        name=content["name"],
+        slug=content["slug"],
+        effect_class="side_effecting",
+        status="active",
+    )
+    add_with_unique_slug(uow.session, definition, "A component")
+    version = _add_version(uow, definition, 1, columns)
+    uow.audit(
+        installation_id,
+        f"admin:component-created:{definition.id}",
+        "admin.component_created",
+        context.actor,
+        "component_definition",
+        definition.id,
+        context.details({"name": content["name"], "slug": content["slug"], **_audit_details(version)}),
+    )
+    return {"definition_id": definition.id, "version_id": version.id}
+
+
+def _lock_definition(session, installation_id: str, definition_id: Any) -> ComponentDefinition:
+    return lock_owned(session, ComponentDefinition, definition_id, installation_id, "component_not_found", "component")
+
+
+def _current_version(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    definition = owned(
+        session, ComponentDefinition, content["definition_id"], installation_id, "component_not_found", "component"
+    )
+    latest = latest_version(session, ComponentVersion, ComponentVersion.definition_id, definition.id)
+    current: dict[str, Any] = {"component": definition.name, "version": latest.version if latest else 0}
+    if latest is not None:
+        current |= {
+            "implementation_kind": latest.implementation_kind,
+            "implementation_reference": latest.implementation_reference,
+            "connection_version_id": latest.connection_version_id,
+            "input_schema": latest.input_schema,
+            "output_schema": latest.output_schema,
+            "approval_mode": latest.approval_policy.get("mode"),
+        }
+    return current
+
+
+def _apply_version(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    installation_id = context.installation_id
+    definition = _lock_definition(uow.session, installation_id, content["definition_id"])
+    columns = _columns(uow, installation_id, content)
+    latest = latest_version(uow.session, ComponentVersion, ComponentVersion.definition_id, definition.id)
+    version = _add_version(uow, definition, (latest.version if latest else 0) + 1, columns)
+    uow.audit(
+        installation_id,
+        f"admin:component-version-created:{version.id}",
+        "admin.component_version_created",
+        context.actor,
+        "component_definition",
+        definition.id,
+        context.details(_audit_details(version)),
+    )
+    return {"definition_id": definition.id, "version_id": version.id}
+
+
+COMPONENT_CREATE = ChangeType(
+    kind=ChangeKind.COMPONENT_CREATE,
+    subject_type="component_definition",
+    subject=lambda content: None,
+    current=lambda session, installation_id, content: None,
+    summary=lambda content, current: f"New component {content['name']!r} ({content['approval_mode']})",
+    apply=_apply_create,
+)
+COMPONENT_VERSION = ChangeType(
+    kind=ChangeKind.COMPONENT_VERSION,
+    subject_type="component_definition",
+    subject=lambda content: content["definition_id"],
+    current=_current_version,
+    summary=lambda content, current: (
+        f"Component {current['component']!r}: version {current['version'] + 1} ({content['approval_mode']})"
+    ),
+    apply=_apply_version,
+    hidden=("definition_id",),
+)
+
+
+def create_component(
+    operator: OperatorUser, *, name: str, slug: str, spec: ComponentSpec
+) -> tuple[str, str] | PendingChange:
+    """Create a side-effecting component definition and its version 1, or propose it
+    (FOUR-2: a bounded_auto component waits for a second admin).
 
     Args:
         operator: the admin doing it (their installation owns the rows).
@@ -293,7 +422,7 @@ def create_component(operator: OperatorUser, *, name: str, slug: str, spec: Comp
         spec: the first version.
 
     Returns:
-        (definition id, version id).
+        (definition id, version id), or the `PendingChange` stored.
 
     Raises:
         ApiError: 400 ``name_invalid``, ``slug_invalid``,
@@ -302,65 +431,33 @@ def create_component(operator: OperatorUser, *, name: str, slug: str, spec: Comp
             ``component_output_schema_invalid`` (with the list of problems),
             ``approval_policy_invalid``; 409 ``slug_taken``.
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
-    name = clean_name(name)
-    slug = clean_slug(slug)
+    content = {"name": clean_name(name), "slug": clean_slug(slug), **_spec_content(spec)}
     with unit_of_work() as uow:
-        columns = _clean_spec(spec, installation_id, uow)
-        definition = ComponentDefinition(
-            installation_id=installation_id, name=name, slug=slug, effect_class="side_effecting", status="active"
-        )
-        add_with_unique_slug(uow.session, definition, "A component")
-        version = _add_version(uow, definition, 1, columns)
-        uow.audit(
-            installation_id,
-            f"admin:component-created:{definition.id}",
-            "admin.component_created",
-            actor,
-            "component_definition",
-            definition.id,
-            {"name": name, "slug": slug, **_audit_details(version)},
-        )
-        ids = (definition.id, version.id)
+        outcome = submit(uow, operator, COMPONENT_CREATE, content)
         uow.commit()
-    return ids
+    return outcome if isinstance(outcome, PendingChange) else (outcome["definition_id"], outcome["version_id"])
 
 
-def create_component_version(operator: OperatorUser, definition_id: str, spec: ComponentSpec) -> str:
-    """Publish a new version of a component of the operator's installation.
+def create_component_version(operator: OperatorUser, definition_id: str, spec: ComponentSpec) -> str | PendingChange:
+    """Publish a new version of a component of the operator's installation, or propose
+    it (FOUR-2: a bounded_auto version waits for a second admin).
 
     Workflows keep using the version their graph names; edit the workflow to use
     the new one.
 
     Returns:
-        The new version's id.
+        The new version's id, or the `PendingChange` stored.
 
     Raises:
         ApiError: 404 ``component_not_found``; the 400 codes of `create_component`;
             409 ``version_conflict`` when another version was saved at the same moment.
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
     with unit_of_work() as uow:
-        definition = lock_owned(
-            uow.session, ComponentDefinition, definition_id, installation_id, "component_not_found", "component"
-        )
-        columns = _clean_spec(spec, installation_id, uow)
-        latest = latest_version(uow.session, ComponentVersion, ComponentVersion.definition_id, definition.id)
-        version = _add_version(uow, definition, (latest.version if latest else 0) + 1, columns)
-        uow.audit(
-            installation_id,
-            f"admin:component-version-created:{version.id}",
-            "admin.component_version_created",
-            actor,
-            "component_definition",
-            definition.id,
-            _audit_details(version),
-        )
-        version_id = version.id
+        _lock_definition(uow.session, operator.installation_id, definition_id)  # 404 before the form's checks
+        content = {"definition_id": definition_id, **_spec_content(spec)}
+        outcome = submit(uow, operator, COMPONENT_VERSION, content)
         uow.commit()
-    return version_id
+    return outcome if isinstance(outcome, PendingChange) else outcome["version_id"]
 
 
 def _add_version(

@@ -5,6 +5,11 @@ allowed hosts) live in immutable versions, and a change is a new version.
 Secrets are written once and never read back to a page: the views get
 `ConnectionVersionView`, which only says whether each secret is set. A signing
 secret generated here is returned once, so the admin can give it to the platform.
+
+A version that changes the destination (scheme, host, port, allowed hosts) or a
+secret is a configuration change for a second admin (SPEC FOUR-2,
+`app.services.admin.changes`), and a version whose origin differs from the previous
+one's cannot keep the stored secrets (SEC-4).
 """
 
 from __future__ import annotations
@@ -12,25 +17,28 @@ from __future__ import annotations
 import base64
 import ipaddress
 import re
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from secrets import token_bytes
 from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from app.domain.config_changes import ChangeKind, origin_text, secrets_need_reentry
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Connection, ConnectionVersion, Integration, OperatorUser
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, secret_digests, submit
 from app.services.admin.input import (
     add_with_unique_slug,
     clean_name,
     clean_slug,
     latest_version,
     lock_owned,
+    owned,
     parse_number,
     plausible_id,
 )
@@ -47,7 +55,7 @@ HOSTNAME_PATTERN = re.compile(rf"^(?=.{{1,253}}$){HOST_LABEL}(?:\.{HOST_LABEL})*
 
 def new_signing_secret() -> str:
     """A Standard Webhooks signing secret: ``whsec_`` + base64 of 32 random bytes."""
-    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    return "whsec_" + base64.b64encode(token_bytes(32)).decode()
 
 
 @dataclass(frozen=True)
@@ -253,10 +261,17 @@ def _choose_secret(action: Any, allowed: tuple[str, ...], code: str, field: str,
     return action
 
 
-def _settings_row(
+def _settings_content(
     settings: ConnectionSettings, previous: ConnectionVersion | None
-) -> tuple[dict[str, Any], str | None, dict[str, str]]:
-    """Validate settings; the version's columns, a newly generated secret, audit details."""
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Validate settings typed into the form.
+
+    Returns:
+        (content, secrets): the settings as a change's content, which names what
+        happens to each secret (``keep``, ``set``/``generate``, ``none``) and holds
+        the digests of new ones; and the new secret values (a signing secret is
+        generated here).
+    """
     base_url, host = clean_base_url(settings.base_url)
     timeout = parse_number(
         settings.timeout_seconds,
@@ -267,6 +282,7 @@ def _settings_row(
         message=f"The timeout is a number of seconds from 1 to {MAX_CONNECTION_TIMEOUT_SECONDS}.",
     )
     hosts = clean_allowed_hosts(settings.allowed_hosts, host)
+    new_secrets: dict[str, str] = {}
     bearer_allowed = BEARER_ACTIONS if previous is not None else ("set", "none")
     bearer_action = _choose_secret(
         settings.bearer_token_action,
@@ -275,10 +291,7 @@ def _settings_row(
         "bearer_token_action",
         "Choose what to do with the bearer token: " + ", ".join(bearer_allowed) + ".",
     )
-    bearer = None
-    if bearer_action == "keep":
-        bearer = previous.bearer_token
-    elif bearer_action == "set":
+    if bearer_action == "set":
         bearer = settings.bearer_token.strip() if isinstance(settings.bearer_token, str) else ""
         if not BEARER_PATTERN.match(bearer):
             raise ApiError(
@@ -287,6 +300,7 @@ def _settings_row(
                 "A bearer token has 1 to 500 visible ASCII characters (no spaces).",
                 "bearer_token",
             )
+        new_secrets["bearer_token"] = bearer
     signing_allowed = SIGNING_ACTIONS if previous is not None else ("generate", "none")
     signing_action = _choose_secret(
         settings.signing_secret_action,
@@ -295,24 +309,82 @@ def _settings_row(
         "signing_secret_action",
         "Choose what to do with the signing secret: " + ", ".join(signing_allowed) + ".",
     )
-    generated = new_signing_secret() if signing_action == "generate" else None
-    signing = generated if generated else (previous.signing_secret if signing_action == "keep" else None)
-    columns = {
+    _refuse_secrets_to_new_origin(previous, base_url, bearer_action, signing_action)
+    if signing_action == "generate":
+        new_secrets["signing_secret"] = new_signing_secret()
+    content = {
         "base_url": base_url,
-        "bearer_token": bearer or None,
-        "signing_secret": signing or None,
         "timeout_seconds": timeout,
         "allowed_hosts": hosts,
+        "bearer_token": bearer_action,
+        "signing_secret": signing_action,
+        "secret_digests": secret_digests(new_secrets),
+    }
+    return content, new_secrets
+
+
+def _version_row(
+    content: dict[str, Any], secrets: dict[str, str], previous: ConnectionVersion | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The version's columns and audit details from a change's content and secrets.
+
+    Raises:
+        ApiError: 400 ``connection_secrets_reentry_required`` (SEC-4); 409
+            ``config_change_invalid`` when the secrets are not the ones the content names.
+    """
+    if secret_digests(secrets) != content["secret_digests"]:
+        raise ApiError(409, "config_change_invalid", "The change's secrets do not match its content.")
+    bearer_action, signing_action = content["bearer_token"], content["signing_secret"]
+    _refuse_secrets_to_new_origin(previous, content["base_url"], bearer_action, signing_action)
+    bearer = previous.bearer_token if bearer_action == "keep" and previous else secrets.get("bearer_token")
+    signing = previous.signing_secret if signing_action == "keep" and previous else secrets.get("signing_secret")
+    columns = {
+        "base_url": content["base_url"],
+        "bearer_token": bearer or None,
+        "signing_secret": signing or None,
+        "timeout_seconds": content["timeout_seconds"],
+        "allowed_hosts": content["allowed_hosts"],
     }
     # The audit trail says what happened to each secret, never the secret itself.
     details = {
-        "base_url": base_url,
-        "timeout_seconds": timeout,
-        "allowed_hosts": hosts,
+        "base_url": content["base_url"],
+        "timeout_seconds": content["timeout_seconds"],
+        "allowed_hosts": content["allowed_hosts"],
         "bearer_token": _secret_note(bearer_action, bool(bearer)),
         "signing_secret": _secret_note(signing_action, bool(signing)),
     }
-    return columns, generated, details
+    return columns, details
+
+
+def _refuse_secrets_to_new_origin(
+    previous: ConnectionVersion | None, base_url: str, bearer_action: str, signing_action: str
+) -> None:
+    """Secrets stored for one origin are never sent to another (SEC-4).
+
+    Raises:
+        ApiError: 400 ``connection_secrets_reentry_required`` when the new base URL's
+            origin (scheme, host, port) differs from the previous version's and a
+            stored secret would be kept.
+    """
+    if previous is None or not secrets_need_reentry(previous.base_url, base_url):
+        return
+    kept = [
+        field
+        for field, action, stored in (
+            ("bearer_token_action", bearer_action, previous.bearer_token),
+            ("signing_secret_action", signing_action, previous.signing_secret),
+        )
+        if action == "keep" and stored
+    ]
+    if kept:
+        raise ApiError(
+            400,
+            "connection_secrets_reentry_required",
+            f"The destination moves from {origin_text(previous.base_url)} to {origin_text(base_url)}: "
+            "secrets stored for the old destination are never sent to a new one. Enter the bearer "
+            "token again and generate a new signing secret (or remove them).",
+            kept[0],
+        )
 
 
 def _secret_note(action: str, present: bool) -> str:
@@ -325,6 +397,9 @@ def create_connection(
     operator: OperatorUser, *, name: str, slug: str, integration_id: str | None, settings: ConnectionSettings
 ) -> ConnectionSaved:
     """Create a connection and its version 1 in the operator's installation.
+
+    A new connection applies at once: nothing uses it until a component version names
+    it, and it keeps no secret of another destination.
 
     Args:
         operator: the admin doing it.
@@ -343,7 +418,8 @@ def create_connection(
     name = clean_name(name)
     slug = clean_slug(slug)
     integration_id = integration_id or None
-    columns, generated, details = _settings_row(settings, None)
+    content, secrets = _settings_content(settings, None)
+    columns, details = _version_row(content, secrets, None)
     with unit_of_work() as uow:
         if integration_id is not None:
             integration = uow.session.get(Integration, integration_id) if plausible_id(integration_id) else None
@@ -363,47 +439,125 @@ def create_connection(
             connection.id,
             {"name": name, "slug": slug, "integration_id": integration_id, "version_id": version.id, **details},
         )
-        saved = ConnectionSaved(connection.id, version.id, 1, generated)
+        saved = ConnectionSaved(connection.id, version.id, 1, secrets.get("signing_secret"))
         uow.commit()
     return saved
+
+
+def _lock_connection(session, installation_id: str, connection_id: Any) -> Connection:
+    return lock_owned(session, Connection, connection_id, installation_id, "connection_not_found", "connection")
+
+
+def _latest(session, connection: Connection) -> ConnectionVersion | None:
+    return latest_version(session, ConnectionVersion, ConnectionVersion.connection_id, connection.id)
+
+
+def _current_version(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    connection = owned(
+        session, Connection, content["connection_id"], installation_id, "connection_not_found", "connection"
+    )
+    latest = _latest(session, connection)
+    current: dict[str, Any] = {"connection": connection.name, "version": latest.version if latest else 0}
+    if latest is not None:
+        current |= {
+            "base_url": latest.base_url,
+            "timeout_seconds": latest.timeout_seconds,
+            "allowed_hosts": latest.allowed_hosts,
+            "bearer_token": bool(latest.bearer_token),
+            "signing_secret": bool(latest.signing_secret),
+        }
+    return current
+
+
+def _apply_version(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], secrets) -> dict[str, Any]:
+    connection = _lock_connection(uow.session, context.installation_id, content["connection_id"])
+    previous = _latest(uow.session, connection)
+    if (previous.id if previous else None) != content["base_version_id"]:
+        raise ApiError(
+            409,
+            "config_change_stale",
+            "The connection has a newer version than the one this change was made against. Propose it again.",
+        )
+    columns, details = _version_row(content, secrets, previous)
+    number = (previous.version if previous else 0) + 1
+    version = _add_version(uow, connection, number, columns)
+    uow.audit(
+        context.installation_id,
+        f"admin:connection-version-created:{version.id}",
+        "admin.connection_version_created",
+        context.actor,
+        "connection",
+        connection.id,
+        context.details({"version_id": version.id, "version": number, **details}),
+    )
+    return {"connection_id": connection.id, "version_id": version.id, "version": number}
+
+
+SECRET_SHOWN = {"keep": "kept", "set": "a new one (not shown)", "generate": "a new one (generated)", "none": "none"}
+
+
+def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The version's settings now and as proposed, secrets named but never shown."""
+    current = dict(current or {})
+    for name in ("bearer_token", "signing_secret"):
+        if name in current:
+            current[name] = "set" if current[name] else "not set"
+    proposed = {key: content[key] for key in ("base_url", "timeout_seconds", "allowed_hosts")}
+    for name in ("bearer_token", "signing_secret"):
+        action = content[name]
+        kept = current.get(name, "kept")  # a decided change has no "now": it kept what there was
+        proposed[name] = kept if action == "keep" else SECRET_SHOWN[action]
+    return current, proposed
+
+
+CONNECTION_VERSION = ChangeType(
+    kind=ChangeKind.CONNECTION_VERSION,
+    subject_type="connection",
+    subject=lambda content: content["connection_id"],
+    current=_current_version,
+    summary=lambda content, current: (
+        f"Connection {current['connection']!r}: version {current['version'] + 1} ({content['base_url']})"
+    ),
+    apply=_apply_version,
+    display=_display,
+)
 
 
 def create_connection_version(
     operator: OperatorUser, connection_id: str, settings: ConnectionSettings
-) -> ConnectionSaved:
-    """Add a version to a connection of the operator's installation.
+) -> ConnectionSaved | PendingChange:
+    """Add a version to a connection of the operator's installation, or propose it.
 
+    A version that changes the destination (scheme, host, port, allowed hosts) or a
+    secret is a change for a second admin (FOUR-2): it is stored pending, with any
+    signing secret generated for it shown once to the proposer. A version whose
+    origin differs from the previous one's cannot keep the stored secrets (SEC-4).
     Components keep pointing at the version they were published with; publish a
     component version to use the new connection version.
+
+    Returns:
+        What was saved, or the `PendingChange` stored.
 
     Raises:
         ApiError: 404 ``connection_not_found``; 400 ``connection_url_invalid``,
             ``connection_timeout_invalid``, ``connection_allowed_hosts_invalid``,
-            ``connection_bearer_token_invalid``, ``connection_signing_secret_invalid``;
-            409 ``version_conflict`` when another version was saved at the same moment.
+            ``connection_bearer_token_invalid``, ``connection_signing_secret_invalid``,
+            ``connection_secrets_reentry_required``; 409 ``version_conflict`` when
+            another version was saved at the same moment.
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
     with unit_of_work() as uow:
-        connection = lock_owned(
-            uow.session, Connection, connection_id, installation_id, "connection_not_found", "connection"
-        )
-        previous = latest_version(uow.session, ConnectionVersion, ConnectionVersion.connection_id, connection.id)
-        columns, generated, details = _settings_row(settings, previous)
-        number = (previous.version if previous else 0) + 1
-        version = _add_version(uow, connection, number, columns)
-        uow.audit(
-            installation_id,
-            f"admin:connection-version-created:{version.id}",
-            "admin.connection_version_created",
-            actor,
-            "connection",
-            connection.id,
-            {"version_id": version.id, "version": number, **details},
-        )
-        saved = ConnectionSaved(connection.id, version.id, number, generated)
+        connection = _lock_connection(uow.session, operator.installation_id, connection_id)
+        previous = _latest(uow.session, connection)
+        fields, secrets = _settings_content(settings, previous)
+        content = {"connection_id": connection.id, "base_version_id": previous.id if previous else None, **fields}
+        generated = {"signing_secret": secrets["signing_secret"]} if "signing_secret" in secrets else {}
+        outcome = submit(uow, operator, CONNECTION_VERSION, content, secrets, shown_once=generated)
         uow.commit()
-    return saved
+    if isinstance(outcome, PendingChange):
+        return outcome
+    return ConnectionSaved(
+        outcome["connection_id"], outcome["version_id"], outcome["version"], generated.get("signing_secret")
+    )
 
 
 def _add_version(uow: UnitOfWork, connection: Connection, number: int, columns: dict[str, Any]) -> ConnectionVersion:

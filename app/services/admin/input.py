@@ -177,6 +177,18 @@ def lock_owned(session, model, row_id: Any, installation_id: str, code: str, nou
     return row
 
 
+def owned(session, model, row_id: Any, installation_id: str, code: str, noun: str):
+    """The installation's row, read without a lock (what a change page compares with).
+
+    Raises:
+        ApiError: 404 `code` for a missing id or another installation's.
+    """
+    row = session.get(model, row_id) if plausible_id(row_id) else None
+    if row is None or row.installation_id != installation_id:
+        raise ApiError(404, code, f"No such {noun}.")
+    return row
+
+
 def latest_version(session, version_model, parent_column, parent_id: str):
     """The newest version row under a parent (None when it has none)."""
     from sqlalchemy import select

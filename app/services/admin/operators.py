@@ -1,20 +1,27 @@
-"""Operators: create them, sign them in and out, change their roles, deactivate them."""
+"""Operators: create them, sign them in and out, change their roles, deactivate them.
+
+Granting the reviewer or admin role (to a new operator or an existing one) is a
+configuration change for a second admin (SPEC FOUR-2, `app.services.admin.changes`).
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from flask import current_app
 from sqlalchemy import func, select, update
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.domain.clock import utcnow
+from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.models.tenancy import ROLES
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, secret_digests, submit
 from app.services.admin.input import change_key, has_control_characters, plausible_id
-from app.services.uow import Actor, unit_of_work
+from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]{1,200}@[^@\s]{1,100}\.[^@\s]{1,20}$")
 # Checked against when the email is unknown, one per hash method, so that refusing an
@@ -92,15 +99,7 @@ def validate_roles(roles) -> list[str]:
     return roles
 
 
-def create_operator(
-    installation_id: str, *, email: str, password: str, display_name: str, roles, actor: Actor
-) -> OperatorUser:
-    """Create an operator.
-
-    Raises:
-        ApiError: 400 ``email_invalid``, ``password_invalid``, ``roles_invalid``,
-            ``display_name_invalid``; 409 ``email_taken``; 404 ``installation_not_found``.
-    """
+def _clean_new_operator(email: Any, password: Any, display_name: Any, roles) -> tuple[str, str, list[str]]:
     email = email.strip().lower() if isinstance(email, str) else ""
     if not EMAIL_PATTERN.match(email) or has_control_characters(email):
         raise ApiError(400, "email_invalid", "Enter a valid email address.", "email")
@@ -109,29 +108,108 @@ def create_operator(
     display_name = display_name.strip() if isinstance(display_name, str) else ""
     if not 1 <= len(display_name) <= 200 or has_control_characters(display_name):
         raise ApiError(400, "display_name_invalid", "Give a display name of 1 to 200 characters.", "display_name")
-    roles = validate_roles(roles)
+    return email, display_name, validate_roles(roles)
+
+
+def _password_hash(password: str) -> str:
+    holder = OperatorUser()  # never added to the session: only its hashing is used
+    holder.set_password(password)
+    return holder.password_hash
+
+
+def _insert_operator(
+    uow: UnitOfWork, context: ApplyContext, email: str, display_name: str, roles: list[str], password_hash: str
+) -> OperatorUser:
+    installation_id = context.installation_id
+    if uow.session.get(Installation, installation_id) is None:
+        raise ApiError(404, "installation_not_found", "No such installation.")
+    if uow.session.scalar(select(OperatorUser.id).where(func.lower(OperatorUser.email) == email)):
+        raise ApiError(409, "email_taken", "An operator with this email exists.", "email")
+    operator = OperatorUser(installation_id=installation_id, email=email, display_name=display_name)
+    operator.roles = roles
+    operator.password_hash = password_hash
+    uow.session.add(operator)
+    uow.session.flush()
+    uow.audit(
+        installation_id,
+        f"operator-created:{operator.id}",
+        "operator.created",
+        context.actor,
+        "operator_user",
+        operator.id,
+        context.details({"email": email, "roles": roles}),
+    )
+    return operator
+
+
+def create_operator(
+    installation_id: str, *, email: str, password: str, display_name: str, roles, actor: Actor
+) -> OperatorUser:
+    """Create an operator at once, as the system: the CLI (``create-admin``) and the
+    demo seed, which run before any admin exists. Admins add operators with
+    `add_operator`, where granting reviewer or admin needs a second admin (FOUR-2).
+
+    Raises:
+        ApiError: 400 ``email_invalid``, ``password_invalid``, ``roles_invalid``,
+            ``display_name_invalid``; 409 ``email_taken``; 404 ``installation_not_found``.
+    """
+    email, display_name, roles = _clean_new_operator(email, password, display_name, roles)
+    password_hash = _password_hash(password)
     with unit_of_work() as uow:
-        if uow.session.get(Installation, installation_id) is None:
-            raise ApiError(404, "installation_not_found", "No such installation.")
-        if uow.session.scalar(select(OperatorUser.id).where(func.lower(OperatorUser.email) == email)):
-            raise ApiError(409, "email_taken", "An operator with this email exists.", "email")
-        operator = OperatorUser(installation_id=installation_id, email=email, display_name=display_name)
-        operator.roles = roles
-        operator.set_password(password)
-        uow.session.add(operator)
-        uow.session.flush()
-        uow.audit(
-            installation_id,
-            f"operator-created:{operator.id}",
-            "operator.created",
-            actor,
-            "operator_user",
-            operator.id,
-            {"email": email, "roles": roles},
+        operator = _insert_operator(
+            uow, ApplyContext(installation_id, actor), email, display_name, roles, password_hash
         )
         operator_id = operator.id
         uow.commit()
     return db.session.get(OperatorUser, operator_id)
+
+
+def _apply_create(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], secrets) -> dict[str, Any]:
+    if secret_digests(secrets) != content["secret_digests"]:
+        raise ApiError(409, "config_change_invalid", "The change's secrets do not match its content.")
+    operator = _insert_operator(
+        uow, context, content["email"], content["display_name"], content["roles"], secrets["password_hash"]
+    )
+    return {"operator_id": operator.id}
+
+
+OPERATOR_CREATE = ChangeType(
+    kind=ChangeKind.OPERATOR_CREATE,
+    subject_type="operator_user",
+    subject=lambda content: None,
+    current=lambda session, installation_id, content: None,
+    summary=lambda content, current: f"New user {content['email']} ({', '.join(content['roles'])})",
+    apply=_apply_create,
+)
+
+
+def add_operator(
+    admin: OperatorUser, *, email: str, password: str, display_name: str, roles
+) -> OperatorUser | PendingChange:
+    """An admin adds an operator to their installation. Granting the reviewer or admin
+    role is a change for a second admin (FOUR-2): the user is then stored pending,
+    with only a hash of the password, and created when another admin approves.
+
+    Args:
+        admin: the admin doing it.
+        email: unique; password: 12..500 characters; display_name: 1..200 characters.
+        roles: role names among moderator, reviewer, admin, auditor.
+
+    Returns:
+        The operator as saved, or the `PendingChange` stored.
+
+    Raises:
+        ApiError: as `create_operator`.
+    """
+    email, display_name, roles = _clean_new_operator(email, password, display_name, roles)
+    secrets = {"password_hash": _password_hash(password)}
+    content = {"email": email, "display_name": display_name, "roles": roles, "secret_digests": secret_digests(secrets)}
+    with unit_of_work() as uow:
+        outcome = submit(uow, admin, OPERATOR_CREATE, content, secrets)
+        uow.commit()
+    if isinstance(outcome, PendingChange):
+        return outcome
+    return db.session.get(OperatorUser, outcome["operator_id"])
 
 
 # --- the admin screens -------------------------------------------------------------
@@ -160,31 +238,66 @@ def operator_detail(installation_id: str, operator_id: str) -> OperatorUser:
     return operator
 
 
-def _operator_for_change(uow, installation_id: str, operator_id: str) -> OperatorUser:
-    operator = uow.session.get(OperatorUser, operator_id) if plausible_id(operator_id) else None
+def _operator_for_change(session, installation_id: str, operator_id: Any) -> OperatorUser:
+    operator = session.get(OperatorUser, operator_id) if plausible_id(operator_id) else None
     if operator is None or operator.installation_id != installation_id:
         raise ApiError(404, "operator_not_found", "No such operator.")
     return operator
 
 
-def change_operator_roles(admin: OperatorUser, operator_id: str, roles) -> OperatorUser:
+def _current_roles(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    operator = _operator_for_change(session, installation_id, content["operator_id"])
+    return {"operator": operator.email, "roles": sorted(operator.roles)}
+
+
+def _apply_roles(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    operator = _operator_for_change(uow.session, context.installation_id, content["operator_id"])
+    before, roles = sorted(operator.roles), content["roles"]
+    if before != roles:
+        operator.roles = roles
+        operator.session_version += 1
+        uow.audit(
+            context.installation_id,
+            f"admin:operator-roles:{operator.id}:{operator.session_version}",
+            "admin.operator_roles_changed",
+            context.actor,
+            "operator_user",
+            operator.id,
+            context.details({"before": before, "after": roles, "session_version": operator.session_version}),
+        )
+    return {"operator_id": operator.id}
+
+
+OPERATOR_ROLES = ChangeType(
+    kind=ChangeKind.OPERATOR_ROLES,
+    subject_type="operator_user",
+    subject=lambda content: content["operator_id"],
+    current=_current_roles,
+    summary=lambda content, current: f"Roles of {current['operator']}: {', '.join(content['roles'])}",
+    apply=_apply_roles,
+    hidden=("operator_id",),
+)
+
+
+def change_operator_roles(admin: OperatorUser, operator_id: str, roles) -> OperatorUser | PendingChange:
     """Give an operator of the admin's installation a new set of roles.
 
     A change bumps the operator's session version, so their open sessions end and
     the new roles apply from their next sign-in. The same roles again change nothing.
+    Granting the reviewer or admin role is a change for a second admin (FOUR-2): it
+    is stored pending and the roles stay as they are until another admin approves.
 
     Args:
         admin: the admin doing it.
         roles: an iterable of role names among moderator, reviewer, admin, auditor.
 
     Returns:
-        The operator as saved.
+        The operator as saved, or the `PendingChange` stored.
 
     Raises:
         ApiError: 400 ``roles_invalid``; 404 ``operator_not_found``;
             409 ``own_admin_role_required`` when an admin drops their own admin role.
     """
-    installation_id = admin.installation_id
     admin_id = admin.id
     roles = validate_roles(roles if isinstance(roles, list | tuple | set | frozenset) else [])
     if operator_id == admin_id and "admin" not in roles:
@@ -195,22 +308,11 @@ def change_operator_roles(admin: OperatorUser, operator_id: str, roles) -> Opera
             "roles",
         )
     with unit_of_work() as uow:
-        operator = _operator_for_change(uow, installation_id, operator_id)
-        before = sorted(operator.roles)
-        if before != roles:
-            operator.roles = roles
-            operator.session_version += 1
-            uow.audit(
-                installation_id,
-                f"admin:operator-roles:{operator.id}:{operator.session_version}",
-                "admin.operator_roles_changed",
-                Actor("operator", admin_id),
-                "operator_user",
-                operator.id,
-                {"before": before, "after": roles, "session_version": operator.session_version},
-            )
+        outcome = submit(uow, admin, OPERATOR_ROLES, {"operator_id": operator_id, "roles": roles})
         uow.commit()
-    return db.session.get(OperatorUser, operator_id)
+    if isinstance(outcome, PendingChange):
+        return outcome
+    return db.session.get(OperatorUser, outcome["operator_id"])
 
 
 def set_operator_active(admin: OperatorUser, operator_id: str, active: bool) -> OperatorUser:
@@ -228,7 +330,7 @@ def set_operator_active(admin: OperatorUser, operator_id: str, active: bool) -> 
     if operator_id == admin_id and not active:
         raise ApiError(409, "cannot_deactivate_self", "You cannot deactivate your own account.")
     with unit_of_work() as uow:
-        operator = _operator_for_change(uow, installation_id, operator_id)
+        operator = _operator_for_change(uow.session, installation_id, operator_id)
         if operator.active != bool(active):
             operator.active = bool(active)
             if not active:

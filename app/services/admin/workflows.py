@@ -1,5 +1,6 @@
 """Workflows for the admin screens: create definitions and versions (a JSON graph
-with an authority mode), activate and deactivate versions.
+with an authority mode), activate and deactivate versions. A bounded_auto version
+is a configuration change for a second admin (SPEC FOUR-2, `app.services.admin.changes`).
 
 When a decision is recorded, the newest *active* version of each workflow runs
 (`app.services.cases.reports.active_versions`), so a new version is saved inactive
@@ -15,11 +16,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from app.domain.config_changes import ChangeKind
+from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
 from app.domain.workflow import graph_errors
 from app.extensions import db
 from app.models import ComponentVersion, OperatorUser, WorkflowDefinition, WorkflowVersion
 from app.models.workflows import AUTHORITY_MODES
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import (
     InvalidInput,
     add_with_unique_slug,
@@ -28,6 +32,7 @@ from app.services.admin.input import (
     clean_slug,
     latest_version,
     lock_owned,
+    owned,
     parse_json_text,
     plausible_id,
 )
@@ -143,14 +148,8 @@ def _component_problems(uow: UnitOfWork, installation_id: str, graph: dict[str, 
 
 
 def _clean_version(uow: UnitOfWork, installation_id: str, authority_mode: Any, graph_text: Any) -> dict[str, Any]:
-    if authority_mode not in AUTHORITY_MODES:
-        raise ApiError(
-            400,
-            "workflow_authority_mode_invalid",
-            "The authority mode is one of: " + ", ".join(AUTHORITY_MODES) + ".",
-            "authority_mode",
-        )
-    graph, _ = parse_json_text(
+    _check_authority_mode(authority_mode)
+    graph, canonical = parse_json_text(
         graph_text, code="workflow_graph_invalid", field="graph", label="The graph", max_chars=MAX_GRAPH_CHARS
     )
     problems = graph_errors(graph)
@@ -168,10 +167,127 @@ def _clean_version(uow: UnitOfWork, installation_id: str, authority_mode: Any, g
     return {"authority_mode": authority_mode, "graph": graph}
 
 
+def _check_authority_mode(authority_mode: Any) -> None:
+    if authority_mode not in AUTHORITY_MODES:
+        raise ApiError(
+            400,
+            "workflow_authority_mode_invalid",
+            "The authority mode is one of: " + ", ".join(AUTHORITY_MODES) + ".",
+            "authority_mode",
+        )
+
+
+def _version_content(authority_mode: Any, graph_text: Any, active: Any) -> dict[str, Any]:
+    """A version as a change's content; `_clean_version` checks it fully when it applies."""
+    _check_authority_mode(authority_mode)
+    graph, _ = parse_json_text(
+        graph_text, code="workflow_graph_invalid", field="graph", label="The graph", max_chars=MAX_GRAPH_CHARS
+    )
+    return {"authority_mode": authority_mode, "graph": graph, "active": bool(active)}
+
+
+def _columns(uow: UnitOfWork, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    return _clean_version(uow, installation_id, content["authority_mode"], canonical_json(content["graph"]))
+
+
+def _apply_create(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    installation_id = context.installation_id
+    columns = _columns(uow, installation_id, content)
+    definition = WorkflowDefinition(
+        installation_id=installation_id, name=content["name"], slug=content["slug"], status="active"
+    )
+    add_with_unique_slug(uow.session, definition, "A workflow")
+    version = _add_version(uow, definition, 1, columns, content["active"])
+    uow.audit(
+        installation_id,
+        f"admin:workflow-created:{definition.id}",
+        "admin.workflow_created",
+        context.actor,
+        "workflow_definition",
+        definition.id,
+        context.details(
+            {
+                "name": content["name"],
+                "slug": content["slug"],
+                "version_id": version.id,
+                "version": 1,
+                "authority_mode": version.authority_mode,
+                "active": version.active,
+            }
+        ),
+    )
+    return {"definition_id": definition.id, "version_id": version.id}
+
+
+def _lock_definition(session, installation_id: str, definition_id: Any) -> WorkflowDefinition:
+    return lock_owned(session, WorkflowDefinition, definition_id, installation_id, "workflow_not_found", "workflow")
+
+
+def _current_version(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    definition = owned(
+        session, WorkflowDefinition, content["definition_id"], installation_id, "workflow_not_found", "workflow"
+    )
+    latest = latest_version(session, WorkflowVersion, WorkflowVersion.definition_id, definition.id)
+    current: dict[str, Any] = {"workflow": definition.name, "version": latest.version if latest else 0}
+    if latest is not None:
+        current |= {"authority_mode": latest.authority_mode, "graph": latest.graph, "active": latest.active}
+    return current
+
+
+def _apply_version(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    installation_id = context.installation_id
+    definition = _lock_definition(uow.session, installation_id, content["definition_id"])
+    columns = _columns(uow, installation_id, content)
+    latest = latest_version(uow.session, WorkflowVersion, WorkflowVersion.definition_id, definition.id)
+    version = _add_version(uow, definition, (latest.version if latest else 0) + 1, columns, content["active"])
+    uow.audit(
+        installation_id,
+        f"admin:workflow-version-created:{version.id}",
+        "admin.workflow_version_created",
+        context.actor,
+        "workflow_definition",
+        definition.id,
+        context.details(
+            {
+                "version_id": version.id,
+                "version": version.version,
+                "authority_mode": version.authority_mode,
+                "active": version.active,
+            }
+        ),
+    )
+    return {"definition_id": definition.id, "version_id": version.id}
+
+
+WORKFLOW_CREATE = ChangeType(
+    kind=ChangeKind.WORKFLOW_CREATE,
+    subject_type="workflow_definition",
+    subject=lambda content: None,
+    current=lambda session, installation_id, content: None,
+    summary=lambda content, current: f"New workflow {content['name']!r} ({content['authority_mode']})",
+    apply=_apply_create,
+)
+WORKFLOW_VERSION = ChangeType(
+    kind=ChangeKind.WORKFLOW_VERSION,
+    subject_type="workflow_definition",
+    subject=lambda content: content["definition_id"],
+    current=_current_version,
+    summary=lambda content, current: (
+        f"Workflow {current['workflow']!r}: version {current['version'] + 1} ({content['authority_mode']}"
+        f"{', active' if content['active'] else ''})"
+    ),
+    apply=_apply_version,
+    hidden=("definition_id",),
+)
+
+
 def create_workflow(
     operator: OperatorUser, *, name: str, slug: str, authority_mode: str, graph: str, active: bool
-) -> tuple[str, str]:
-    """Create a workflow definition and its version 1.
+) -> tuple[str, str] | PendingChange:
+    """Create a workflow definition and its version 1, or propose it (FOUR-2).
+
+    A bounded_auto workflow is a change for a second admin: it is stored pending
+    and nothing is created until another admin approves it.
 
     Args:
         operator: the admin doing it (their installation owns the rows).
@@ -183,83 +299,41 @@ def create_workflow(
         active: whether decisions start this version from now on.
 
     Returns:
-        (definition id, version id).
+        (definition id, version id), or the `PendingChange` stored.
 
     Raises:
         ApiError: 400 ``name_invalid``, ``slug_invalid``,
             ``workflow_authority_mode_invalid``, ``workflow_graph_invalid`` (with
             every problem of the graph); 409 ``slug_taken``.
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
-    name = clean_name(name)
-    slug = clean_slug(slug)
+    content = {"name": clean_name(name), "slug": clean_slug(slug), **_version_content(authority_mode, graph, active)}
     with unit_of_work() as uow:
-        columns = _clean_version(uow, installation_id, authority_mode, graph)
-        definition = WorkflowDefinition(installation_id=installation_id, name=name, slug=slug, status="active")
-        add_with_unique_slug(uow.session, definition, "A workflow")
-        version = _add_version(uow, definition, 1, columns, bool(active))
-        uow.audit(
-            installation_id,
-            f"admin:workflow-created:{definition.id}",
-            "admin.workflow_created",
-            actor,
-            "workflow_definition",
-            definition.id,
-            {
-                "name": name,
-                "slug": slug,
-                "version_id": version.id,
-                "version": 1,
-                "authority_mode": version.authority_mode,
-                "active": version.active,
-            },
-        )
-        ids = (definition.id, version.id)
+        outcome = submit(uow, operator, WORKFLOW_CREATE, content)
         uow.commit()
-    return ids
+    return outcome if isinstance(outcome, PendingChange) else (outcome["definition_id"], outcome["version_id"])
 
 
 def create_workflow_version(
     operator: OperatorUser, definition_id: str, *, authority_mode: str, graph: str, active: bool
-) -> str:
-    """Add a version to a workflow of the operator's installation.
+) -> str | PendingChange:
+    """Add a version to a workflow of the operator's installation, or propose it (FOUR-2:
+    a bounded_auto version waits for a second admin).
 
     Runs already started keep their version.
 
     Returns:
-        The new version's id.
+        The new version's id, or the `PendingChange` stored.
 
     Raises:
         ApiError: 404 ``workflow_not_found``; 400 ``workflow_authority_mode_invalid``,
             ``workflow_graph_invalid``; 409 ``version_conflict``.
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
     with unit_of_work() as uow:
-        definition = lock_owned(
-            uow.session, WorkflowDefinition, definition_id, installation_id, "workflow_not_found", "workflow"
-        )
-        columns = _clean_version(uow, installation_id, authority_mode, graph)
-        latest = latest_version(uow.session, WorkflowVersion, WorkflowVersion.definition_id, definition.id)
-        version = _add_version(uow, definition, (latest.version if latest else 0) + 1, columns, bool(active))
-        uow.audit(
-            installation_id,
-            f"admin:workflow-version-created:{version.id}",
-            "admin.workflow_version_created",
-            actor,
-            "workflow_definition",
-            definition.id,
-            {
-                "version_id": version.id,
-                "version": version.version,
-                "authority_mode": version.authority_mode,
-                "active": version.active,
-            },
-        )
-        version_id = version.id
+        _lock_definition(uow.session, operator.installation_id, definition_id)  # 404 before the form's checks
+        content = {"definition_id": definition_id, **_version_content(authority_mode, graph, active)}
+        outcome = submit(uow, operator, WORKFLOW_VERSION, content)
         uow.commit()
-    return version_id
+    return outcome if isinstance(outcome, PendingChange) else outcome["version_id"]
 
 
 def _add_version(

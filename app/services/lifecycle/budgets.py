@@ -4,7 +4,8 @@
 Each budget keeps the current window's usage on its own row; a reservation moves
 it with one conditional UPDATE (``used + amount <= limit``), so concurrent workers
 can never overspend. An exhausted budget defers the delivery until its window
-frees; nothing is sent.
+frees; nothing is sent. Bounded automation must be bounded: a bounded_auto
+proposal that no active budget covers fails before anything is sent (SPEC FOUR-3).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ class BudgetExhausted(ActionError):
         self.budget_id = budget_id
 
 
+class BudgetMissing(ActionError):
+    """No active budget covers a bounded-automation proposal (FOUR-3): terminal, nothing sent."""
+
+    def __init__(self) -> None:
+        super().__init__("action_budget_missing", retryable=False)
+
+
 @dataclass(frozen=True)
 class Scope:
     type: str  # workflow, component, queue
@@ -41,7 +49,14 @@ def window_start(now: datetime, window_seconds: int) -> datetime:
 
 
 def reserve(
-    uow: UnitOfWork, installation_id: str, scopes: list[Scope], operation_id: str, attempt_id: str, amount: int = 1
+    uow: UnitOfWork,
+    installation_id: str,
+    scopes: list[Scope],
+    operation_id: str,
+    attempt_id: str,
+    amount: int = 1,
+    *,
+    required: bool = False,
 ) -> list[str]:
     """Reserve `amount` actions on every active budget of the scopes, all or none.
 
@@ -54,15 +69,20 @@ def reserve(
         scopes: workflow, component and queue scopes of the proposal.
         operation_id: the proposal's operation id.
         attempt_id: the attempt number, as text.
+        required: a budget must cover the scopes (bounded automation, FOUR-3).
 
     Returns:
         The reservation ids (empty when no budget applies).
 
     Raises:
         BudgetExhausted: ``budget_exhausted`` with the seconds until the window frees.
+        BudgetMissing: ``action_budget_missing`` when `required` and no active budget
+            covers any of the scopes.
     """
     budgets = _budgets(uow, installation_id, scopes)
     if not budgets:
+        if required:
+            raise BudgetMissing()
         return []
     now = utcnow()
     reserved = []

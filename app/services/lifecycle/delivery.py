@@ -288,6 +288,7 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> 
         _budget_scopes(proposal, target.queue_id),
         proposal.operation_id,
         str(attempt_number),
+        required=proposal.approval_mode != "human",  # no second person: a budget must bound it (FOUR-3)
     )
     body = canonical_json(request_body(proposal)).encode("utf-8")
     attempt = _Attempt(uow.session, proposal, attempt_number, target, body)

@@ -8,9 +8,11 @@ from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
 from app.services.admin import budgets as service
+from app.services.admin.changes import PendingChange
 
 from ..decorators import role_required
 from .blueprint import bp
+from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, BudgetForm, BudgetLimitForm
 
@@ -74,17 +76,21 @@ def budget_limit(budget_id: str):
     if not form.validate():
         return _page(limit_form=form, limit_budget_id=budget_id, error=form_invalid(), status=400)
     try:
-        service.change_budget_limit(current_user, budget_id, form.limit_amount.data)
+        outcome = service.change_budget_limit(current_user, budget_id, form.limit_amount.data)
     except ApiError as error:
         form = refused(form, error)
         return _page(limit_form=form, limit_budget_id=budget_id, error=error, status=error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
     return redirect(url_for("admin.budgets"), code=303)
 
 
 def _set_active(budget_id: str, active: bool):
     if not ActionForm().validate():
         return _page(error=form_invalid(), status=400)
-    service.set_budget_active(current_user, budget_id, active)
+    outcome = service.set_budget_active(current_user, budget_id, active)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
     return redirect(url_for("admin.budgets"), code=303)
 
 

@@ -8,11 +8,13 @@ from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
 from app.services.admin import components as service
+from app.services.admin.changes import PendingChange
 from app.services.admin.connections import connection_version_choices
 
 from ..decorators import role_required
 from ..formatting import pretty_json
 from .blueprint import bp
+from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, ComponentForm, ComponentVersionForm
 
@@ -75,11 +77,12 @@ def component_create():
     if not form.validate():
         return _list_page(form, form_invalid(), 400)
     try:
-        definition_id, _ = service.create_component(
-            current_user, name=form.name.data, slug=form.slug.data, spec=_spec(form)
-        )
+        outcome = service.create_component(current_user, name=form.name.data, slug=form.slug.data, spec=_spec(form))
     except ApiError as error:
         return _list_page(refused(form, error), error, error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
+    definition_id, _ = outcome
     return redirect(url_for("admin.component", definition_id=definition_id), code=303)
 
 
@@ -96,9 +99,11 @@ def component_version_create(definition_id: str):
     if not form.validate():
         return _detail_page(definition_id, form, form_invalid(), 400)
     try:
-        service.create_component_version(current_user, definition_id, _spec(form))
+        outcome = service.create_component_version(current_user, definition_id, _spec(form))
     except ApiError as error:
         return _detail_page(definition_id, refused(form, error), error, error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
     return redirect(url_for("admin.component", definition_id=definition_id), code=303)
 
 

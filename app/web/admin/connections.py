@@ -9,10 +9,12 @@ from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
 from app.services.admin import connections as service
+from app.services.admin.changes import PendingChange
 from app.services.admin.integrations import list_integrations
 
 from ..decorators import role_required
 from .blueprint import bp
+from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ConnectionForm, ConnectionVersionForm
 
@@ -110,6 +112,8 @@ def connection_version_create(connection_id: str):
         saved = service.create_connection_version(current_user, connection_id, _settings(form))
     except ApiError as error:
         return _detail_page(connection_id, refused(form, error), error, status=error.status)
+    if isinstance(saved, PendingChange):
+        return answer_pending(saved)
     if saved.signing_secret:
         return _detail_page(connection_id, saved=saved, status=201)
     return redirect(url_for("admin.connection", connection_id=connection_id), code=303)

@@ -148,3 +148,11 @@ class UserForm(ConsoleForm):
     display_name = StringField("Display name")
     password = PasswordField("Password (at least 12 characters)")
     roles = MultiCheckboxField("Roles", choices=ROLE_CHOICES, validate_choice=False)
+
+
+class ChangeApproveForm(ConsoleForm):
+    digest = StringField("Digest of the change you reviewed", description="Copy it from this page: sha256:… (FOUR-2).")
+
+
+class ChangeRejectForm(ConsoleForm):
+    reason = TextAreaField("Reason (3–2,000 characters, shown in the history)")

@@ -4,6 +4,9 @@ imports the others so their routes register on the blueprint."""
 from __future__ import annotations
 
 from flask import render_template
+from flask_login import current_user
+
+from app.services.admin.reviews import pending_count
 
 from ..decorators import role_required
 from .blueprint import bp
@@ -13,7 +16,7 @@ from .common import VIEW_ROLES
 @bp.route("/")
 @role_required(*VIEW_ROLES)
 def index():
-    return render_template("admin/index.html")
+    return render_template("admin/index.html", pending_changes=pending_count(current_user.installation_id))
 
 
-from . import budgets, components, connections, integrations, users, workflows  # noqa: E402,F401
+from . import budgets, changes, components, connections, integrations, users, workflows  # noqa: E402,F401

@@ -7,10 +7,11 @@ from flask_login import current_user, login_user
 
 from app.domain.errors import ApiError
 from app.services.admin import operators as service
-from app.services.uow import Actor
+from app.services.admin.changes import PendingChange
 
 from ..decorators import role_required
 from .blueprint import bp
+from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, raise_if_not_found, refused
 from .forms import ActionForm, RolesForm, UserForm
 
@@ -39,16 +40,17 @@ def user_create():
     if not form.validate():
         return _list_page(form, form_invalid(), 400)
     try:
-        operator = service.create_operator(
-            current_user.installation_id,
+        operator = service.add_operator(
+            current_user,
             email=form.email.data,
             password=form.password.data,
             display_name=form.display_name.data,
             roles=form.roles.data or [],
-            actor=Actor("operator", current_user.id),
         )
     except ApiError as error:
         return _list_page(refused(form, error), error, error.status)
+    if isinstance(operator, PendingChange):
+        return answer_pending(operator)
     return redirect(url_for("admin.user", operator_id=operator.id), code=303)
 
 
@@ -75,6 +77,8 @@ def user_roles(operator_id: str):
         operator = service.change_operator_roles(current_user, operator_id, form.roles.data or [])
     except ApiError as error:
         return _detail_page(operator_id, refused(form, error), error, error.status)
+    if isinstance(operator, PendingChange):
+        return answer_pending(operator)
     _keep_own_session(operator)
     return redirect(url_for("admin.user", operator_id=operator_id), code=303)
 

@@ -7,10 +7,12 @@ from flask_login import current_user
 
 from app.domain.errors import ApiError
 from app.services.admin import workflows as service
+from app.services.admin.changes import PendingChange
 
 from ..decorators import role_required
 from ..formatting import pretty_json
 from .blueprint import bp
+from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, WorkflowForm, WorkflowVersionForm
 
@@ -53,7 +55,7 @@ def workflow_create():
     if not form.validate():
         return _list_page(form, form_invalid(), 400)
     try:
-        definition_id, _ = service.create_workflow(
+        outcome = service.create_workflow(
             current_user,
             name=form.name.data,
             slug=form.slug.data,
@@ -63,6 +65,9 @@ def workflow_create():
         )
     except ApiError as error:
         return _list_page(refused(form, error), error, error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
+    definition_id, _ = outcome
     return redirect(url_for("admin.workflow", definition_id=definition_id), code=303)
 
 
@@ -79,7 +84,7 @@ def workflow_version_create(definition_id: str):
     if not form.validate():
         return _detail_page(definition_id, form, form_invalid(), 400)
     try:
-        service.create_workflow_version(
+        outcome = service.create_workflow_version(
             current_user,
             definition_id,
             authority_mode=form.authority_mode.data,
@@ -88,6 +93,8 @@ def workflow_version_create(definition_id: str):
         )
     except ApiError as error:
         return _detail_page(definition_id, refused(form, error), error, error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
     return redirect(url_for("admin.workflow", definition_id=definition_id), code=303)
 
 

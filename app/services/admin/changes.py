@@ -1,0 +1,215 @@
+"""Four-eyes for configuration (SPEC FOUR-2): a change that would let one person act
+alone or beyond a budget is stored pending instead of applied.
+
+Each admin service describes its changes as a `ChangeType`: how to read what the
+change replaces, and how to apply it inside a unit of work. `submit` asks the domain
+(`app.domain.config_changes.second_admin_reasons`) whether the change needs a second
+admin; if not it applies at once, as before; if so it tries the change in a
+savepoint (so a pending change is one that would apply now), rolls that back and
+stores the change with the digest of its exact content. `app.services.admin.reviews`
+approves, rejects and break-glasses stored changes through the same `apply`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.domain.config_changes import ChangeKind, ChangeState, second_admin_reasons
+from app.domain.digests import json_digest, sha256_digest
+from app.models import ConfigChange, OperatorUser, new_id
+from app.services.uow import Actor, UnitOfWork
+
+
+@dataclass(frozen=True)
+class ApplyContext:
+    """For whom a change is applied: the installation, the proposer (the actor of the
+    admin audit rows), and the stored change's id (None when applied at once)."""
+
+    installation_id: str
+    actor: Actor
+    change_id: str | None = None
+
+    def details(self, details: dict[str, Any]) -> dict[str, Any]:
+        """Audit details, naming the configuration change they come from."""
+        return details if self.change_id is None else {**details, "config_change_id": self.change_id}
+
+
+@dataclass(frozen=True)
+class ChangeType:
+    """How one kind of configuration change reads the present and applies itself.
+
+    Attributes:
+        kind: the `ChangeKind`.
+        subject_type: what it changes (``workflow_definition``, ``budget``, ...).
+        subject: the subject's id from the content (None for a creation).
+        current: (session, installation id, content) -> what the change replaces, in
+            the terms of `second_admin_reasons` and of the diff (None for a
+            creation). Raises the 404 `ApiError` of a subject that is not the
+            installation's.
+        summary: (content, current) -> one line for lists.
+        apply: (uow, context, content, secrets) -> what it created (ids). Validates
+            the content against the database as it is now, writes, audits; raises
+            `ApiError` and writes nothing when the change cannot apply.
+        hidden: content keys the diff leaves out (ids in the subject, secret digests).
+        display: (content, current) -> (now, proposed) for the diff, when the
+            content's terms are not the page's (a connection's secrets).
+    """
+
+    kind: ChangeKind
+    subject_type: str
+    subject: Callable[[dict[str, Any]], str | None]
+    current: Callable[[Session, str, dict[str, Any]], dict[str, Any] | None]
+    summary: Callable[[dict[str, Any], dict[str, Any] | None], str]
+    apply: Callable[[UnitOfWork, ApplyContext, dict[str, Any], dict[str, str]], dict[str, Any]]
+    hidden: tuple[str, ...] = ()
+    display: Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], dict[str, Any]]] | None = None
+
+    def diff_sides(self, content: dict[str, Any], current: dict[str, Any] | None) -> tuple[dict, dict]:
+        """(now, proposed) as the change page compares them."""
+        if self.display is not None:
+            return self.display(content, current)
+        hidden = {*self.hidden, "secret_digests"}
+        return dict(current or {}), {key: value for key, value in content.items() if key not in hidden}
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    """A change stored for a second admin: nothing it describes exists yet.
+
+    Attributes:
+        shown_once: secrets generated for it (a signing secret), shown to the
+            proposer on this answer only.
+    """
+
+    change_id: str
+    digest: str
+    reasons: list[str]
+    shown_once: dict[str, str] = field(default_factory=dict)
+
+
+def secret_digests(secrets: dict[str, str]) -> dict[str, str]:
+    """Digests of new secrets, for a change's content (the secrets stay out of it)."""
+    return {name: sha256_digest(value) for name, value in sorted(secrets.items())}
+
+
+def change_digest(change_id: str, installation_id: str, kind: str, subject_id: str | None, content: dict) -> str:
+    """The digest an approving admin confirms (FOUR-2): ``sha256:`` over the canonical
+    JSON (RFC 8785) of {schema_version "1", change_id, installation_id, kind,
+    subject_id, content}."""
+    return json_digest(
+        {
+            "schema_version": "1",
+            "change_id": change_id,
+            "installation_id": installation_id,
+            "kind": kind,
+            "subject_id": subject_id,
+            "content": content,
+        }
+    )
+
+
+class _DryRun(Exception):
+    """Raised inside the trial savepoint to undo the trial."""
+
+
+def submit(
+    uow: UnitOfWork,
+    operator: OperatorUser,
+    change: ChangeType,
+    content: dict[str, Any],
+    secrets: dict[str, str] | None = None,
+    shown_once: dict[str, str] | None = None,
+) -> dict[str, Any] | PendingChange:
+    """Apply a configuration change at once, or store it for a second admin (FOUR-2).
+
+    Runs in the caller's unit of work; the caller commits.
+
+    Args:
+        uow: the unit of work.
+        operator: the admin making the change.
+        change: its `ChangeType`.
+        content: JSON-compatible content, already cleaned by the caller (no secret
+            values: put those in `secrets` and their `secret_digests` in the content).
+        secrets: new secret values the change needs when applied.
+        shown_once: secrets to show the proposer once if the change is stored.
+
+    Returns:
+        What `change.apply` returned when it applied at once, else a `PendingChange`.
+
+    Raises:
+        ApiError: whatever `change.current` or `change.apply` refuses (nothing is
+            stored then).
+    """
+    installation_id = operator.installation_id
+    actor = Actor("operator", operator.id)
+    secrets = secrets or {}
+    current = change.current(uow.session, installation_id, content)
+    reasons = second_admin_reasons(change.kind, content, current)
+    if not reasons:
+        return change.apply(uow, ApplyContext(installation_id, actor), content, secrets)
+    _try(uow, change, ApplyContext(installation_id, actor), content, secrets)
+    row = store(uow, operator, change, content, secrets, reasons, current)
+    return PendingChange(row.id, row.digest, reasons, dict(shown_once or {}))
+
+
+def _try(uow: UnitOfWork, change: ChangeType, context: ApplyContext, content: dict, secrets: dict) -> None:
+    """Apply the change in a savepoint and undo it: a change that cannot apply now is refused now."""
+    try:
+        with uow.savepoint():
+            change.apply(uow, context, content, secrets)
+            raise _DryRun
+    except _DryRun:
+        pass
+
+
+def store(
+    uow: UnitOfWork,
+    operator: OperatorUser,
+    change: ChangeType,
+    content: dict[str, Any],
+    secrets: dict[str, str],
+    reasons: list[str],
+    current: dict[str, Any] | None,
+) -> ConfigChange:
+    """Store a pending change and audit ``config.change_proposed`` (FOUR-2)."""
+    installation_id = operator.installation_id
+    change_id = new_id("cfg")
+    subject_id = change.subject(content)
+    row = ConfigChange(
+        id=change_id,
+        installation_id=installation_id,
+        kind=change.kind.value,
+        subject_type=change.subject_type,
+        subject_id=subject_id,
+        summary=change.summary(content, current)[:500],
+        content=content,
+        digest=change_digest(change_id, installation_id, change.kind.value, subject_id, content),
+        reasons=reasons,
+        secrets_json=json.dumps(secrets) if secrets else None,
+        proposed_by=operator.id,
+        state=ChangeState.PENDING.value,
+    )
+    uow.session.add(row)
+    uow.session.flush()
+    uow.audit(
+        installation_id,
+        f"config:change-proposed:{row.id}",
+        "config.change_proposed",
+        Actor("operator", operator.id),
+        "config_change",
+        row.id,
+        {
+            "kind": row.kind,
+            "subject_type": row.subject_type,
+            "subject_id": subject_id,
+            "summary": row.summary,
+            "digest": row.digest,
+            "reasons": reasons,
+        },
+    )
+    return row

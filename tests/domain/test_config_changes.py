@@ -1,0 +1,153 @@
+"""Pure rules for configuration changes: which need a second admin (FOUR-2), who may
+approve one, the diff a change page shows, and origins of connection URLs (SEC-4)."""
+
+import pytest
+
+from app.domain.config_changes import (
+    ChangeKind,
+    change_approver_verdict,
+    content_diff,
+    origin,
+    second_admin_reasons,
+    secrets_need_reentry,
+)
+
+K = ChangeKind
+CONNECTION_NOW = {
+    "base_url": "https://api.example.com/v1",
+    "allowed_hosts": ["api.example.com"],
+    "bearer_token": True,
+    "signing_secret": True,
+}
+SAME_PLACE = {
+    "base_url": "https://api.example.com/v2",
+    "allowed_hosts": ["api.example.com"],
+    "bearer_token": "keep",
+    "signing_secret": "keep",
+}
+
+
+@pytest.mark.parametrize(
+    "kind, proposed, current, needs",
+    [
+        (K.WORKFLOW_CREATE, {"authority_mode": "bounded_auto"}, None, True),
+        (K.WORKFLOW_CREATE, {"authority_mode": "assist"}, None, False),
+        (K.WORKFLOW_VERSION, {"authority_mode": "bounded_auto"}, {"authority_mode": "bounded_auto"}, True),
+        (K.WORKFLOW_VERSION, {"authority_mode": "shadow"}, {"authority_mode": "bounded_auto"}, False),
+        (K.COMPONENT_CREATE, {"approval_mode": "bounded_auto"}, None, True),
+        (K.COMPONENT_VERSION, {"approval_mode": "bounded_auto"}, {"approval_mode": "human"}, True),
+        (K.COMPONENT_VERSION, {"approval_mode": "human"}, {"approval_mode": "bounded_auto"}, False),
+        (K.BUDGET_LIMIT, {"limit_amount": 11}, {"limit_amount": 10, "active": True}, True),
+        (K.BUDGET_LIMIT, {"limit_amount": 11}, {"limit_amount": 10, "active": False}, True),
+        (K.BUDGET_LIMIT, {"limit_amount": 10}, {"limit_amount": 10, "active": True}, False),
+        (K.BUDGET_LIMIT, {"limit_amount": 2}, {"limit_amount": 10, "active": True}, False),
+        (K.BUDGET_ACTIVE, {"active": False}, {"active": True}, True),
+        (K.BUDGET_ACTIVE, {"active": True}, {"active": False}, False),
+        (K.BUDGET_ACTIVE, {"active": False}, {"active": False}, False),
+        (K.OPERATOR_CREATE, {"roles": ["moderator", "auditor"]}, None, False),
+        (K.OPERATOR_CREATE, {"roles": ["moderator", "reviewer"]}, None, True),
+        (K.OPERATOR_CREATE, {"roles": ["admin"]}, None, True),
+        (K.OPERATOR_ROLES, {"roles": ["moderator", "reviewer"]}, {"roles": ["moderator"]}, True),
+        (K.OPERATOR_ROLES, {"roles": ["admin", "reviewer"]}, {"roles": ["reviewer"]}, True),
+        (K.OPERATOR_ROLES, {"roles": ["reviewer"]}, {"roles": ["admin", "reviewer"]}, False),
+        (K.OPERATOR_ROLES, {"roles": ["auditor", "reviewer"]}, {"roles": ["reviewer"]}, False),
+        (K.CONNECTION_VERSION, SAME_PLACE, CONNECTION_NOW, False),  # a new path, the same origin
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "https://evil.example/v1"}, CONNECTION_NOW, True),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "http://api.example.com/v1"}, CONNECTION_NOW, True),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "https://api.example.com:8443/"}, CONNECTION_NOW, True),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "https://API.example.com:443/v9"}, CONNECTION_NOW, False),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "allowed_hosts": ["api.example.com", "x.example"]}, CONNECTION_NOW, True),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "set"}, CONNECTION_NOW, True),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "none"}, CONNECTION_NOW, True),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "signing_secret": "generate"}, CONNECTION_NOW, True),
+        (
+            K.CONNECTION_VERSION,
+            {**SAME_PLACE, "signing_secret": "none"},
+            {**CONNECTION_NOW, "signing_secret": False},
+            False,
+        ),
+    ],
+)
+def test_which_changes_need_a_second_admin(kind, proposed, current, needs):
+    """FOUR-2: bounded_auto versions, raised or removed budgets, a connection's new
+    destination or secrets, and granted reviewer/admin roles need a second admin;
+    changes that weaken nothing apply at once."""
+    reasons = second_admin_reasons(kind, proposed, current)
+    assert bool(reasons) is needs, reasons
+    assert all(isinstance(reason, str) and reason.endswith(".") for reason in reasons)
+
+
+def test_every_reason_of_a_connection_change_is_named():
+    """FOUR-2: the page says each way the change weakens the connection."""
+    proposed = {
+        "base_url": "http://evil.example:8080/",
+        "allowed_hosts": ["evil.example"],
+        "bearer_token": "set",
+        "signing_secret": "generate",
+    }
+    reasons = second_admin_reasons("connection.version", proposed, CONNECTION_NOW)
+    assert reasons == [
+        "It moves the destination from https://api.example.com:443 to http://evil.example:8080.",
+        "It changes the allowed hosts.",
+        "It changes the bearer token.",
+        "It changes the signing secret.",
+    ]
+
+
+def test_an_unknown_kind_is_an_error():
+    with pytest.raises(ValueError):
+        second_admin_reasons("budget.delete", {}, None)
+
+
+@pytest.mark.parametrize(
+    "approver, roles, subject, allowed, reason",
+    [
+        ("op_b", {"admin"}, None, True, None),
+        ("op_a", {"admin", "reviewer"}, None, False, "You proposed this change"),
+        ("op_b", {"reviewer"}, None, False, "Only admins"),
+        ("op_b", {"admin"}, "op_b", False, "grants you a role"),
+        ("op_c", {"admin"}, "op_b", True, None),
+    ],
+)
+def test_who_may_approve_a_change(approver, roles, subject, allowed, reason):
+    """FOUR-2: a second admin approves, never the proposer nor the operator a grant is for."""
+    verdict = change_approver_verdict(approver, roles, "op_a", subject)
+    assert verdict.allowed is allowed
+    assert (reason is None and verdict.reason is None) or reason in verdict.reason
+
+
+def test_the_diff_lists_what_the_change_sets_against_now():
+    """FOUR-2: the change page's diff: changed plain values, and JSON as a unified diff."""
+    now = {"authority_mode": "assist", "graph": {"start": "a", "nodes": {"a": {"mode": "human"}}}, "version": 1}
+    proposed = {"authority_mode": "bounded_auto", "graph": {"start": "a", "nodes": {"a": {"mode": "auto"}}}}
+    mode, graph = content_diff(now, proposed)
+    assert (mode.name, mode.before, mode.after, mode.changed, mode.lines) == (
+        "authority_mode",
+        "assist",
+        "bounded_auto",
+        True,
+        (),
+    )
+    assert graph.changed and '-      "mode": "human"' in graph.lines and '+      "mode": "auto"' in graph.lines
+    [same] = content_diff({"limit_amount": 5}, {"limit_amount": 5})
+    assert not same.changed
+    [new] = content_diff(None, {"roles": ["admin"]})
+    assert new.before is None and new.changed and new.lines[0] == "--- now"
+
+
+@pytest.mark.parametrize(
+    "previous, new, reentry",
+    [
+        ("https://a.example/v1", "https://a.example/v2", False),
+        ("https://a.example", "https://a.example:443/x", False),
+        ("http://a.example", "http://A.EXAMPLE:80/", False),
+        ("https://a.example", "http://a.example", True),
+        ("https://a.example", "https://b.example", True),
+        ("http://127.0.0.1:5050", "http://127.0.0.1:5051", True),
+        ("https://a.example", "https://a.example.evil.example", True),
+    ],
+)
+def test_a_new_origin_needs_the_secrets_again(previous, new, reentry):
+    """SEC-4: origin = scheme, host, port (default ports filled in)."""
+    assert secrets_need_reentry(previous, new) is reentry
+    assert origin("HTTPS://Api.Example.com/v1") == ("https", "api.example.com", 443)
