@@ -46,7 +46,7 @@ class ConfigChange(Base):
     content: Mapped[dict] = json_column("content_json")
     digest: Mapped[str] = mapped_column(String(80))
     reasons: Mapped[list[str]] = json_column("reasons_json", default=list)
-    secrets_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    secrets: Mapped[dict | None] = json_column("secrets_json", nullable=True)
     proposed_by: Mapped[str] = mapped_column(ForeignKey("operator_users.id"))
     state: Mapped[str] = mapped_column(String(20), default="pending")
     decided_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)

@@ -255,7 +255,7 @@ def test_a_connection_change_keeps_its_secrets_out_of_the_content(app, world):
     stored = canonical_json(row.content)
     assert "a-brand-new-token" not in stored and pending.shown_once["signing_secret"] not in stored
     assert set(row.content["secret_digests"]) == {"bearer_token", "signing_secret"}
-    assert json.loads(row.secrets_json)["bearer_token"] == "a-brand-new-token"
+    assert row.secrets["bearer_token"] == "a-brand-new-token"
     proposed = audits("config.change_proposed")[0].details_json
     assert "a-brand-new-token" not in proposed and "whsec_" not in proposed
     result = approve_change(world, pending)
@@ -265,7 +265,7 @@ def test_a_connection_change_keeps_its_secrets_out_of_the_content(app, world):
         "a-brand-new-token",
         pending.shown_once["signing_secret"],
     )
-    assert change_row(pending).secrets_json is None
+    assert change_row(pending).secrets is None
 
 
 def test_rejecting_needs_a_reason_and_forgets_the_secrets(app, world):
@@ -281,7 +281,7 @@ def test_rejecting_needs_a_reason_and_forgets_the_secrets(app, world):
     assert counts() == before
     reviews.reject_change(world.user("admin2"), pending.change_id, "Unknown host; ask the platform first.")
     row = change_row(pending)
-    assert (row.state, row.reason, row.secrets_json, row.decided_by) == (
+    assert (row.state, row.reason, row.secrets, row.decided_by) == (
         "rejected",
         "Unknown host; ask the platform first.",
         None,
@@ -335,7 +335,7 @@ def test_a_new_privileged_user_waits_with_only_a_password_hash(app, world):
     )
     assert isinstance(pending, PendingChange)
     row = change_row(pending)
-    assert password not in canonical_json(row.content) and password not in row.secrets_json
+    assert password not in canonical_json(row.content) and password not in canonical_json(row.secrets)
     assert db.session.scalar(select(OperatorUser).where(OperatorUser.email == "nina@example.com")) is None
     result = approve_change(world, pending)
     created = db.session.get(OperatorUser, result["operator_id"])

@@ -12,7 +12,6 @@ approves, rejects and break-glasses stored changes through the same `apply`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,7 +189,7 @@ def store(
         content=content,
         digest=change_digest(change_id, installation_id, change.kind.value, subject_id, content),
         reasons=reasons,
-        secrets_json=json.dumps(secrets) if secrets else None,
+        secrets=secrets or None,
         proposed_by=operator.id,
         state=ChangeState.PENDING.value,
     )

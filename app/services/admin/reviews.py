@@ -9,7 +9,6 @@ so the change and its record commit together or not at all.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,13 +184,13 @@ def _require_pending(change: ConfigChange) -> None:
 def _apply(uow: UnitOfWork, change: ConfigChange) -> dict[str, Any]:
     """Apply the change as its proposer made it; mark it applied; forget its secrets."""
     change_type = CHANGE_TYPES[change.kind]
-    secrets = json.loads(change.secrets_json) if change.secrets_json else {}
+    secrets = change.secrets or {}
     context = ApplyContext(change.installation_id, Actor("operator", change.proposed_by), change.id)
     result = change_type.apply(uow, context, change.content, secrets)
     uow.session.execute(
         update(P)
         .where(P.id == change.id)
-        .values(state=ChangeState.APPLIED.value, result=result, secrets_json=None)
+        .values(state=ChangeState.APPLIED.value, result=result, secrets=None)
         .execution_options(synchronize_session=False)
     )
     return result
@@ -294,7 +293,7 @@ def reject_change(operator: OperatorUser, change_id: str, reason: str) -> None:
             uow,
             change,
             ChangeState.REJECTED,
-            {"decided_by": operator.id, "decided_via": "console", "reason": reason, "secrets_json": None},
+            {"decided_by": operator.id, "decided_via": "console", "reason": reason, "secrets": None},
         )
         uow.audit(
             installation_id,
