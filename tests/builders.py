@@ -211,3 +211,23 @@ def add_reports(world: World, count: int, prefix: str = "extra") -> list[str]:
         ids.append(result.report_id)
     world.report_ids.extend(ids)
     return ids
+
+
+def add_report_with_evidence(world: World, external_id: str, reference: str, **evidence) -> str:
+    """An open report on `reference` whose target carries evidence (REV-1), through intake."""
+    from app.services.cases.reports import intake_report
+
+    target = {"reference": reference, "kind": "post"}
+    if evidence:
+        target["evidence"] = evidence
+    result = intake_report({"external_id": external_id, "targets": [target]}, world.integration_id)
+    world.report_ids.append(result.report_id)
+    return result.report_id
+
+
+def decide(world: World, report_id: str, code: str = "remove_content", maker: str = "moderator"):
+    """A moderator's decision on a report by id; returns the newest proposal of the report."""
+    from app.services.cases.reports import record_decision
+
+    record_decision(report_id, decision_code=code, rationale="test", operator=world.user(maker))
+    return proposal_of(report_id)

@@ -6,7 +6,9 @@ from .base import Base, insert_ignore, loads, new_id
 from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion
+from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
+from .labels import CodeLabel
 from .operations import SweepRun
 from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
 from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, move_proposal
@@ -24,6 +26,7 @@ __all__ = [
     "Base",
     "Budget",
     "BudgetReservation",
+    "CodeLabel",
     "ComponentDefinition",
     "ComponentVersion",
     "Connection",
@@ -38,6 +41,7 @@ __all__ = [
     "OperatorUser",
     "Queue",
     "Report",
+    "ReportEvidence",
     "ReportTarget",
     "StepRun",
     "SweepRun",

@@ -70,7 +70,7 @@ def save_receipt(
         proposal.expires_at, now + timedelta(seconds=CONFIRMATION_WINDOW_SECONDS)
     )
     terminal = receipt.terminal or (receipt.status == "failed" and proposal.attempts_in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
-    receipt_json = canonical_json(receipt.as_dict())
+    receipt_json = canonical_json(receipt.as_sent())  # shown as the platform sent it (REV-6)
     accepted, retry_later = receipt.status == "accepted", receipt.status == "failed" and not terminal
     values: dict[str, Any] = dict(
         delivery_terminal=terminal,

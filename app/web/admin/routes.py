@@ -16,4 +16,4 @@ def index():
     return render_template("admin/index.html")
 
 
-from . import budgets, components, connections, integrations, users, workflows  # noqa: E402,F401
+from . import budgets, components, connections, integrations, labels, users, workflows  # noqa: E402,F401

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import current_app, redirect, render_template, request, url_for
+from flask import current_app, flash, redirect, render_template, request, url_for
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 
@@ -54,5 +54,8 @@ def login():
 
 @bp.route("/logout", methods=["POST"])
 def logout():
+    signed_in = current_user.is_authenticated
     logout_user()
+    if signed_in:
+        flash("You are signed out.", "ok")
     return redirect(url_for("auth.login"), code=303)
