@@ -119,6 +119,8 @@ def _media(value: Any, field: str) -> tuple[Media, ...]:
         where = f"{field}[{index}]"
         if not isinstance(item, dict) or set(item) - MEDIA_FIELDS or not set(item) >= MEDIA_FIELDS:
             raise EvidenceInvalid(where, f"{where} needs exactly url, sha256 and mime_type.")
+        if item["url"] is None:  # the media fields are required: null is not a URL
+            raise EvidenceInvalid(f"{where}.url", f"{where}.url must be an http or https URL.")
         url = _url(item["url"], f"{where}.url")
         sha256 = item["sha256"]
         if not isinstance(sha256, str) or not SHA256_PATTERN.fullmatch(sha256):

@@ -48,6 +48,7 @@ def test_evidence_parses_every_field():
         ({"author_name": "n" * 201}, "evidence.author_name"),
         ({"media": [MEDIA] * (MAX_MEDIA + 1)}, "evidence.media"),
         ({"media": [{**MEDIA, "url": "javascript:alert(1)"}]}, "evidence.media[0].url"),
+        ({"media": [{**MEDIA, "url": None}]}, "evidence.media[0].url"),  # found by schemathesis
         ({"media": [{**MEDIA, "sha256": "A" * 64}]}, "evidence.media[0].sha256"),
         ({"media": [{**MEDIA, "mime_type": "jpeg"}]}, "evidence.media[0].mime_type"),
         ({"media": [{"url": MEDIA["url"]}]}, "evidence.media[0]"),

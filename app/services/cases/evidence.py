@@ -25,10 +25,10 @@ def parse_target_evidence(targets: list[dict[str, Any]]) -> list[Evidence | None
     """
     parsed = []
     for index, target in enumerate(targets):
-        value = target.get("evidence")
-        if value is None:
+        if "evidence" not in target:  # null is refused like any non-object
             parsed.append(None)
             continue
+        value = target["evidence"]
         try:
             parsed.append(parse_evidence(value, f"targets[{index}].evidence"))
         except EvidenceInvalid as error:

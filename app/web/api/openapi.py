@@ -137,10 +137,10 @@ def openapi_document() -> dict:
                     "required": ["external_id", "targets"],
                     "properties": {
                         "external_id": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "queue": {"type": "string", "maxLength": 100},
-                        "category": {"type": "string", "maxLength": 100},
-                        "summary": {"type": "string", "maxLength": 5000},
-                        "policy_version_id": {"type": "string", "maxLength": 200},
+                        "queue": {"type": ["string", "null"], "maxLength": 100},
+                        "category": {"type": ["string", "null"], "maxLength": 100},
+                        "summary": {"type": ["string", "null"], "maxLength": 5000},
+                        "policy_version_id": {"type": ["string", "null"], "maxLength": 200},
                         "targets": {
                             "type": "array",
                             "minItems": 1,
