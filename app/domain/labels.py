@@ -69,10 +69,10 @@ DEFAULT_LABELS: dict[str, dict[str, str]] = {
         "bounded_auto": "Automatic, within budgets",
     },
     "authority_mode": {
-        "off": "Off: the workflow does nothing",
-        "shadow": "Shadow: records what it would do",
-        "assist": "Assist: the workflow proposes, people decide",
-        "bounded_auto": "Bounded automation: acts within budgets",
+        "off": "Off — the workflow does nothing",
+        "shadow": "Shadow — it records what it would do",
+        "assist": "Assist — the workflow proposes, people decide",
+        "bounded_auto": "Bounded automation — it acts within budgets",
     },
 }
 
