@@ -19,6 +19,8 @@ def is_htmx() -> bool:
 def login_redirect():
     """Where an unauthenticated console request goes (htmx: the whole page, 401)."""
     target = url_for("auth.login", next=request.full_path.rstrip("?") if request.method == "GET" else None)
+    if request.accept_mimetypes.best == "application/json":  # a JSON client gets a JSON refusal (REV-5)
+        raise ApiError(401, "unauthorized", "Sign in to the console first.")
     if is_htmx():
         return "", 401, {"HX-Redirect": target}
     return redirect(target)

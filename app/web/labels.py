@@ -27,4 +27,5 @@ def label(kind: str, code: str | None) -> str:
 
 
 def register_labels(app: Flask) -> None:
+    """Make ``label(kind, code)`` available to every template."""
     app.jinja_env.globals["label"] = label

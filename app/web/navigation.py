@@ -37,4 +37,5 @@ def navigation() -> list[tuple[Section, bool]]:
 
 
 def register_navigation(app: Flask) -> None:
+    """Make ``navigation()`` available to every template (base.html's menu)."""
     app.jinja_env.globals["navigation"] = navigation

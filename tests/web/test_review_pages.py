@@ -322,6 +322,14 @@ def test_the_maker_checker_refusal_answers_json_when_asked(app, client, world):
     assert counts(AuditEvent) == before and reload(proposal).state == "approval_required"
 
 
+def test_a_json_client_signed_out_gets_a_json_401(app, client, world):
+    """REV-5: a console request without a session answers JSON to a JSON client, a redirect to a browser."""
+    proposal = decide_report(world)
+    answer = client.get(f"/proposals/{proposal.id}", headers={"Accept": "application/json"})
+    assert answer.status_code == 401 and answer.get_json()["error"]["code"] == "unauthorized"
+    assert client.get(f"/proposals/{proposal.id}").status_code == 302
+
+
 def test_long_ids_are_short_with_the_full_value_kept_and_the_digest_can_be_copied(app, client, world):
     """REV-5: long ids are shortened by CSS with the whole value in the page and its title
     (hover and copy give it all); a copy button sits beside the payload digest."""

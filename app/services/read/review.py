@@ -152,6 +152,7 @@ class Subject:
 
 
 def subject_of(targets: Iterable[ReportTarget], evidence: Iterable[ReportEvidence]) -> Subject:
+    """A report's subject: its target references and the authors its evidence names."""
     return Subject(
         [t.target_reference for t in targets],
         sorted({e.author_reference for e in evidence if e.author_reference}),
