@@ -17,6 +17,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from app.demo_platform import demo_evidence
+from app.domain.evidence import parse_evidence
 from app.extensions import db
 from app.models import (
     Budget,
@@ -34,6 +36,7 @@ from app.models import (
 )
 from app.services.admin.integrations import issue_token
 from app.services.admin.operators import create_operator
+from app.services.cases.evidence import store_evidence
 from app.services.uow import Actor, unit_of_work
 
 DEMO_PASSWORD = "demo-password-1"
@@ -228,7 +231,12 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             )
             s.add(report)
             s.flush()
-            s.add(ReportTarget(installation_id=iid, report_id=report.id, target_reference=ref, kind="post"))
+            target = ReportTarget(installation_id=iid, report_id=report.id, target_reference=ref, kind="post")
+            s.add(target)
+            s.flush()
+            evidence = demo_evidence(ref, platform_url)  # what the platform sends with its reports (REV-1)
+            if evidence:
+                store_evidence(s, target, parse_evidence(evidence))
         uow.audit(
             iid,
             f"demo-seeded:{iid}",

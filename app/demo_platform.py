@@ -1,6 +1,6 @@
 """A small demo platform: the other side of the contract (SPEC §5).
 
-It keeps posts in memory, takes down and restores them, verifies the Standard
+It keeps posts in memory (their text, author and state), takes down and restores them, verifies the Standard
 Webhooks signature and bearer token of every action request, applies each
 Idempotency-Key once (a repeat answers the stored receipt), and answers with a
 receipt. In ``async`` mode it answers ``accepted`` and confirms later through the
@@ -9,6 +9,7 @@ console's async result API. ``POST /_control`` scripts failures for demos and te
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -19,6 +20,81 @@ from flask import Flask, jsonify, request
 from standardwebhooks import Webhook, WebhookVerificationError
 
 EFFECTS = {"/actions/takedown": "removed", "/actions/restore": "visible"}
+
+# The posts the demo platform serves: what users wrote, who wrote it, when. The demo's
+# reports carry this as evidence (SPEC REV-1), so a reviewer sees the real content.
+DEMO_CONTENT: dict[str, dict[str, str]] = {
+    "post:1001": {
+        "text": "Nobody wants you here. Log off for good or we will make you regret posting again.",
+        "author_reference": "user:4412",
+        "author_name": "nightowl_4412",
+        "posted_at": "2026-11-29T21:14:05Z",
+    },
+    "post:1002": {
+        "text": "Reminder that @quietfern posts from the library on Elm Street every Tuesday. Go say hi ;)",
+        "author_reference": "user:4412",
+        "author_name": "nightowl_4412",
+        "posted_at": "2026-11-27T18:02:41Z",
+    },
+    "post:1003": {
+        "text": "This referee should be banned from every pitch in the country. Worst call of the season.",
+        "author_reference": "user:5120",
+        "author_name": "goalline_greg",
+        "posted_at": "2026-11-28T16:45:00Z",
+    },
+    "post:1004": {
+        "text": "Everyone pile on her replies, she deserves it <script>alert('x')</script>",
+        "author_reference": "user:7781",
+        "author_name": "crowd_sourced",
+        "posted_at": "2026-11-30T07:30:12Z",
+    },
+    "post:1005": {
+        "text": "You people are pathetic. Enjoy your tiny forum.",
+        "author_reference": "user:3090",
+        "author_name": "passing_through",
+        "posted_at": "2026-11-30T09:11:59Z",
+    },
+    "post:1006": {
+        "text": "If you keep reporting my posts I will find out who you are.",
+        "author_reference": "user:6603",
+        "author_name": "anon6603",
+        "posted_at": "2026-11-30T10:02:33Z",
+    },
+}
+
+
+def demo_media(reference: str) -> bytes:
+    """The demo's picture attached to a post (an SVG the platform serves)."""
+    number = reference.split(":", 1)[1]
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="320" height="90"><rect width="320" height="90" fill="#eee"/>'
+        f'<text x="16" y="52" font-size="20">Screenshot attached to post {number}</text></svg>'
+    ).encode()
+
+
+def demo_evidence(reference: str, platform_url: str) -> dict | None:
+    """The evidence a platform sends with a report on one of its demo posts (REV-1)."""
+    post = DEMO_CONTENT.get(reference)
+    if post is None:
+        return None
+    number = reference.split(":", 1)[1]
+    evidence = {
+        "content_text": post["text"],
+        "author_reference": post["author_reference"],
+        "author_name": post["author_name"],
+        "permalink": f"{platform_url}/posts/{number}",
+        "posted_at": post["posted_at"],
+    }
+    if number == "1001":
+        media = demo_media(reference)
+        evidence["media"] = [
+            {
+                "url": f"{platform_url}/media/{number}.svg",
+                "sha256": hashlib.sha256(media).hexdigest(),
+                "mime_type": "image/svg+xml",
+            }
+        ]
+    return evidence
 
 
 @dataclass
@@ -129,9 +205,37 @@ def create_platform(
     @app.get("/content")
     def content():
         with state.lock:
+            posts = {
+                ref: {**DEMO_CONTENT[ref], "state": status}
+                for ref, status in state.content.items()
+                if ref in DEMO_CONTENT
+            }
             return jsonify(
-                {"content": dict(state.content), "effects": list(state.effects), "requests_seen": state.requests_seen}
+                {
+                    "content": dict(state.content),
+                    "posts": posts,
+                    "effects": list(state.effects),
+                    "requests_seen": state.requests_seen,
+                }
             )
+
+    @app.get("/posts/<number>")
+    def post(number: str):
+        reference = f"post:{number}"
+        with state.lock:
+            status = state.content.get(reference)
+        if status is None or reference not in DEMO_CONTENT:
+            return jsonify({"error": "not_found"}), 404
+        if status == "removed":
+            return jsonify({"reference": reference, "state": "removed"}), 451
+        return jsonify({"reference": reference, "state": status, **DEMO_CONTENT[reference]})
+
+    @app.get("/media/<number>.svg")
+    def media(number: str):
+        reference = f"post:{number}"
+        if reference not in DEMO_CONTENT:
+            return jsonify({"error": "not_found"}), 404
+        return demo_media(reference), 200, {"Content-Type": "image/svg+xml"}
 
     @app.post("/_control")
     def control():

@@ -1,5 +1,6 @@
-// Local times with UTC on hover, the authorization countdown, and htmx error
-// messages. No inline scripts anywhere (the CSP forbids them).
+// Local times with UTC on hover, the authorization countdown, htmx error messages,
+// copy buttons and keyboard shortcuts. No inline scripts anywhere (the CSP forbids
+// them), and every page works without this file: it only adds.
 (function () {
   function localise(root) {
     root.querySelectorAll("time[datetime]").forEach(function (el) {
@@ -18,9 +19,87 @@
     var region = document.getElementById("flash");
     if (region) { region.innerHTML = html; }
   }
-  document.addEventListener("DOMContentLoaded", function () { localise(document); });
+
+  // -- copy buttons: <button class="copy" data-copy="#id" hidden> (shown only here) --
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) { return navigator.clipboard.writeText(text); }
+    var area = document.createElement("textarea");
+    area.value = text; area.setAttribute("readonly", ""); area.style.position = "fixed"; area.style.opacity = "0";
+    document.body.appendChild(area); area.select();
+    try { document.execCommand("copy"); } finally { document.body.removeChild(area); }
+    return Promise.resolve();
+  }
+  function enableCopy(root) {
+    root.querySelectorAll("button.copy[data-copy]").forEach(function (button) {
+      if (button.dataset.ready) { return; }
+      button.dataset.ready = "1";
+      button.hidden = false;
+      var label = button.textContent;
+      button.addEventListener("click", function () {
+        var source = document.querySelector(button.dataset.copy);
+        if (!source) { return; }
+        copyText(source.textContent.trim()).then(function () {
+          button.textContent = "Copied";
+          setTimeout(function () { button.textContent = label; }, 1500);
+        });
+      });
+    });
+  }
+
+  // -- keyboard: j/k move through a list's rows, Enter opens, / filters, d digest, ? help --
+  var current = null;
+  function rows() {
+    var table = document.querySelector("table[data-keys=rows]");
+    if (!table) { return []; }
+    return Array.prototype.filter.call(table.tBodies[0] ? table.tBodies[0].rows : [], function (row) {
+      return row.querySelector("a[href]") && !row.querySelector("td.more");
+    });
+  }
+  function move(step) {
+    var list = rows();
+    if (!list.length) { return; }
+    var index = list.indexOf(current);
+    index = index < 0 ? (step > 0 ? 0 : list.length - 1) : Math.min(list.length - 1, Math.max(0, index + step));
+    if (current) { current.classList.remove("kb-current"); }
+    current = list[index];
+    current.classList.add("kb-current");
+    current.querySelector("a[href]").focus();  // Enter on the focused link opens it
+  }
+  function typing(target) {
+    return target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+  }
+  function toggleHelp(show) {
+    var help = document.getElementById("keys-help");
+    if (help) { help.hidden = show === undefined ? !help.hidden : !show; }
+  }
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) { return; }
+    if (event.key === "Escape") { toggleHelp(false); return; }
+    if (typing(event.target)) { return; }
+    var handled = true;
+    if (event.key === "j") { move(1); }
+    else if (event.key === "k") { move(-1); }
+    else if (event.key === "Enter" && current && document.activeElement === document.body) {
+      current.querySelector("a[href]").click();
+    }
+    else if (event.key === "/") {
+      var field = document.querySelector("form[data-keys=filter] input:not([type=checkbox]), form[data-keys=filter] select");
+      if (field) { field.focus(); } else { handled = false; }
+    }
+    else if (event.key === "d") {
+      var digest = document.getElementById("payload_digest");
+      if (digest) { digest.focus(); } else { handled = false; }
+    }
+    else if (event.key === "?") { toggleHelp(); }
+    else { handled = false; }
+    if (handled) { event.preventDefault(); }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () { localise(document); enableCopy(document); });
   document.addEventListener("htmx:afterSwap", function (event) {
-    localise(event.detail.target.parentNode || document);
+    var root = event.detail.target.parentNode || document;
+    localise(root);
+    enableCopy(root);
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     if (event.detail.successful) { flash(""); }

@@ -557,3 +557,23 @@ def approve_in_console(app, change_id: str, email: str = "admin2@example.com"):
         page = browser.get(f"/admin/changes/{change_id}").get_data(as_text=True)
         digest = re.search(r'id="change-digest">(sha256:[0-9a-f]{64})<', page).group(1)
         return browser.post(f"/admin/changes/{change_id}/approve", data={"csrf_token": token, "digest": digest})
+
+
+def add_report_with_evidence(world: World, external_id: str, reference: str, **evidence) -> str:
+    """An open report on `reference` whose target carries evidence (REV-1), through intake."""
+    from app.services.cases.reports import intake_report
+
+    target = {"reference": reference, "kind": "post"}
+    if evidence:
+        target["evidence"] = evidence
+    result = intake_report({"external_id": external_id, "targets": [target]}, world.integration_id)
+    world.report_ids.append(result.report_id)
+    return result.report_id
+
+
+def decide(world: World, report_id: str, code: str = "remove_content", maker: str = "moderator"):
+    """A moderator's decision on a report by id; returns the newest proposal of the report."""
+    from app.services.cases.reports import record_decision
+
+    record_decision(report_id, decision_code=code, rationale="test", operator=world.user(maker))
+    return proposal_of(report_id)

@@ -8,7 +8,7 @@ proposal it answers and normalises its optional fields.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import ActionError
@@ -18,6 +18,7 @@ ERROR_CODE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 DEFAULT_RETRY_AFTER_SECONDS = 30
 DEFAULT_PROVIDER_ERROR = "action_provider_failed"
 RECEIPT_STATUSES = ("accepted", "applied", "failed")
+OPTIONAL_FIELDS = ("terminal", "retry_after_seconds", "error_code", "provider_request_id")
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,17 @@ class Receipt:
     error_code: str | None
     retry_after_seconds: int
     provider_request_id: str | None
+    sent: tuple[str, ...] = field(default=(), compare=False)  # optional fields the platform sent
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, defaults filled in (what the delivery logic and audit use)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sent"}
+
+    def as_sent(self) -> dict[str, Any]:
+        """The receipt as the platform sent it: its identity and status, and only
+        the optional fields it gave, each as parsed (REV-6: no defaults shown)."""
+        shown = {"action_id", "operation_id", "payload_digest", "status", *self.sent}
+        return {key: value for key, value in self.as_dict().items() if key in shown}
 
 
 @dataclass(frozen=True)
@@ -108,4 +117,5 @@ def parse_receipt(value: Any, identity: ProposalIdentity) -> Receipt:
         error_code=(error_code or DEFAULT_PROVIDER_ERROR) if status == "failed" else None,
         retry_after_seconds=retry_after,
         provider_request_id=provider_request_id,
+        sent=tuple(name for name in OPTIONAL_FIELDS if value.get(name) is not None),
     )

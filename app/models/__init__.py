@@ -7,7 +7,9 @@ from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .changes import ConfigChange
 from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion
+from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
+from .labels import CodeLabel
 from .operations import SweepRun
 from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
 from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, move_proposal
@@ -26,6 +28,7 @@ __all__ = [
     "Budget",
     "BudgetReservation",
     "CanonicalJSON",
+    "CodeLabel",
     "ComponentDefinition",
     "ComponentVersion",
     "ConfigChange",
@@ -41,6 +44,7 @@ __all__ = [
     "OperatorUser",
     "Queue",
     "Report",
+    "ReportEvidence",
     "ReportTarget",
     "StepRun",
     "SweepRun",

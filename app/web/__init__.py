@@ -108,6 +108,11 @@ def register_web(app: Flask) -> None:
     app.jinja_env.filters["iso"] = iso
     app.jinja_env.filters["time"] = time_tag  # a filter, not a macro: pages render hundreds
     app.jinja_env.globals["is_terminal"] = is_terminal
+    from .labels import register_labels
+    from .navigation import register_navigation
+
+    register_labels(app)
+    register_navigation(app)
 
     @app.after_request
     def _headers(response):

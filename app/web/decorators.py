@@ -19,6 +19,8 @@ def is_htmx() -> bool:
 def login_redirect():
     """Where an unauthenticated console request goes (htmx: the whole page, 401)."""
     target = url_for("auth.login", next=request.full_path.rstrip("?") if request.method == "GET" else None)
+    if request.accept_mimetypes.best == "application/json":  # a JSON client gets a JSON refusal (REV-5)
+        raise ApiError(401, "unauthorized", "Sign in to the console first.")
     if is_htmx():
         return "", 401, {"HX-Redirect": target}
     return redirect(target)
@@ -39,9 +41,21 @@ def role_required(*roles: str):
                 raise ApiError(403, "forbidden", "Your role does not allow this.")
             return view(*args, **kwargs)
 
+        wrapper.required_roles = frozenset(roles)  # the navigation asks (REV-5)
         return wrapper
 
     return decorator
+
+
+def may_open(endpoint: str) -> bool:
+    """Whether the signed-in operator's roles open `endpoint` (its `role_required`)."""
+    from flask import current_app
+
+    view = current_app.view_functions.get(endpoint)
+    roles = getattr(view, "required_roles", None)
+    if roles is None or not current_user.is_authenticated:
+        return False
+    return not roles or current_user.has_role(*roles)
 
 
 def integration_required(view):

@@ -33,6 +33,13 @@ def wants_json() -> bool:
     return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
 
 
+def raise_for_json(error: ApiError) -> None:
+    """A console form refused: a client that asks for JSON gets the JSON error, like
+    every other refusal (REV-5); a browser gets the form's page with the error."""
+    if wants_json():
+        raise error
+
+
 def render_error(error: ApiError):
     """Answer an `ApiError` the way the caller expects."""
     if wants_json():

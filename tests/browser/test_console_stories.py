@@ -41,13 +41,13 @@ def test_decide_approve_and_watch_it_apply(page, world, platform, screenshots):
     page.get_by_label("Decision", exact=True).select_option("remove_content")
     page.get_by_label("Rationale").fill("Targeted harassment of another user")
     page.get_by_role("button", name="Record decision").click()
-    expect(page.locator("table").get_by_text("approval required")).to_be_visible()
+    expect(page.locator("table").get_by_text("Waiting for approval")).to_be_visible()
     proposal = proposal_of(world.report_ids[0])
     sign_out(page)
 
     sign_in(page, "reviewer@example.com")
     page.goto("/tasks")
-    expect(page.get_by_role("link", name="takedown")).to_be_visible()
+    expect(page.get_by_role("link", name="Take the content down")).to_be_visible()
     page.screenshot(path=str(screenshots / "approval-queue.png"), full_page=True)
 
     live_requests: list[float] = []
@@ -69,7 +69,7 @@ def test_decide_approve_and_watch_it_apply(page, world, platform, screenshots):
     assert platform.state.content["post:1001"] == "removed"
 
     page.goto("/proposals")
-    expect(page.get_by_role("link", name="takedown")).to_be_visible()
+    expect(page.get_by_role("link", name="Take the content down")).to_be_visible()
     page.screenshot(path=str(screenshots / "proposals-list.png"), full_page=True)
     assert page.js_errors == []
 

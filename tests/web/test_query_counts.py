@@ -172,3 +172,28 @@ def test_appeal_pages_are_bounded(app, client, world):
     # checks each open correction runs (latest decision, a later appeal decision);
     # 10 before the ORM loaded related rows
     assert (detail, listing) == (6, 2)
+
+
+def grow_subject_history(world, n: int) -> None:
+    """n more reports on the same post and its author, each decided (REV-2's history grows)."""
+    from ..builders import add_report_with_evidence, decide
+
+    for i in range(n):
+        reference = "post:1001" if i % 2 else f"post:9{i:03d}"
+        report_id = add_report_with_evidence(world, f"history-{i}", reference, author_reference="user:4412")
+        decide(world, report_id)
+
+
+def test_review_pages_stay_fixed_as_subject_history_grows(app, client, world):
+    """REV-2: the report and proposal pages' query counts stay fixed as the target's and
+    its author's history grows (bounded queries on indexes)."""
+    proposal = decide_report(world, 0)
+    login(client, "reviewer@example.com")
+    urls = [f"/reports/{world.report_ids[0]}", f"/proposals/{proposal.id}", f"/proposals/{proposal.id}/live"]
+    before = {url: queries_for(app, client, url) for url in urls}
+    grow_subject_history(world, 6)
+    after = {url: queries_for(app, client, url) for url in urls}
+    grow_subject_history_more = 25
+    grow_subject_history(world, grow_subject_history_more)
+    assert {url: queries_for(app, client, url) for url in urls} == after == before
+    assert max(before.values()) <= 40

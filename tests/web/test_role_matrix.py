@@ -86,6 +86,8 @@ ROUTES = [
     ("POST", "/admin/budgets/{budget_id}/limit", {"admin"}),
     ("POST", "/admin/budgets/{budget_id}/deactivate", {"admin"}),
     ("POST", "/admin/budgets/{budget_id}/activate", {"admin"}),
+    ("GET", "/admin/labels", {"admin", "auditor"}),
+    ("POST", "/admin/labels", {"admin"}),
     ("GET", "/admin/users", {"admin", "auditor"}),
     ("POST", "/admin/users", {"admin"}),
     ("GET", "/admin/users/{operator_id}", {"admin", "auditor"}),

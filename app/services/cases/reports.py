@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
@@ -25,6 +25,7 @@ from app.models import (
     WorkflowDefinition,
     WorkflowVersion,
 )
+from app.services.cases.evidence import parse_target_evidence, resent_differs, store_evidence, stored_digests
 from app.services.lifecycle.runs import create_run
 from app.services.uow import Actor, unit_of_work
 
@@ -177,38 +178,51 @@ def _validate_intake(value: Any) -> dict[str, Any]:
     for target in targets:
         if (
             not isinstance(target, dict)
-            or set(target) - {"reference", "kind"}
+            or set(target) - {"reference", "kind", "evidence"}
             or not isinstance(target.get("reference"), str)
             or not TARGET_PATTERN.match(target["reference"])
             or not isinstance(target.get("kind", "content"), str)
             or not 1 <= len(target.get("kind", "content")) <= 50
         ):
-            raise _intake_error("Each target needs a reference like 'post:123' and an optional kind.", "targets")
+            raise _intake_error(
+                "Each target needs a reference like 'post:123', an optional kind and optional evidence.", "targets"
+            )
     return value
 
 
 @dataclass(frozen=True)
 class IntakeResult:
+    """The report; for a repeat, whether its evidence differed from what was kept."""
+
     report_id: str
     public_reference: str
     created: bool
+    evidence_digests: list[str | None] = field(default_factory=list)  # per target, in order
+    evidence_mismatch: bool = False  # a repeat sent other evidence; the first is kept (REV-1)
 
 
 def intake_report(value: Any, integration_id: str) -> IntakeResult:
-    """Create a report sent by a platform, once per its own report id.
+    """Create a report sent by a platform, once per its own report id, with the
+    evidence of each target stored once and never changed (REV-1).
 
     Args:
-        value: {external_id, targets: [{reference, kind}], queue?, category?,
-            summary?, policy_version_id?}.
+        value: {external_id, targets: [{reference, kind?, evidence?}], queue?,
+            category?, summary?, policy_version_id?}; evidence is {content_text?,
+            author_reference?, author_name?, media?: [{url, sha256, mime_type}],
+            permalink?, posted_at? (ISO-8601 UTC)} (`app.domain.evidence` limits).
         integration_id: the authenticated integration.
 
     Returns:
-        The report; ``created`` is False for a repeat of the same external_id.
+        The report with its evidence digests; ``created`` is False for a repeat of
+        the same external_id, whose evidence is kept as first received
+        (``evidence_mismatch`` says the repeat carried other evidence).
 
     Raises:
-        ApiError: 400 ``report_invalid``; 404 ``queue_not_found``.
+        ApiError: 400 ``report_invalid`` / ``report_evidence_invalid``; 404
+            ``queue_not_found``.
     """
     value = _validate_intake(value)
+    evidence = parse_target_evidence(value["targets"])
     with unit_of_work() as uow:
         session = uow.session
         integration = session.get(Integration, integration_id)
@@ -216,7 +230,7 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
             select(Report).where(Report.integration_id == integration_id, Report.external_id == value["external_id"])
         )
         if existing is not None:
-            return IntakeResult(existing.id, existing.public_reference, False)
+            return _repeat(session, existing, value, evidence)
         queue_id = integration.default_queue_id
         if value.get("queue"):
             queue_id = session.scalar(
@@ -239,16 +253,22 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
         )
         session.add(report)
         session.flush()
-        for position, target in enumerate(value["targets"]):
-            session.add(
-                ReportTarget(
-                    installation_id=report.installation_id,
-                    report_id=report.id,
-                    target_reference=target["reference"],
-                    kind=target.get("kind", "content"),
-                    position=position,
-                )
+        digests, audited = [], []
+        for position, (target, item) in enumerate(zip(value["targets"], evidence, strict=True)):
+            row = ReportTarget(
+                installation_id=report.installation_id,
+                report_id=report.id,
+                target_reference=target["reference"],
+                kind=target.get("kind", "content"),
+                position=position,
             )
+            session.add(row)
+            summary = {"reference": row.target_reference, "kind": row.kind}
+            if item is not None:
+                session.flush()
+                summary["evidence_digest"] = store_evidence(session, row, item).evidence_digest
+            digests.append(summary.get("evidence_digest"))
+            audited.append(summary)
         uow.audit(
             report.installation_id,
             f"report-received:{integration.id}:{report.external_id}",
@@ -256,9 +276,9 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
             Actor("service_identity", integration.id),
             "report",
             report.id,
-            {"external_id": report.external_id, "queue_id": queue_id, "targets": value["targets"]},
+            {"external_id": report.external_id, "queue_id": queue_id, "targets": audited},
         )
-        result = IntakeResult(report.id, report.public_reference, True)
+        result = IntakeResult(report.id, report.public_reference, True, digests)
         try:
             uow.commit()
         except IntegrityError:  # the same report sent twice at once: answer the first
@@ -269,4 +289,11 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
         existing = uow.session.scalar(
             select(Report).where(Report.integration_id == integration_id, Report.external_id == value["external_id"])
         )
-        return IntakeResult(existing.id, existing.public_reference, False)
+        return _repeat(uow.session, existing, value, evidence)
+
+
+def _repeat(session, existing: Report, value: dict[str, Any], evidence: list) -> IntakeResult:
+    """Answer a repeat of a received report: nothing changes, evidence included."""
+    stored = stored_digests(session, existing.id)
+    mismatch = resent_differs(stored, value["targets"], evidence)
+    return IntakeResult(existing.id, existing.public_reference, False, stored, mismatch)

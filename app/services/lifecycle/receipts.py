@@ -65,8 +65,8 @@ def save_receipt(
         check_correction_eligible(session, proposal, lock=True)
     lease = Lease(attempt.number, proposal.delivery_cycle, attempt.lease_expires_at) if attempt else None
     change = rules.receipt(delivery_of(proposal), receipt, now, lease)
-    receipt_json = canonical_json(receipt.as_dict())
-    values = {**change.values, "last_receipt": receipt.as_dict()}
+    receipt_json = canonical_json(receipt.as_sent())  # shown as the platform sent it (REV-6)
+    values = {**change.values, "last_receipt": receipt.as_sent()}
     changed = move_proposal(session, proposal.id, change.move, where=guard(change), values=values)
     session.refresh(proposal)
     if not changed:

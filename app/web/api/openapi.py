@@ -11,7 +11,10 @@ def _error(description: str) -> dict:
 
 
 ERRORS = {
-    "400": _error("Invalid request (error codes: invalid_json, action_result_invalid, report_invalid, ...)."),
+    "400": _error(
+        "Invalid request (error codes: invalid_json, action_result_invalid, report_invalid,"
+        " report_evidence_invalid, ...)."
+    ),
     "401": _error("Missing or wrong bearer token (unauthorized)."),
     "404": _error("Not found or not this integration's (action_result_unavailable, queue_not_found)."),
     "409": _error(
@@ -21,6 +24,56 @@ ERRORS = {
     "413": _error("Body too large (request_too_large)."),
     "415": _error("Not JSON (unsupported_media_type)."),
 }
+
+
+def evidence_schema() -> dict:
+    """What a platform may send about a reported target (SPEC REV-1), with its limits."""
+    from app.domain import evidence as e
+
+    url = {"type": "string", "maxLength": e.MAX_URL, "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+[^\\s]*$"}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "description": (
+            "Stored once with a digest and never changed; shown escaped to reviewers. Media are shown as links"
+            " with their hash and never loaded by the console."
+        ),
+        "properties": {
+            "content_text": {"type": "string", "maxLength": e.MAX_CONTENT_TEXT},
+            "author_reference": {
+                "type": "string",
+                "maxLength": e.MAX_REFERENCE,
+                "pattern": "^[A-Za-z0-9_.-]{1,50}:[^\\s]{1,440}$",
+                "description": "The author's account, e.g. user:42.",
+            },
+            "author_name": {"type": "string", "maxLength": e.MAX_AUTHOR_NAME},
+            "media": {
+                "type": "array",
+                "maxItems": e.MAX_MEDIA,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["url", "sha256", "mime_type"],
+                    "properties": {
+                        "url": url,
+                        "sha256": {"type": "string", "pattern": "^[a-f0-9]{64}$"},
+                        "mime_type": {
+                            "type": "string",
+                            "maxLength": e.MAX_MIME_TYPE,
+                            "pattern": "^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$",
+                        },
+                    },
+                },
+            },
+            "permalink": url,
+            "posted_at": {
+                "type": "string",
+                "format": "date-time",
+                "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?(Z|\\+00:00)$",
+                "description": "ISO-8601 UTC.",
+            },
+        },
+    }
 
 
 def openapi_document() -> dict:
@@ -84,10 +137,10 @@ def openapi_document() -> dict:
                     "required": ["external_id", "targets"],
                     "properties": {
                         "external_id": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "queue": {"type": "string", "maxLength": 100},
-                        "category": {"type": "string", "maxLength": 100},
-                        "summary": {"type": "string", "maxLength": 5000},
-                        "policy_version_id": {"type": "string", "maxLength": 200},
+                        "queue": {"type": ["string", "null"], "maxLength": 100},
+                        "category": {"type": ["string", "null"], "maxLength": 100},
+                        "summary": {"type": ["string", "null"], "maxLength": 5000},
+                        "policy_version_id": {"type": ["string", "null"], "maxLength": 200},
                         "targets": {
                             "type": "array",
                             "minItems": 1,
@@ -99,18 +152,33 @@ def openapi_document() -> dict:
                                 "properties": {
                                     "reference": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,50}:[^\\s]{1,440}$"},
                                     "kind": {"type": "string", "minLength": 1, "maxLength": 50},
+                                    "evidence": {"$ref": "#/components/schemas/Evidence"},
                                 },
                             },
                         },
                     },
                 },
+                "Evidence": evidence_schema(),
                 "ReportAnswer": {
                     "type": "object",
-                    "required": ["report_id", "public_reference", "created"],
+                    "required": ["report_id", "public_reference", "created", "evidence_digests", "evidence_mismatch"],
                     "properties": {
                         "report_id": {"type": "string"},
                         "public_reference": {"type": "string"},
                         "created": {"type": "boolean"},
+                        "evidence_digests": {
+                            "type": "array",
+                            "description": "The stored evidence's digest per target, in order (null: none).",
+                            "items": {"oneOf": [digest, {"type": "null"}]},
+                        },
+                        "evidence_mismatch": {
+                            "type": "boolean",
+                            "description": (
+                                "A repeat of a received report carried other evidence. Evidence is stored once"
+                                " and never changed: the first received is kept."
+                            ),
+                        },
+                        "notice": {"type": "string"},
                     },
                 },
                 "ActionStatus": {

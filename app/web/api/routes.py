@@ -50,11 +50,18 @@ def action_results():
 @bp.route("/reports", methods=["POST"])
 @integration_required
 def reports():
-    """Report intake, idempotent by the platform's own report id."""
+    """Report intake, idempotent by the platform's own report id; evidence kept as first received (REV-1)."""
     result = intake_report(json_body(), g.integration.id)
-    return jsonify(
-        {"report_id": result.report_id, "public_reference": result.public_reference, "created": result.created}
-    ), 201 if result.created else 200
+    answer = {
+        "report_id": result.report_id,
+        "public_reference": result.public_reference,
+        "created": result.created,
+        "evidence_digests": result.evidence_digests,
+        "evidence_mismatch": result.evidence_mismatch,
+    }
+    if result.evidence_mismatch:
+        answer["notice"] = "This report was received before; its evidence is kept as first received."
+    return jsonify(answer), 201 if result.created else 200
 
 
 APPEAL_FIELDS = frozenset({"report_external_id", "external_id", "statement"})

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import current_app, redirect, render_template, request, url_for
+from flask import current_app, flash, redirect, render_template, request, url_for
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 from sqlalchemy.exc import SQLAlchemyError
@@ -56,7 +56,7 @@ def login():
 
 @bp.route("/logout", methods=["POST"])
 def logout():
-    """Sign out: every session of this operator ends on the server (SEC-1)."""
+    """Sign out: every session of this operator ends on the server (SEC-1, REV-5)."""
     if current_user.is_authenticated:
         operator_id, version = current_user.id, current_user.session_version
         logout_user()
@@ -69,4 +69,5 @@ def logout():
                 "You are signed out in this browser, but the console could not end your session on the "
                 "server. Sign in and out again once it is back.",
             ) from error
+        flash("You are signed out.", "ok")
     return redirect(url_for("auth.login"), code=303)

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
-from flask import abort, redirect, render_template, url_for
+from flask import abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
 from app.services.cases.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
 from app.services.read import console as readmodels
+from app.services.read import review as reviews
 from app.services.uow import Actor
+from app.web.errors import raise_for_json
+from app.web.labels import label
 
 from ..decorators import role_required
 from .blueprint import bp
@@ -25,9 +28,13 @@ def _render(appeal_id: str, decision_form=None, manual_form=None, error=None, st
     detail = readmodels.appeal_detail(current_user, appeal_id)
     if detail is None:
         abort(404)
+    contested = reviews.contested_actions(detail.report.id, detail.appeal.decision_id)
+    review = reviews.review_of(current_user.installation_id, detail.report.id, [p.id for p in contested])
     return render_template(
         "appeals/detail.html",
         d=detail,
+        review=review,
+        contested_actions=contested,
         error=error,
         empty_form=EmptyForm(),
         decision_form=decision_form or AppealDecisionForm(formdata=None),
@@ -53,6 +60,7 @@ def file_appeal_view(report_id: str):
         actor=Actor("operator", current_user.id),
         installation_id=current_user.installation_id,
     )
+    flash("Appeal filed. A reviewer who did not make the decision will decide it.", "ok")
     return redirect(url_for("console.appeal", appeal_id=result.appeal_id), code=303)
 
 
@@ -61,13 +69,19 @@ def file_appeal_view(report_id: str):
 def appeal_decide(appeal_id: str):
     form = AppealDecisionForm()
     if not form.validate():
-        return _render(
-            appeal_id, decision_form=form, error=ApiError(400, "form_invalid", "Choose an outcome."), status=400
-        )
+        error = ApiError(400, "form_invalid", "Choose an outcome.", "outcome")
+        raise_for_json(error)
+        return _render(appeal_id, decision_form=form, error=error, status=400)
     try:
-        decide_appeal(appeal_id, outcome=form.outcome.data, rationale=form.rationale.data or "", operator=current_user)
+        result = decide_appeal(
+            appeal_id, outcome=form.outcome.data, rationale=form.rationale.data or "", operator=current_user
+        )
     except ApiError as error:
+        raise_for_json(error)
         return _render(appeal_id, decision_form=form, error=error, status=error.status)
+    corrections = len(result.correction_ids)
+    follow = f" {corrections} correction{'s' if corrections != 1 else ''} to approve next." if corrections else ""
+    flash(f"Appeal outcome recorded: {label('appeal_outcome', form.outcome.data)}.{follow}", "ok")
     return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
 
 
@@ -77,7 +91,9 @@ def redact(appeal_id: str, decision_id: str):
     try:
         redact_rationale(decision_id, operator=current_user, appeal_id=appeal_id)
     except ApiError as error:
+        raise_for_json(error)
         return _render(appeal_id, error=error, status=error.status)
+    flash("Rationale redacted.", "ok")
     return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
 
 
@@ -86,13 +102,15 @@ def redact(appeal_id: str, decision_id: str):
 def record_correction(appeal_id: str, correction_id: str):
     form = ManualCorrectionForm()
     if not form.validate():
-        return _render(
-            appeal_id, manual_form=form, error=ApiError(400, "form_invalid", "Describe what was done."), status=400
-        )
+        error = ApiError(400, "form_invalid", "Describe what was done.", "note")
+        raise_for_json(error)
+        return _render(appeal_id, manual_form=form, error=error, status=400)
     try:
         record_manual_correction(correction_id, note=form.note.data or "", operator=current_user, appeal_id=appeal_id)
     except ApiError as error:
+        raise_for_json(error)
         return _render(appeal_id, manual_form=form, error=error, status=error.status)
+    flash("Manual correction recorded.", "ok")
     return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from flask import abort, current_app, redirect, render_template, request, url_for
+from flask import abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
@@ -12,7 +12,10 @@ from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.retry import retry_proposal
 from app.services.read import console as readmodels
+from app.services.read import review as reviews
+from app.web.errors import raise_for_json
 from app.web.formatting import pretty_json
+from app.web.labels import label
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
@@ -51,7 +54,8 @@ def proposals():
         else None
     )
     template = "proposals/_rows.html" if is_htmx() else "proposals/list.html"
-    return render_template(template, page=page, filters=filters, next_url=next_url)
+    undo = reviews.undo_marks(row["proposal"].id for row in page.rows)
+    return render_template(template, page=page, filters=filters, next_url=next_url, undo=undo)
 
 
 def _detail_or_404(proposal_id: str) -> readmodels.ProposalDetail:
@@ -77,14 +81,18 @@ def _retry_form(detail) -> RetryForm | None:
 
 def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200, compensation_form=None):
     """The detail page; each form is built only when the page offers it (`detail.offers`)."""
+    p = detail.proposal
     if decision_form is None and detail.offers.decide:
         decision_form = DecisionForm(formdata=None)
     retry_form = retry_form or _retry_form(detail)
     if compensation_form is None and detail.offers.compensate:
         compensation_form = _compensation_form(detail)
+    review = reviews.review_of(current_user.installation_id, p.report_id, [p.id])
     return render_template(
         "proposals/detail.html",
         d=detail,
+        review=review,
+        undo=review.undo,
         decision_form=decision_form,
         retry_form=retry_form,
         compensation_form=compensation_form,
@@ -104,11 +112,13 @@ def proposal(proposal_id: str):
 def proposal_live(proposal_id: str):
     """The self-refreshing part of the detail page; stops polling once terminal."""
     detail = _detail_or_404(proposal_id)
+    p = detail.proposal
     return render_template(
         "proposals/_live.html",
         d=detail,
         poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
         retry_form=_retry_form(detail),
+        undo=reviews.undo_marks([p.id]),
     )
 
 
@@ -118,14 +128,11 @@ def decide(proposal_id: str):
     form = DecisionForm()
     detail = _detail_or_404(proposal_id)
     if not form.validate():
-        return _render_detail(
-            detail,
-            decision_form=form,
-            error=ApiError(400, "form_invalid", "Choose approve or reject and confirm the digest."),
-            status=400,
-        )
+        error = ApiError(400, "form_invalid", "Choose approve or reject and confirm the digest.")
+        raise_for_json(error)
+        return _render_detail(detail, decision_form=form, error=error, status=400)
     try:
-        decide_proposal(
+        result = decide_proposal(
             proposal_id,
             decision=form.decision.data,
             payload_digest=form.payload_digest.data.strip(),
@@ -134,7 +141,13 @@ def decide(proposal_id: str):
             operator=current_user,
         )
     except ApiError as error:
+        raise_for_json(error)  # REV-5: a JSON client gets JSON, maker/checker included
         return _render_detail(_detail_or_404(proposal_id), decision_form=form, error=error, status=error.status)
+    action = label("action", detail.proposal.action_code)
+    if result.state == "approved":
+        flash(f"You approved “{action}”. It is queued for delivery; this page follows it.", "ok")
+    else:
+        flash(f"You rejected “{action}”. Nothing will be sent.", "ok")
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
 
 
@@ -144,18 +157,20 @@ def retry(proposal_id: str):
     form = RetryForm()
     detail = _detail_or_404(proposal_id)
     if not form.validate():
-        return _render_detail(
-            detail, retry_form=form, error=ApiError(400, "form_invalid", "Reload the page and try again."), status=400
-        )
+        error = ApiError(400, "form_invalid", "Reload the page and try again.")
+        raise_for_json(error)
+        return _render_detail(detail, retry_form=form, error=error, status=400)
     try:
-        retry_proposal(
+        result = retry_proposal(
             proposal_id,
             payload_digest=form.payload_digest.data,
             idempotency_key=form.idempotency_key.data,
             operator=current_user,
         )
     except ApiError as error:
+        raise_for_json(error)
         return _render_detail(_detail_or_404(proposal_id), retry_form=form, error=error, status=error.status)
+    flash(f"Retry requested: delivery cycle {result.delivery_cycle} has started.", "ok")
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
 
 
@@ -167,6 +182,7 @@ def compensate(proposal_id: str):
     form = _compensation_form(detail, formdata=request.form)
     if not form.validate():
         error = ApiError(400, "form_invalid", "Choose a component and give an action code, target and payload.")
+        raise_for_json(error)
         return _render_detail(detail, compensation_form=form, error=error, status=400)
     try:
         result = propose_compensation(
@@ -179,7 +195,9 @@ def compensate(proposal_id: str):
             operator=current_user,
         )
     except ApiError as error:
+        raise_for_json(error)
         return _render_detail(_detail_or_404(proposal_id), compensation_form=form, error=error, status=error.status)
+    flash("Compensation proposed. Another reviewer must approve it before it is sent.", "ok")
     return redirect(url_for("console.proposal", proposal_id=result.proposal_id), code=303)
 
 

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
-from flask import abort, redirect, render_template, url_for
+from flask import abort, flash, redirect, render_template, url_for
 from flask_login import current_user
+from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
 from app.services.cases.reports import record_decision
 from app.services.read import console as readmodels
+from app.services.read import review as reviews
+from app.web.errors import raise_for_json
+from app.web.labels import label
 
 from ..decorators import role_required
 from .blueprint import bp
@@ -20,6 +24,17 @@ def reports():
     return render_template("reports/list.html", rows=readmodels.list_reports(current_user))
 
 
+def decision_form(**kwargs) -> ReportDecisionForm:
+    """The decision form, its codes read as labels; no decision is chosen at first (REV-3, REV-5)."""
+    form = ReportDecisionForm(**kwargs)
+    form.decision_code.choices = [SelectChoice("", "Choose a decision…")] + [
+        SelectChoice(choice.value, label("decision", choice.value))
+        for choice in form.decision_code.choices
+        if choice.value
+    ]
+    return form
+
+
 def _render(report_id: str, form=None, error=None, status=200):
     detail = readmodels.report_detail(current_user, report_id)
     if detail is None:
@@ -27,7 +42,8 @@ def _render(report_id: str, form=None, error=None, status=200):
     return render_template(
         "reports/detail.html",
         d=detail,
-        form=form or ReportDecisionForm(formdata=None),
+        review=reviews.review_of(current_user.installation_id, report_id, [p.id for p in detail.proposals]),
+        form=form or decision_form(formdata=None),
         appeal_form=AppealForm(formdata=None),
         error=error,
     ), status
@@ -42,11 +58,13 @@ def report(report_id: str):
 @bp.route("/reports/<report_id>/decisions", methods=["POST"])
 @role_required("moderator")
 def report_decide(report_id: str):
-    form = ReportDecisionForm()
+    form = decision_form()
     if not form.validate():
-        return _render(report_id, form, ApiError(400, "form_invalid", "Choose a decision."), 400)
+        error = ApiError(400, "form_invalid", "Choose a decision.", "decision_code")
+        raise_for_json(error)
+        return _render(report_id, form, error, 400)
     try:
-        record_decision(
+        result = record_decision(
             report_id,
             decision_code=form.decision_code.data,
             rationale=form.rationale.data or "",
@@ -54,7 +72,14 @@ def report_decide(report_id: str):
             idempotency_key=form.idempotency_key.data or None,
         )
     except ApiError as error:
+        raise_for_json(error)
         return _render(report_id, form, error, error.status)
+    started = len(result.run_ids)
+    flash(
+        f"Decision recorded: {label('decision', form.decision_code.data)}."
+        + (f" It started {started} enforcement workflow{'s' if started != 1 else ''}." if started else ""),
+        "ok",
+    )
     return redirect(url_for("console.report", report_id=report_id), code=303)
 
 

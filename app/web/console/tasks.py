@@ -3,8 +3,10 @@ from __future__ import annotations
 from flask import redirect, render_template, url_for
 from flask_login import current_user
 
+from app.domain.errors import ApiError
 from app.services.cases.tasks import claim_task, release_task
 from app.services.read import console as readmodels
+from app.services.read import review as reviews
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
@@ -15,20 +17,27 @@ from .forms import EmptyForm
 @role_required("reviewer", "admin", "auditor")
 def tasks():
     rows = readmodels.open_tasks(current_user)
-    return render_template("tasks/list.html", rows=rows, form=EmptyForm())
+    return render_template(
+        "tasks/list.html", rows=rows, form=EmptyForm(), reviews=reviews.task_reviews(current_user, rows)
+    )
 
 
 def _answer(task_id: str):
     """htmx: the task's row, re-rendered in place; otherwise back to the list."""
     if is_htmx():
         row = readmodels.open_task(current_user, task_id)
-        return render_template("tasks/_row.html", row=row, form=EmptyForm())
+        return render_template(
+            "tasks/_row.html", row=row, form=EmptyForm(), reviews=reviews.task_reviews(current_user, [row])
+        )
     return redirect(url_for("console.tasks"), code=303)
 
 
 @bp.route("/tasks/<path:task_id>/claim", methods=["POST"])
 @role_required("reviewer")
 def claim(task_id: str):
+    verdict = reviews.claim_verdict(current_user, task_id)
+    if not verdict:  # a maker never takes the task (REV-5)
+        raise ApiError(403, "maker_checker_violation", verdict.reason)
     claim_task(task_id, current_user)
     return _answer(task_id)
 
