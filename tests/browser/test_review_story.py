@@ -105,8 +105,8 @@ def test_the_reviewer_sees_content_history_labels_and_the_undone_mark(page, worl
         "href", f"/proposals/{earlier.id}"
     )
     expect(history).to_contain_text("Applied on the platform")
+    expect(page.locator("#live .state-line")).to_contain_text("Waiting for approval")
     facts = page.locator("dl.facts")
-    expect(facts).to_contain_text("Waiting for approval")
     expect(facts).to_contain_text("A second person approves")
     expect(facts).not_to_contain_text("human (assist)")
     expect(page.locator("input[name=decision]:checked")).to_have_count(0)
@@ -151,7 +151,7 @@ def test_the_reviewer_sees_content_history_labels_and_the_undone_mark(page, worl
     assert platform.state.content["post:1001"] == "visible"
 
     page.goto(f"/proposals/{proposal.id}")
-    state = page.locator("dl.facts dd").first
+    state = page.locator("#live .state-line")
     expect(state.locator(".badge.state-undone")).to_have_text("Undone")
     expect(state.get_by_role("link", name="appeal correction")).to_have_attribute("href", f"/appeals/{appeal_id}")
     check_layout(page, screenshots, "proposal-undone")

@@ -138,7 +138,7 @@ def test_a_compensated_action_says_it_was_undone(app, client, world, platform):
         row = re.search(rf'<tr>(?:(?!</tr>).)*href="/proposals/{re.escape(takedown.id)}".*?</tr>', html, re.S).group(0)
         assert "state-undone" in row and link in row, url
     page = client.get(f"/proposals/{takedown.id}").get_data(as_text=True)
-    state = re.search(r"<dt>State</dt><dd>(.*?)</dd>", page, re.S).group(1)
+    state = re.search(r'<p class="state-line">(.*?)</p>', page, re.S).group(1)
     assert "Undone" in state and "Applied on the platform" not in state
 
 
