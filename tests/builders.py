@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from rq import SimpleWorker
 from sqlalchemy import select
 
-from app.demo import DEMO_PASSWORD, seed_demo
+from app.demo import DEMO_BUDGET, DEMO_PASSWORD, seed_demo
 from app.demo_platform import create_platform, platform_state, serve
 from app.extensions import db
 from app.models import (
@@ -223,6 +223,7 @@ def add_reports(world: World, count: int, prefix: str = "extra") -> list[str]:
 # deadline into the past (`make_due`, `_expire_wait`), as time passing would.
 
 OPERATOR_ROLES = {
+    "admin2": ["admin"],  # the second admin of four-eyes configuration changes (FOUR-2)
     "moderator": ["moderator"],
     "reviewer": ["reviewer"],
     "reviewer2": ["reviewer", "moderator"],
@@ -255,6 +256,18 @@ class Team:
     def demo_platform(self) -> Platform:
         assert isinstance(self.platform, Platform), "this state needs the demo platform: make_team(platform)"
         return self.platform
+
+
+def _approved(result, installation_id: str):
+    """A change the team's admin made, approved by its second admin when it waits for
+    one (FOUR-2: bounded automation); the ids it created."""
+    from app.services.admin.changes import PendingChange
+    from app.services.admin.reviews import approve_change
+
+    if not isinstance(result, PendingChange):
+        return result
+    created = approve_change(make_operator(installation_id, "admin2"), result.change_id, result.digest)
+    return created["definition_id"], created["version_id"]
 
 
 def make_operator(installation_id: str, name: str = "moderator", roles: list[str] | None = None) -> OperatorUser:
@@ -337,18 +350,25 @@ def make_team(platform: Platform | str | None = None, *, approval_mode: str = "h
             output_schema=json.dumps(RECEIPT_OUTPUT_SCHEMA),
             approval_mode=approval_mode,
         )
-        components[action] = create_component(admin, name=name, slug=action, spec=spec)[1]
+        components[action] = _approved(create_component(admin, name=name, slug=action, spec=spec), installation.id)[1]
     graph = enforcement_graph(components["takedown"], components["restore"], approval_mode)
     if edit_graph is not None:
         edit_graph(graph)
-    _, workflow_version_id = create_workflow(
-        admin,
-        name="Enforcement",
-        slug="enforcement",
-        authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
-        graph=json.dumps(graph),
-        active=True,
+    _, workflow_version_id = _approved(
+        create_workflow(
+            admin,
+            name="Enforcement",
+            slug="enforcement",
+            authority_mode="bounded_auto" if approval_mode == "bounded_auto" else "assist",
+            graph=json.dumps(graph),
+            active=True,
+        ),
+        installation.id,
     )
+    if approval_mode == "bounded_auto":  # FOUR-3: bounded automation needs a budget
+        from app.services.admin.budgets import create_budget
+
+        create_budget(admin, scope_type="workflow", scope_id=workflow_version_id, **DEMO_BUDGET)
     return Team(
         installation_id=installation.id,
         slug=slug,

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, loads
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column
 from .cases import AppealCorrection, ReportTarget
 from .proposals import ActionProposal
 
@@ -38,12 +38,8 @@ class ReportEvidence(Base):
     content_text: Mapped[str | None] = mapped_column(Text, nullable=True)
     author_reference: Mapped[str | None] = mapped_column(String(500), nullable=True)
     author_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    media_json: Mapped[str] = mapped_column(Text, default="[]")  # [{url, sha256, mime_type}]
+    media: Mapped[list[dict[str, Any]]] = json_column("media_json", default=list)  # [{url, sha256, mime_type}]
     permalink: Mapped[str | None] = mapped_column(String(2000), nullable=True)
     posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     evidence_digest: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = created_at_column()
-
-    @property
-    def media(self) -> list[dict[str, Any]]:
-        return loads(self.media_json, [])

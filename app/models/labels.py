@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, created_at_column, id_column
+from .base import Base, id_column, updated_at_column
 
 
 class CodeLabel(Base):
@@ -22,4 +22,4 @@ class CodeLabel(Base):
     code: Mapped[str] = mapped_column(String(200))
     label: Mapped[str] = mapped_column(String(100))
     updated_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()

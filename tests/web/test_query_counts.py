@@ -98,8 +98,9 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
     assert queries_for(app, client, f"/proposals/{proposal.id}/live") == live_small
     # the operator, the proposal with its report, approval, task, run and decisions,
     # its attempts, its receipts, the audit count and rows, the actors' names, and
-    # the approval verdict's correction lookup; 13 before the ORM loaded related rows
-    assert (small, live_small) == (8, 8)
+    # the approval verdict's correction lookup (8 and 8 then); now also the evidence,
+    # the subject history, labels and undone marks (REV-1..4) and the makers' facts (FOUR-1)
+    assert (small, live_small) == (19, 12)
 
 
 def test_lists_do_not_grow_with_rows(app, client, world):
@@ -120,12 +121,13 @@ def test_lists_do_not_grow_with_rows(app, client, world):
     after = {url: queries_for(app, client, url) for url in pages}
     assert after == before
     # the operator first; the lists load their related rows in the same query
+    # (4, 4, 4, 2, 2 and 5 before the labels, undone marks, evidence and makers' facts)
     assert after == {
-        "/proposals": 4,  # proposals with their reports, queues, state counts
-        "/proposals?state=approval_required": 4,
-        "/proposals?mine=1": 4,
-        "/tasks": 2,  # tasks with their proposals and assignees
-        "/reports": 2,
+        "/proposals": 7,  # proposals with their reports, queues, state counts, labels, undone marks
+        "/proposals?state=approval_required": 7,
+        "/proposals?mine=1": 7,
+        "/tasks": 9,  # tasks with their proposals, assignees, makers' facts and evidence
+        "/reports": 3,
         "/operations": 5,
     }
 
@@ -142,8 +144,9 @@ def test_report_detail_is_bounded(app, client, world):
         )
     assert queries_for(app, client, f"/reports/{world.report_ids[0]}") == first
     # the operator, the report, then one query each: targets, decisions with their
-    # makers, runs, proposals, appeals (8 before the ORM loaded related rows)
-    assert first == 7
+    # makers, runs, proposals, appeals (7), then the evidence, subject history, labels
+    # and undone marks (REV-1..4)
+    assert first == 17
 
 
 def test_appeal_pages_are_bounded(app, client, world):
@@ -170,8 +173,8 @@ def test_appeal_pages_are_bounded(app, client, world):
     # the operator, the appeal with its report and contested decision, its decisions
     # with their makers, its corrections with both actions and approver, then the two
     # checks each open correction runs (latest decision, a later appeal decision);
-    # 10 before the ORM loaded related rows
-    assert (detail, listing) == (6, 2)
+    # 6 and 2 before the evidence, the contested action and the labels (REV-1, REV-4)
+    assert (detail, listing) == (19, 3)
 
 
 def grow_subject_history(world, n: int) -> None:

@@ -7,7 +7,6 @@ from typing import Any
 
 from sqlalchemy import select
 
-from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
 from app.domain.evidence import Evidence, EvidenceInvalid, evidence_digest, parse_evidence
 from app.models import ReportEvidence, ReportTarget
@@ -55,7 +54,7 @@ def store_evidence(session, target: ReportTarget, evidence: Evidence) -> ReportE
         content_text=evidence.content_text,
         author_reference=evidence.author_reference,
         author_name=evidence.author_name,
-        media_json=canonical_json([asdict(m) for m in evidence.media]),
+        media=[asdict(m) for m in evidence.media],
         permalink=evidence.permalink,
         posted_at=evidence.posted_at,
         evidence_digest=evidence_digest(evidence, target.target_reference),

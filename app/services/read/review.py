@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, literal, select, union_all
 
-from app.domain.maker_checker import Verdict, approver_verdict
+from app.domain.maker_checker import Verdict
 from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import (
@@ -324,8 +324,6 @@ def task_reviews(operator: OperatorUser, rows: list[dict[str, Any]]) -> dict[str
     A task the viewer may not decide is marked, and its claim is refused
     (`app.services.cases.tasks.claim_task`).
     """
-    from app.services.read.console import _mine  # the maker rule of the "needs my approval" filter
-
     proposals = [row["proposal"] for row in rows if row.get("proposal") is not None]
     evidence = evidence_by_report({p.report_id for p in proposals})
     authors = {e.author_reference for items in evidence.values() for e in items if e.author_reference}
@@ -337,25 +335,20 @@ def task_reviews(operator: OperatorUser, rows: list[dict[str, Any]]) -> dict[str
             .group_by(ReportEvidence.author_reference)
         ).all()
     )
-    made = set(db.session.scalars(select(P.id).where(P.id.in_({p.id for p in proposals}), _mine(operator.id))))
+    # FOUR-1: whether the viewer may decide comes from the row's claim offer (the domain's makers rule)
+    refused = {
+        row["proposal"].id: row["claim"].reason
+        for row in rows
+        if row.get("proposal") is not None
+        and row.get("claim") is not None
+        and row["claim"].shown
+        and not row["claim"].allowed
+    }
     reviews = {}
     for p in proposals:
         items = evidence.get(p.report_id, [])
         own = {e.author_reference for e in items if e.author_reference}
         others = max((counts.get(a, 1) - 1 for a in own), default=0)
-        verdict = approver_verdict(operator.id, operator.roles, [operator.id] if p.id in made else [])
+        verdict = Verdict(False, refused[p.id]) if p.id in refused else Verdict(True)
         reviews[p.id] = TaskReview(items, others, verdict)
     return reviews
-
-
-def claim_verdict(operator: OperatorUser, task_id: str) -> Verdict:
-    """Whether the operator may claim an approval task: only one who may decide its
-    proposal (APPR-4, REV-5). An unknown task is allowed here; claiming says 404."""
-    from app.models import HumanTask
-    from app.services.lifecycle.approval import approval_verdict
-
-    task = db.session.get(HumanTask, task_id)
-    if task is None or task.installation_id != operator.installation_id or not task.action_proposal_id:
-        return Verdict(True)
-    proposal = db.session.get(ActionProposal, task.action_proposal_id)
-    return approval_verdict(db.session, proposal, operator) if proposal is not None else Verdict(True)
