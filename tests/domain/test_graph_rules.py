@@ -66,6 +66,16 @@ def test_each_graph_error(changes, error):
     assert wf.graph_errors(graph(**changes)) == [error]
 
 
+def test_every_bad_node_is_named():
+    """A bad node does not hide the next one's problems."""
+    nodes = {"a": "x", "b": {**NODE, "next": ["a"]}, "c": {**NODE, "config": []}}
+    assert wf.graph_errors(graph(nodes=nodes)) == [
+        "Node 'a' must be an object with type 'action'.",
+        "Node 'b': 'next' must map ports to node ids.",
+        "Node 'c': 'config' must be an object.",
+    ]
+
+
 def test_an_expression_that_does_not_compile_is_named():
     errors = wf.graph_errors(graph(nodes={"a": {**NODE, "input_mapping": {"payload": "{a: "}}}))
     assert len(errors) == 1
