@@ -55,14 +55,14 @@ def test_check_schema():
     assert problem.startswith("The schema cannot be used to validate values: the schema cannot be evaluated (")
 
 
+def test_only_patterns_are_checked():
+    """SEC-5: a property named like the shape is not a pattern."""
+    assert check_schema({"properties": {"(a+)+": {"type": "string"}}, "description": "(a+)+"}) == []
+    assert check_schema({"type": "string", "pattern": "^[a-z]+$"}) == []
+
+
 def test_a_schema_unusable_for_some_values_only_is_refused():
     """SEC-5: every kind of sample value is tried."""
     only_objects = {"if": {"type": "object"}, "then": {"$ref": "#/definitions/missing"}}
     [problem] = check_schema(only_objects)
     assert problem.startswith("The schema cannot be used to validate values")
-
-
-def test_only_patterns_are_checked():
-    """SEC-5: a property named like the shape is not a pattern."""
-    assert check_schema({"properties": {"(a+)+": {"type": "string"}}, "description": "(a+)+"}) == []
-    assert check_schema({"type": "string", "pattern": "^[a-z]+$"}) == []
