@@ -130,3 +130,20 @@ def test_plat3_declared_failure_status_and_no_read_back(app, platform):
     assert [r.source for r in receipts(known)] == ["sync"]
     assert attempts(known) == [(1, "update", "POST", "moderation/requests", 201)]
     assert [(n, purpose, status) for n, purpose, _, _, status in attempts(unknown)] == [(1, "update", 404)]
+
+
+def test_plat4_proposal_page_shows_which_request_each_attempt_row_was(app, client, platform):
+    """PLAT-4: the attempt table names each row's purpose, with method, URL, status,
+    class and digests."""
+    from ..builders import login
+
+    team = rest_team(platform)
+    proposal = make_proposal(team, state="queued", report=make_report(team, target="post:1005"))
+    assert deliver(proposal.id).state == "applied"
+    login(client, f"reviewer@{team.slug}.example.com")
+
+    page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+
+    assert '<th scope="col">Purpose</th>' in page
+    assert 'data-label="Purpose"' in page and ">update</td>" in page and ">read-back</td>" in page
+    assert "/v2/posts/post%3A1005/moderation" in page and "observed" in page
