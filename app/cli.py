@@ -16,11 +16,18 @@ def register_cli(app: Flask) -> None:
     @click.option(
         "--platform-port", default=lambda: int(os.environ.get("DEMO_PLATFORM_PORT", "5050")), show_default="5050"
     )
-    def demo(port: int, platform_port: int) -> None:
+    @click.option(
+        "--platform",
+        type=click.Choice(["demo", "atproto"]),
+        default="demo",
+        show_default=True,
+        help="atproto also starts a real AT Protocol PDS on loopback and an installation acting on it.",
+    )
+    def demo(port: int, platform_port: int, platform: str) -> None:
         """Migrate, seed a demo installation, run console + worker + demo platform."""
         from .demo import run_demo
 
-        run_demo(app, port, platform_port)
+        run_demo(app, port, platform_port, platform)
 
     @app.cli.command("create-admin")
     @click.option("--email", required=True)

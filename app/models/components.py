@@ -9,7 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column
 
-IMPLEMENTATION_KINDS = ("webhook", "external_api")
+IMPLEMENTATION_KINDS = ("webhook", "external_api", "atproto_pds", "rest")
 MAX_CONNECTION_TIMEOUT_SECONDS = 120
 
 
@@ -75,7 +75,7 @@ class ComponentVersion(Base):
     definition_id: Mapped[str] = mapped_column(ForeignKey("component_definitions.id"))
     version: Mapped[int] = mapped_column(default=1)
     implementation_kind: Mapped[str] = mapped_column(String(30))
-    implementation_reference: Mapped[str] = mapped_column(String(500))  # "POST /actions/takedown"
+    implementation_reference: Mapped[str] = mapped_column(String(8000))  # "POST /actions/takedown"; see PLAT kinds
     connection_version_id: Mapped[str | None] = mapped_column(ForeignKey("connection_versions.id"), nullable=True)
     input_schema: Mapped[dict] = json_column("input_schema_json", default=dict)
     output_schema: Mapped[dict] = json_column("output_schema_json", default=dict)

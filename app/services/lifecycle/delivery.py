@@ -36,7 +36,7 @@ from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
 from app.observability import bind
 from app.services.cases.snapshot import report_snapshot
-from app.services.lifecycle import budgets
+from app.services.lifecycle import budgets, platforms
 from app.services.lifecycle.components import load_delivery_target, parse_operation
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
@@ -104,6 +104,11 @@ class _Target:
     allowed_hosts: tuple[str, ...]
     output_schema: dict
     queue_id: str | None
+    # The component's kind and reference: a platform kind (PLAT-1..3) sends its own requests.
+    kind: str = "webhook"
+    reference: str = ""
+    purpose: str = "update"  # which request the attempt row records first (PLAT-4)
+    call: Any = None  # a platform kind's plan of requests (services.lifecycle.platforms)
 
 
 def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Target:
@@ -134,10 +139,14 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
     if rules.approval_missing(delivery_of(proposal), approved is not None):
         raise ActionError(rules.APPROVAL_MISSING)
     component, connection = load_delivery_target(session, proposal.component_version_id, proposal.installation_id)
-    operation = parse_operation(component.implementation_reference)
+    if platforms.handles(component.implementation_kind):  # its first request is decided in `_plan`
+        method, url = "", connection.base_url
+    else:
+        operation = parse_operation(component.implementation_reference)
+        method, url = operation.method, egress.build_url(connection.base_url, operation.path)
     return _Target(
-        method=operation.method,
-        url=egress.build_url(connection.base_url, operation.path),
+        method=method,
+        url=url,
         connection_version_id=connection.id,
         timeout_seconds=connection.timeout_seconds,
         bearer_token=connection.bearer_token,
@@ -145,6 +154,8 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
         allowed_hosts=tuple(connection.allowed_hosts),
         output_schema=component.output_schema,
         queue_id=snapshot.queue_id,
+        kind=component.implementation_kind,
+        reference=component.implementation_reference,
     )
 
 
@@ -203,6 +214,7 @@ class _Attempt:
                 installation_id=proposal.installation_id,
                 proposal_id=proposal.id,
                 attempt_number=attempt_number,
+                purpose=target.purpose,
                 delivery_cycle=proposal.delivery_cycle,
                 connection_version_id=target.connection_version_id,
                 method=target.method,
@@ -291,6 +303,8 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> 
         required=proposal.approval_mode != "human",  # no second person: a budget must bound it (FOUR-3)
     )
     body = canonical_json(request_body(proposal)).encode("utf-8")
+    if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
+        target, body = platforms.first_request(target, proposal, request_body(proposal), attempt_number)
     attempt = _Attempt(uow.session, proposal, attempt_number, target, body)
     return _Plan(target, body, attempt, reservations)
 
@@ -299,6 +313,8 @@ def _send_and_record(
     identity: ProposalIdentity, plan: _Plan, attempt_number: int, cycle: int, lease
 ) -> DeliveryOutcome:
     """Send the request, then record what came back (DLV-4..7)."""
+    if platforms.handles(plan.target.kind):
+        return platforms.send_and_record(identity, plan, attempt_number, cycle, lease)
     try:
         failpoint("before_send")
         response = _send(identity.operation_id, plan)
@@ -405,8 +421,11 @@ def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, 
         raise
 
 
-def _save_sync_receipt(proposal_id: str, receipt, plan: _Plan, lease, attempt_number: int) -> DeliveryOutcome:
-    """Record the receipt, guarded by attempt and lease, with its run's resolution (DLV-5, DLV-7)."""
+def _save_sync_receipt(
+    proposal_id: str, receipt, plan: _Plan, lease, attempt_number: int, source: str | None = None
+) -> DeliveryOutcome:
+    """Record the receipt, guarded by attempt and lease, with its run's resolution (DLV-5, DLV-7);
+    ``source="observed"`` for a receipt the console wrote from a read-back (PLAT-2)."""
     attempt = plan.attempt
     guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
     with unit_of_work() as uow:
@@ -414,7 +433,7 @@ def _save_sync_receipt(proposal_id: str, receipt, plan: _Plan, lease, attempt_nu
         attempt.write(uow.session)
         budgets.settle(uow, plan.reservations, consumed=True)
         try:
-            changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard)
+            changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard, source=source)
         except ActionError as error:  # an appeal correction stopped being eligible (CORR-3)
             outcome = _fail(uow, proposal_id, error, attempt, attempt_number, proposal.delivery_cycle, lease, [], True)
             uow.commit()

@@ -41,6 +41,7 @@ def save_receipt(
     receipt: Receipt,
     actor: Actor,
     attempt: AttemptGuard | None = None,
+    source: str | None = None,
 ) -> bool:
     """Apply a receipt to its proposal with one guarded UPDATE (RCPT-2, RCPT-3).
 
@@ -49,6 +50,11 @@ def save_receipt(
     the platform said ``terminal: false`` and the cycle has attempts left. The write
     only matches the same delivery cycle and, for a synchronous receipt, the same
     attempt and lease, so a late worker cannot overwrite a newer attempt.
+
+    Args:
+        source: how the receipt came: ``sync`` (default with an attempt), ``async``
+            (default without), or ``observed`` (written by the console from a
+            read-back, PLAT-2).
 
     Returns:
         True when the proposal changed (and one audit row was written).
@@ -73,7 +79,10 @@ def save_receipt(
         return False
     terminal = change.terminal
     receipt_hex = sha256_hex(receipt_json)
+    source = source or ("sync" if attempt else "async")
     details = {**receipt.as_dict(), "terminal": terminal, "delivery_cycle": proposal.delivery_cycle}
+    if source == "observed":
+        details["source"] = source
     if attempt is not None:
         details.update(connection_attempt_id=attempt.connection_attempt_id, response_digest=attempt.response_digest)
     key = f"action-result:{proposal.operation_id}:{proposal.delivery_cycle}:{receipt_hex}"
@@ -97,7 +106,7 @@ def save_receipt(
             proposal_id=proposal.id,
             delivery_cycle=proposal.delivery_cycle,
             attempt_number=attempt.number if attempt else None,
-            source="sync" if attempt else "async",
+            source=source,
             status=receipt.status,
             receipt=receipt.as_dict(),
             receipt_digest=sha256_digest(receipt_json),
