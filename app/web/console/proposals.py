@@ -134,7 +134,6 @@ def _temporary_context(detail) -> dict:
         "temporary": temporary_view(p),
         "change_form": TemporaryChangeForm(formdata=None) if operator else None,
         "cancel_form": EmptyForm(formdata=None) if operator else None,
-        "poll_seconds": current_app.config["CONSOLE_POLL_SECONDS"],
     }
 
 
@@ -144,7 +143,12 @@ def proposal_temporary(proposal_id: str):
     """The temporary panel alone: it follows a temporary action until its reversal
     ends it, then stops polling (TEMP-2)."""
     detail = _detail_or_404(proposal_id)
-    return render_template("proposals/_temporary.html", d=detail, **_temporary_context(detail))
+    return render_template(
+        "proposals/_temporary.html",
+        d=detail,
+        poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
+        **_temporary_context(detail),
+    )
 
 
 @bp.route("/proposals/<proposal_id>/cancel", methods=["POST"])
