@@ -202,8 +202,8 @@ def format_duration(seconds: float) -> str:
 
 def summary(action_code: str, temporary: dict[str, Any]) -> str:
     """What a reviewer approves: ``suspend_account for 7 days, then unsuspend_account`` (TEMP-1)."""
-    plan_ = TemporaryPlan.from_dict(temporary)
-    return f"{action_code} for {format_duration(plan_.duration_seconds)}, then {plan_.reversal.action_code}"
+    duration, reversal = temporary["duration_seconds"], temporary["reversal"]["action_code"]
+    return f"{action_code} for {format_duration(duration)}, then {reversal}"
 
 
 @dataclass(frozen=True)
