@@ -51,6 +51,8 @@ DEMO_USERS = (
 DEMO_POSTS = [f"post:{n}" for n in range(1001, 1007)]
 # Bounded automation needs a budget (SPEC FOUR-3): the demo's allows this many actions an hour.
 DEMO_BUDGET = {"limit_amount": 10_000, "window_seconds": 3600}
+# A demo suspension lifts itself this many seconds after it is applied (SPEC TEMP-2).
+DEMO_SUSPENSION_SECONDS = 180
 
 ACTION_INPUT_SCHEMA = {
     "type": "object",
@@ -102,6 +104,65 @@ def enforcement_graph(component_version_id: str, restore_version_id: str, approv
             }
         },
     }
+
+
+def suspension_graph(suspend_version_id: str, unsuspend_version_id: str, approval_mode: str = "human") -> dict:
+    """The demo's suspension workflow: suspend the reported post's author for a few
+    minutes after approval; the component plans the ``unsuspend_account`` reversal
+    (SPEC TEMP-1), and the input mapping gives it its payload."""
+    return {
+        "trigger": {"decision_codes": ["suspend_account"]},
+        "start": "suspend",
+        "nodes": {
+            "suspend": {
+                "type": "action",
+                "config": {
+                    "component_version_id": suspend_version_id,
+                    "action_code": "suspend_account",
+                    "approval_policy": {"mode": approval_mode},
+                    "expiry_seconds": 86400,
+                    # An overturned suspension is lifted at once; its scheduled reversal is cancelled (TEMP-3).
+                    "correction": {
+                        "component_version_id": unsuspend_version_id,
+                        "action_code": "unsuspend_account",
+                        "payload": "{reason_code: join('_', ['appeal', appeal_decision.outcome]),"
+                        " report_reference: report.public_reference}",
+                    },
+                },
+                "input_mapping": {
+                    "idempotency_key": "join(':', ['suspend', decision.id])",
+                    "target": "{reference: targets[0].target_reference, kind: 'author_of'}",
+                    "payload": "{reason_code: decision.decision_code, report_reference: report.public_reference}",
+                    "reversal_payload": "{reason_code: 'suspension_ended', report_reference: report.public_reference}",
+                    "preconditions": "{decision_code: decision.decision_code, report_state: 'decided'}",
+                },
+                "next": {},
+            }
+        },
+    }
+
+
+def _component(s, iid: str, conn_version_id: str, slug: str, name: str, path: str, approval_mode: str, **extra):
+    definition = ComponentDefinition(
+        installation_id=iid, name=name, slug=slug, effect_class="side_effecting", status="active"
+    )
+    s.add(definition)
+    s.flush()
+    version = ComponentVersion(
+        installation_id=iid,
+        definition_id=definition.id,
+        version=1,
+        implementation_kind="webhook",
+        implementation_reference=f"POST {path}",
+        connection_version_id=conn_version_id,
+        input_schema=ACTION_INPUT_SCHEMA,
+        output_schema=RECEIPT_OUTPUT_SCHEMA,
+        approval_policy={"mode": approval_mode},
+        **extra,
+    )
+    s.add(version)
+    s.flush()
+    return version.id
 
 
 @dataclass(frozen=True)
@@ -172,26 +233,27 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
         for slug_, name, path in (
             ("takedown", "Take down content", "/actions/takedown"),
             ("restore", "Restore content", "/actions/restore"),
+            ("unsuspend_account", "Lift an account suspension", "/actions/unsuspend"),
         ):
-            definition = ComponentDefinition(
-                installation_id=iid, name=name, slug=slug_, effect_class="side_effecting", status="active"
-            )
-            s.add(definition)
-            s.flush()
-            version = ComponentVersion(
-                installation_id=iid,
-                definition_id=definition.id,
-                version=1,
-                implementation_kind="webhook",
-                implementation_reference=f"POST {path}",
-                connection_version_id=conn_version.id,
-                input_schema=ACTION_INPUT_SCHEMA,
-                output_schema=RECEIPT_OUTPUT_SCHEMA,
-                approval_policy={"mode": approval_mode},
-            )
-            s.add(version)
-            s.flush()
-            versions[slug_] = version.id
+            versions[slug_] = _component(s, iid, conn_version.id, slug_, name, path, approval_mode)
+        # A temporary action: suspended for a few minutes, then lifted by its reversal (TEMP-1).
+        versions["suspend_account"] = _component(
+            s,
+            iid,
+            conn_version.id,
+            "suspend_account",
+            "Suspend the author's account",
+            "/actions/suspend",
+            approval_mode,
+            temporary={
+                "duration_seconds": DEMO_SUSPENSION_SECONDS,
+                "reversal": {
+                    "component_version_id": versions["unsuspend_account"],
+                    "action_code": "unsuspend_account",
+                    "payload": {"reason_code": "suspension_ended", "report_reference": "R-DEMO"},
+                },
+            },
+        )
         workflow = WorkflowDefinition(installation_id=iid, name="Enforcement", slug="enforcement")
         s.add(workflow)
         s.flush()
@@ -203,6 +265,18 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             graph=enforcement_graph(versions["takedown"], versions["restore"], approval_mode),
         )
         s.add(workflow_version)
+        s.flush()
+        suspension = WorkflowDefinition(installation_id=iid, name="Account suspension", slug="suspension")
+        s.add(suspension)
+        s.flush()
+        suspension_version = WorkflowVersion(
+            installation_id=iid,
+            definition_id=suspension.id,
+            version=1,
+            authority_mode=workflow_version.authority_mode,
+            graph=suspension_graph(versions["suspend_account"], versions["unsuspend_account"], approval_mode),
+        )
+        s.add(suspension_version)
         s.flush()
         budget = None
         if approval_mode == "bounded_auto":
@@ -216,6 +290,17 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
                 **DEMO_BUDGET,
             )
             s.add(budget)
+            s.add(
+                Budget(
+                    installation_id=iid,
+                    scope_type="workflow",
+                    scope_id=suspension_version.id,
+                    metric="actions",
+                    used_amount=0,
+                    active=True,
+                    **DEMO_BUDGET,
+                )
+            )
             s.flush()
         for n, ref in enumerate(DEMO_POSTS, start=1):
             report = Report(
@@ -250,6 +335,7 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
                 "connection_version_id": conn_version.id,
                 "component_version_ids": versions,
                 "workflow_version_id": workflow_version.id,
+                "suspension_workflow_version_id": suspension_version.id,
                 "budget_id": budget.id if budget else None,
             },
         )

@@ -1,6 +1,7 @@
 """A small demo platform: the other side of the contract (SPEC §5).
 
-It keeps posts in memory (their text, author and state), takes down and restores them, verifies the Standard
+It keeps posts in memory (their text, author and state), takes down and restores them,
+suspends and lifts the suspension of their authors' accounts (``GET /accounts``), verifies the Standard
 Webhooks signature and bearer token of every action request, applies each
 Idempotency-Key once (a repeat answers the stored receipt), and answers with a
 receipt. In ``async`` mode it answers ``accepted`` and confirms later through the
@@ -26,6 +27,9 @@ from flask import Flask, jsonify, request
 from standardwebhooks import Webhook, WebhookVerificationError
 
 EFFECTS = {"/actions/takedown": "removed", "/actions/restore": "visible"}
+# Account actions act on the author of the content named by the target (kind ``author_of``)
+# or on an account reference itself; the platform keeps each account's state (TEMP demo).
+ACCOUNT_EFFECTS = {"/actions/suspend": "suspended", "/actions/unsuspend": "active"}
 
 # The posts the demo platform serves: what users wrote, who wrote it, when. The demo's
 # reports carry this as evidence (SPEC REV-1), so a reviewer sees the real content.
@@ -106,6 +110,7 @@ def demo_evidence(reference: str, platform_url: str) -> dict | None:
 @dataclass
 class PlatformState:
     content: dict[str, str] = field(default_factory=dict)
+    accounts: dict[str, str] = field(default_factory=dict)  # account reference -> active | suspended
     receipts: dict[str, dict] = field(default_factory=dict)  # by Idempotency-Key
     rest_answers: dict[str, dict] = field(default_factory=dict)  # the plain REST API's, by Idempotency-Key
     effects: list[dict] = field(default_factory=list)  # every effect applied, once per key
@@ -184,7 +189,7 @@ def create_platform(
         if state.response_delay_seconds:
             time.sleep(state.response_delay_seconds)
         key = request.headers.get("Idempotency-Key", "")
-        effect = EFFECTS.get(request.path)
+        effect = EFFECTS.get(request.path) or ACCOUNT_EFFECTS.get(request.path)
         if effect is None or not key:
             return jsonify({"error": "unknown_action"}), 404
         with state.lock:
@@ -195,7 +200,11 @@ def create_platform(
             if key in state.receipts:
                 return jsonify(state.receipts[key])
             reference = body["target"].get("reference")
-            state.content[reference] = effect
+            if request.path in ACCOUNT_EFFECTS:
+                reference = account_of(body["target"])
+                state.accounts[reference] = effect
+            else:
+                state.content[reference] = effect
             state.effects.append({"idempotency_key": key, "reference": reference, "effect": effect})
             receipt = {
                 "action_id": body["action_id"],
@@ -264,11 +273,19 @@ def create_platform(
             return jsonify(
                 {
                     "content": dict(state.content),
+                    "accounts": dict(state.accounts),
                     "posts": posts,
                     "effects": list(state.effects),
                     "requests_seen": state.requests_seen,
                 }
             )
+
+    @app.get("/accounts")
+    def accounts():
+        """Every known account's state: active, or suspended by a temporary action."""
+        with state.lock:
+            known = {post["author_reference"]: "active" for post in DEMO_CONTENT.values()}
+            return jsonify({"accounts": {**known, **state.accounts}})
 
     @app.get("/posts/<number>")
     def post(number: str):
@@ -302,6 +319,15 @@ def create_platform(
         return jsonify({"ok": True})
 
     return app
+
+
+def account_of(target: dict) -> str:
+    """The account an account action acts on: the author of the post an ``author_of``
+    target names, else the target's own reference."""
+    reference = target.get("reference", "")
+    if target.get("kind") == "author_of" and reference in DEMO_CONTENT:
+        return DEMO_CONTENT[reference]["author_reference"]
+    return reference
 
 
 def platform_state(app: Flask) -> PlatformState:

@@ -71,6 +71,13 @@ class DatabaseCollector:
         for budget in db.session.scalars(select(Budget).where(Budget.active.is_(True))):
             usage.add_metric([budget.id, budget.scope_type], budget.used_amount / max(budget.limit_amount, 1))
         yield usage
+        from app.services.read.temporary import overdue_reversal_count
+
+        yield GaugeMetricFamily(
+            "console_reversals_overdue",
+            "Reversals of temporary actions still unsent five minutes past their time (TEMP-2).",
+            value=overdue_reversal_count(self.now),
+        )
         db.session.rollback()
 
 

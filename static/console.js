@@ -10,7 +10,7 @@
     root.querySelectorAll(".countdown[data-expires]").forEach(function (el) {
       var seconds = Math.round((new Date(el.dataset.expires) - new Date()) / 1000);
       if (isNaN(seconds)) { return; }
-      if (seconds <= 0) { el.textContent = "(expired)"; return; }
+      if (seconds <= 0) { el.textContent = el.dataset.done || "(expired)"; return; }
       var d = Math.floor(seconds / 86400), h = Math.floor((seconds % 86400) / 3600), m = Math.floor((seconds % 3600) / 60);
       el.textContent = "(in " + (d ? d + " d " : "") + (h ? h + " h " : "") + (d ? "" : m + " min") + ")";
     });

@@ -21,6 +21,7 @@ from app.models import (
     Integration,
     OperatorUser,
     Report,
+    WorkflowDefinition,
     WorkflowVersion,
 )
 from app.queueing import delivery_queue, get_redis
@@ -66,7 +67,11 @@ def make_world(platform_url: str, approval_mode: str = "human", slug: str = "dem
     return World(
         installation_id=iid,
         integration_id=db.session.scalar(select(Integration.id).where(Integration.installation_id == iid)),
-        workflow_version_id=db.session.scalar(select(WorkflowVersion.id).where(WorkflowVersion.installation_id == iid)),
+        workflow_version_id=db.session.scalar(
+            select(WorkflowVersion.id)
+            .join(WorkflowDefinition, WorkflowDefinition.id == WorkflowVersion.definition_id)
+            .where(WorkflowVersion.installation_id == iid, WorkflowDefinition.slug == "enforcement")
+        ),
         components=components,
         connection_version_id=db.session.scalar(
             select(ConnectionVersion.id).where(ConnectionVersion.installation_id == iid)

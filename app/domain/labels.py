@@ -31,11 +31,14 @@ DEFAULT_LABELS: dict[str, dict[str, str]] = {
     "decision": {
         "remove_content": "Remove content",
         "restrict_account": "Restrict account",
+        "suspend_account": "Suspend the author for a while",
         "no_violation": "No violation",
     },
     "action": {
         "takedown": "Take the content down",
         "restore": "Restore the content",
+        "suspend_account": "Suspend the account",
+        "unsuspend_account": "Lift the suspension",
     },
     "proposal_state": {
         "approval_required": "Waiting for approval",

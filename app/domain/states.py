@@ -38,6 +38,7 @@ class Move(StrEnum):
     WAIT_TIMED_OUT_UNSENT = "wait_timed_out_unsent"
     WAIT_TIMED_OUT_SENT = "wait_timed_out_sent"
     CONFIRMATION_TIMED_OUT = "confirmation_timed_out"
+    CANCEL_SCHEDULED = "cancel_scheduled"
 
 
 S = ProposalState
@@ -64,6 +65,9 @@ TRANSITIONS: dict[Move, tuple[frozenset[ProposalState], ProposalState]] = {
     Move.WAIT_TIMED_OUT_SENT: (frozenset({S.QUEUED, S.APPLYING, S.FAILED}), S.FAILED),
     # EVT-3 sweep: accepted and past its confirmation deadline
     Move.CONFIRMATION_TIMED_OUT: (frozenset({S.QUEUED}), S.FAILED),
+    # TEMP-3/4: a scheduled proposal nothing was sent for is cancelled (operator, an
+    # approved "end now"/"extend", or an appeal correction that undid its action)
+    Move.CANCEL_SCHEDULED: (frozenset({S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED}), S.CANCELLED),
 }
 
 TERMINAL_STATES = frozenset({S.APPLIED, S.REJECTED, S.CANCELLED, S.COMPENSATION_REQUIRED})

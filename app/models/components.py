@@ -81,4 +81,6 @@ class ComponentVersion(Base):
     output_schema: Mapped[dict] = json_column("output_schema_json", default=dict)
     approval_policy: Mapped[dict] = json_column("approval_policy_json", default=lambda: {"mode": "human"})
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # TEMP-1: {duration_seconds, reversal: {component_version_id, action_code, payload}}
+    temporary: Mapped[dict | None] = json_column("temporary_json", nullable=True)
     created_at: Mapped[datetime] = created_at_column()

@@ -67,6 +67,14 @@ class ActionProposal(Base):
     state: Mapped[str] = mapped_column(String(30))
     operation_id: Mapped[str] = mapped_column(String(700), unique=True)
     compensates_proposal_id: Mapped[str | None] = mapped_column(ForeignKey("action_proposals.id"), nullable=True)
+    # TEMP-1..4: not sent before `not_before`; a temporary action's duration and planned
+    # reversal ({duration_seconds, reversal: {component_version_id, action_code, target,
+    # payload}}); a reversal names the temporary action it reverses.
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    temporary: Mapped[dict[str, Any] | None] = json_column("temporary_json", nullable=True)
+    reverses_proposal_id: Mapped[str | None] = mapped_column(
+        ForeignKey("action_proposals.id"), nullable=True, index=True
+    )
     created_by_type: Mapped[str] = mapped_column(String(30))  # system, operator
     created_by_id: Mapped[str] = mapped_column(String(200))
     delivery_attempt_count: Mapped[int] = mapped_column(default=0)
@@ -114,6 +122,10 @@ class ActionProposal(Base):
     @property
     def is_correction(self) -> bool:
         return self.appeal_id is not None
+
+    @property
+    def is_reversal(self) -> bool:
+        return self.reverses_proposal_id is not None
 
 
 def move_proposal(

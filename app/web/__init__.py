@@ -108,6 +108,9 @@ def register_web(app: Flask) -> None:
     app.jinja_env.filters["iso"] = iso
     app.jinja_env.filters["time"] = time_tag  # a filter, not a macro: pages render hundreds
     app.jinja_env.globals["is_terminal"] = is_terminal
+    from app.domain.proposal.temporary import format_duration
+
+    app.jinja_env.filters["duration"] = format_duration  # "7 days", "3 minutes" (TEMP-1)
     from .labels import register_labels
     from .navigation import register_navigation
 

@@ -36,6 +36,8 @@ DIAGRAM = {
     Move.WAIT_TIMED_OUT_UNSENT: ({S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED, S.FAILED}, S.CANCELLED),
     Move.WAIT_TIMED_OUT_SENT: ({S.QUEUED, S.APPLYING, S.FAILED}, S.FAILED),
     Move.CONFIRMATION_TIMED_OUT: ({S.QUEUED}, S.FAILED),  # accepted, past its deadline (EVT-3)
+    # TEMP-3/4: a scheduled proposal nothing was sent for is cancelled
+    Move.CANCEL_SCHEDULED: ({S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED}, S.CANCELLED),
 }
 PAIRS = list(itertools.product(Move, S))
 

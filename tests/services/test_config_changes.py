@@ -221,7 +221,8 @@ def test_a_bounded_auto_workflow_applies_only_when_approved(app, world):
         world.user("admin"), definition_id, authority_mode="bounded_auto", graph=bounded_graph(world), active=True
     )
     assert isinstance(pending, PendingChange)
-    assert db.session.scalar(select(func.count()).select_from(WorkflowVersion)) == 1
+    versions = select(func.count()).where(WorkflowVersion.definition_id == definition_id)
+    assert db.session.scalar(versions) == 1
     result = approve_change(world, pending)
     version = db.session.get(WorkflowVersion, result["version_id"])
     assert (version.version, version.authority_mode, version.active) == (2, "bounded_auto", True)

@@ -54,6 +54,7 @@ class Delivery:
     confirmation_deadline_at: datetime | None = None
     confirmed_at: datetime | None = None
     last_error_code: str | None = None
+    not_before: datetime | None = None  # TEMP-4: never sent before this time
     is_correction: bool = False
     is_compensation: bool = False
 
@@ -128,6 +129,7 @@ def claim(d: Delivery, now: datetime, lease_expires_at: datetime | None = None) 
         d.state in (S.QUEUED, S.FAILED)
         and d.next_attempt_at is not None
         and d.next_attempt_at <= now
+        and (d.not_before is None or d.not_before <= now)  # TEMP-4: refused before, no attempt used
         and (has_attempts or d.accepted_at is not None)
     )
     lease_expired = d.state == S.APPLYING and d.lease_expires_at is not None and d.lease_expires_at <= now
@@ -330,9 +332,15 @@ def decide(decision: str) -> Change:
     return Change(Move.APPROVE if decision == "approved" else Move.REJECT, {}, {"state": S.APPROVAL_REQUIRED})
 
 
-def enqueue_approved(now: datetime) -> Change:
-    """approved → queued and due now: the approved action goes to delivery."""
-    values = {"next_attempt_at": now, "lease_expires_at": None, "last_error_code": None, "delivery_terminal": False}
+def enqueue_approved(now: datetime, not_before: datetime | None = None) -> Change:
+    """approved → queued and due now (or at its `not_before`, TEMP-4): the approved
+    action goes to delivery."""
+    values = {
+        "next_attempt_at": max(now, not_before or now),
+        "lease_expires_at": None,
+        "last_error_code": None,
+        "delivery_terminal": False,
+    }
     return Change(Move.ENQUEUE_APPROVED, values)
 
 

@@ -118,11 +118,17 @@ def digest_material(
     workflow_version_id: str | None = None,
     policy_version_id: str | None = None,
     compensates_proposal_id: str | None = None,
+    temporary: dict[str, Any] | None = None,
+    not_before: datetime | None = None,
+    reverses_proposal_id: str | None = None,
 ) -> dict[str, Any]:
-    """The fields a proposal's payload digest covers (ID-2, COMP-2).
+    """The fields a proposal's payload digest covers (ID-2, COMP-2, TEMP-1, TEMP-4).
 
     A compensation covers ``compensates_proposal_id`` in place of the workflow and
-    policy versions; every other proposal covers those two.
+    policy versions; every other proposal covers those two. A temporary action also
+    covers its duration and planned reversal (``temporary``), a scheduled one its
+    ``not_before``, a reversal the action it reverses; each only when set, so the
+    digest of every other proposal is what ID-2 alone gives.
 
     Returns:
         The material as a JSON-compatible dict (``expires_at`` as ISO-8601 UTC).
@@ -143,6 +149,12 @@ def digest_material(
         material["policy_version_id"] = policy_version_id
     material["expires_at"] = iso(expires_at)
     material["installation_id"] = installation_id
+    if temporary is not None:
+        material["temporary"] = temporary
+    if not_before is not None:
+        material["not_before"] = iso(not_before)
+    if reverses_proposal_id is not None:
+        material["reverses_proposal_id"] = reverses_proposal_id
     return material
 
 
@@ -176,6 +188,9 @@ class NewProposal:
     decision_id: str | None = None
     compensates_proposal_id: str | None = None
     next_attempt_at: datetime | None = None
+    not_before: datetime | None = None  # TEMP-4
+    temporary: dict[str, Any] | None = None  # TEMP-1: {duration_seconds, reversal}
+    reverses_proposal_id: str | None = None  # TEMP-2: the temporary action a reversal ends
     task_id: str | None = None  # its approval task, when a person must approve
     audit_details: dict[str, Any] = field(default_factory=dict)
 
@@ -197,6 +212,9 @@ def _digested(proposal: NewProposal) -> NewProposal:
         workflow_version_id=proposal.workflow_version_id,
         policy_version_id=proposal.policy_version_id,
         compensates_proposal_id=proposal.compensates_proposal_id,
+        temporary=proposal.temporary,
+        not_before=proposal.not_before,
+        reverses_proposal_id=proposal.reverses_proposal_id,
     )
     digest = payload_digest(material)
     details = {"action_code": proposal.action_code, "payload_digest": digest, **proposal.audit_details}
@@ -236,8 +254,9 @@ def workflow_proposal(
     mode: str,
     authority_mode: str,
     now: datetime,
+    temporary: dict[str, Any] | None = None,
 ) -> NewProposal:
-    """The proposal an action node makes (ID-1..3, PREP-4, PREP-8).
+    """The proposal an action node makes (ID-1..3, PREP-4, PREP-8, TEMP-1, TEMP-4).
 
     Args:
         run: the run; its created_at fixes the expiry (ID-3).
@@ -246,6 +265,8 @@ def workflow_proposal(
             preconditions}; preconditions already pinned (PREP-5).
         mode: the checked approval mode (`approval_mode`).
         now: the creation time.
+        temporary: the checked duration and reversal plan of a temporary action
+            (`temporary.plan(...).as_dict()`), covered by the digest (TEMP-1).
 
     Returns:
         A `NewProposal`: ``approval_required`` with a task for ``human``, ``queued``
@@ -254,11 +275,14 @@ def workflow_proposal(
     Raises:
         ActionError: ``action_idempotency_key_invalid``, ``action_target_invalid``,
             ``action_payload_invalid``, ``action_preconditions_invalid``,
-            ``action_expiry_invalid``.
+            ``action_expiry_invalid``, ``action_not_before_invalid``.
     """
+    from app.domain.proposal.temporary import check_not_before, scheduled_time
+
     key = check_idempotency_key(mapped.get("idempotency_key"))
     target, payload, preconditions = mapped_objects(mapped)
     expiry = expires_at(run.created_at, expiry_seconds(config))
+    not_before = check_not_before(scheduled_time(config, mapped, run.created_at), now, expiry)  # TEMP-4
     human = mode == "human"
     operation = operation_id(run.id, node_id, branch_key, key)
     return _digested(
@@ -285,7 +309,9 @@ def workflow_proposal(
             created_by_id=run.id,
             created_at=now,
             decision_id=enforced_decision_id(preconditions, run.decision_id),
-            next_attempt_at=None if human else now,
+            next_attempt_at=None if human else max(now, not_before or now),
+            not_before=not_before,
+            temporary=temporary,
             task_id=f"{step_run_id}:action-approval-task" if human else None,
             audit_details={"approval_mode": mode, "operation_id": operation, "expires_at": iso(expiry)},
         )

@@ -45,8 +45,9 @@ class ApprovalResult:
 
 
 def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: OperatorUser) -> None:
-    """Corrections and compensations have no run waiting for the approval: an
-    approved one is queued at once; a correction records who approved it (CORR-2)."""
+    """Corrections, compensations and reversals have no run waiting for the approval:
+    an approved one is queued at once (or for its not_before); a correction records
+    who approved it (CORR-2)."""
     from app.queueing import enqueue_delivery
     from app.services.lifecycle.corrections import correction_problems
 
@@ -64,7 +65,11 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
             )
     if decision != "approved":
         return
-    change = rules.enqueue_approved(utcnow())
+    if proposal.reverses_proposal_id:  # an "end now" or "extend" replaces the scheduled reversal (TEMP-3)
+        from app.services.lifecycle.reversals import replace_scheduled
+
+        replace_scheduled(uow, proposal, operator)
+    change = rules.enqueue_approved(utcnow(), proposal.not_before)
     move_proposal(uow.session, proposal.id, change.move, where=guard(change), values=change.values)
     proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
     uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts))
@@ -182,7 +187,7 @@ def decide_proposal(
             {"payload_digest": proposal.payload_digest, "reason": reason, "approval_id": approval_id},
         )
         session.refresh(proposal)
-        if proposal.appeal_id or proposal.compensates_proposal_id:
+        if proposal.appeal_id or proposal.compensates_proposal_id or proposal.reverses_proposal_id:
             _decide_without_run(uow, proposal, decision, operator)
         else:
             emit_approval_event(uow, proposal, approval_id, decision, operator.id)

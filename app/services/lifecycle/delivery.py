@@ -128,7 +128,8 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
 
         check_correction_eligible(session, proposal)
     snapshot = report_snapshot(session, proposal.report_id)
-    check_preconditions(proposal.preconditions, snapshot, proposal.is_correction)
+    # a reversal ends a temporary action even on an appealed or closed case (TEMP-2)
+    check_preconditions(proposal.preconditions, snapshot, proposal.is_correction or proposal.is_reversal)
     approved = session.scalar(
         select(ActionApproval.id).where(
             ActionApproval.proposal_id == proposal.id,

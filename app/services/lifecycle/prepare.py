@@ -19,7 +19,7 @@ from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.proposal import delivery as rules
-from app.domain.proposal import identity
+from app.domain.proposal import identity, temporary
 from app.domain.proposal.ports import Next, answer, timed_out_port
 from app.domain.workflow import NodeOutcome
 from app.models import (
@@ -62,7 +62,7 @@ def _schedule(uow: UnitOfWork, proposal: ActionProposal) -> None:
 
 def _enqueue_approved(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """approved → queued, due now (the run moves an approved action on)."""
-    change = rules.enqueue_approved(utcnow())
+    change = rules.enqueue_approved(utcnow(), proposal.not_before)
     move_proposal(uow.session, proposal.id, change.move, where=guard(change), values=change.values)
     uow.session.refresh(proposal)
 
@@ -174,6 +174,7 @@ def prepare_action(
     existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
     _pin_decision(uow, run.report_id, preconditions, existing)
     mode = identity.approval_mode(config.get("approval_policy"), component.approval_policy.get("mode"), authority_mode)
+    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id)
     report = session.get(Report, run.report_id)
     new = identity.workflow_proposal(
         run=run_facts(run),
@@ -187,6 +188,7 @@ def prepare_action(
         mode=mode,
         authority_mode=authority_mode,
         now=utcnow(),
+        temporary=plan,
     )
     if existing is not None:
         return _replay(uow, existing, new.payload_digest, await_recovery)
@@ -194,6 +196,31 @@ def prepare_action(
         # This step already proposed another operation (its idempotency key changed).
         raise ActionError("action_operation_payload_changed")
     return _create(uow, new, queue_id=report.queue_id)
+
+
+def _temporary_plan(session, component, config: dict, mapped: dict, target: dict, installation_id: str):
+    """The duration and reversal of a temporary action, as its digest covers them
+    (TEMP-1): the node's settings over the component version's; the input mapping may
+    compute ``duration_seconds`` and ``reversal_payload``. None for a permanent action.
+
+    Raises:
+        ActionError: ``action_duration_invalid`` (60 s .. 366 days),
+            ``action_reversal_invalid`` (a reversal that cannot act or whose payload
+            its component refuses).
+    """
+    settings = temporary.temporary_config(component.temporary, config.get("temporary"), mapped.get("duration_seconds"))
+    if settings is None:
+        return None
+    if mapped.get("reversal_payload") is not None:
+        settings = {**settings, "reversal": {**(settings.get("reversal") or {}), "payload": mapped["reversal_payload"]}}
+    plan = temporary.plan(settings, target)
+    try:
+        reversal = load_action_component(session, plan.reversal.component_version_id, installation_id)
+    except ActionError as error:
+        raise ActionError(temporary.REVERSAL_INVALID) from error
+    if schema_errors(plan.reversal.payload, reversal.input_schema):
+        raise ActionError(temporary.REVERSAL_INVALID)
+    return plan.as_dict()
 
 
 def _create(uow: UnitOfWork, new: identity.NewProposal, *, queue_id: str | None) -> NodeOutcome:

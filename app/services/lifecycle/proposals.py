@@ -37,6 +37,7 @@ def delivery_of(proposal: ActionProposal) -> Delivery:
         confirmation_deadline_at=proposal.confirmation_deadline_at,
         confirmed_at=proposal.confirmed_at,
         last_error_code=proposal.last_error_code,
+        not_before=proposal.not_before,
         is_correction=proposal.appeal_id is not None,
         is_compensation=proposal.compensates_proposal_id is not None,
     )
@@ -114,6 +115,9 @@ def insert_proposal(session, new: NewProposal) -> ActionProposal:
         created_by_type=new.created_by_type,
         created_by_id=new.created_by_id,
         next_attempt_at=new.next_attempt_at,
+        not_before=new.not_before,
+        temporary=new.temporary,
+        reverses_proposal_id=new.reverses_proposal_id,
         created_at=new.created_at,
         updated_at=new.created_at,
     )

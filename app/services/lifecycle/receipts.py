@@ -115,6 +115,10 @@ def save_receipt(
             received_at=now,
         ),
     )
+    if receipt.status == "applied":  # the one place applied is written: TEMP-2/3 follow it here
+        from app.services.lifecycle.reversals import on_applied
+
+        on_applied(uow, proposal)
     return True
 
 

@@ -29,6 +29,7 @@ from app.queueing import enqueue_delivery
 from app.services.audit import write_due_checkpoints
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.proposals import delivery_of, guard
+from app.services.lifecycle.reversals import create_missing_reversals
 from app.services.lifecycle.runs import dispatch, time_out_run
 from app.services.uow import Actor, unit_of_work
 
@@ -48,6 +49,7 @@ class SweepCounts:
     runs_timed_out: int = 0
     corrections_reconciled: int = 0
     audit_checkpoints_written: int = 0
+    reversals_created: int = 0
 
 
 def due_query(now, limit: int = BATCH):
@@ -56,6 +58,7 @@ def due_query(now, limit: int = BATCH):
     due = and_(
         P.state.in_([S.QUEUED, S.FAILED]),
         P.next_attempt_at <= now,
+        or_(P.not_before.is_(None), P.not_before <= now),  # TEMP-4
         or_(attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE, P.accepted_at.is_not(None)),
     )
     lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
@@ -213,6 +216,7 @@ def run_sweeps() -> SweepCounts:
         counts.resolutions_emitted = emit_missing_resolutions()
         counts.corrections_reconciled = reconcile_corrections()
         counts.dispatches_retried = retry_dispatches(started)
+        counts.reversals_created = create_missing_reversals(started)  # TEMP-2: then enqueued below when due
         counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
         counts.audit_checkpoints_written = write_due_checkpoints()  # REC-4
     except Exception as exc:

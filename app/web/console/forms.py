@@ -2,9 +2,9 @@
 
 import secrets
 
-from wtforms import HiddenField, RadioField, SelectField, StringField, TextAreaField
+from wtforms import HiddenField, IntegerField, RadioField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, Length, Optional
+from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
 from app.web.forms import ConsoleForm
 
@@ -40,6 +40,7 @@ class ReportDecisionForm(ConsoleForm):
         choices=[
             SelectChoice("remove_content", "Remove content"),
             SelectChoice("restrict_account", "Restrict account"),
+            SelectChoice("suspend_account", "Suspend the author for a while"),
             SelectChoice("no_violation", "No violation"),
         ],
     )
@@ -78,4 +79,12 @@ class CompensationForm(ConsoleForm):
     action_code = StringField("Action code", validators=[DataRequired(), Length(max=200)])
     target = TextAreaField("Target (JSON)", validators=[DataRequired(), Length(max=20000)])
     payload = TextAreaField("Payload (JSON)", validators=[DataRequired(), Length(max=20000)])
+    idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)
+
+
+class TemporaryChangeForm(ConsoleForm):
+    """End a temporary action now, or extend it (TEMP-3); a second person approves."""
+
+    kind = HiddenField(validators=[DataRequired(), Length(max=20)])
+    extend_minutes = IntegerField("Extend by (minutes)", validators=[Optional(), NumberRange(min=1, max=527_040)])
     idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)

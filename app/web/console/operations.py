@@ -5,6 +5,7 @@ from flask_login import current_user
 
 from app.queueing import delivery_queue
 from app.services.read.operations import operations_view
+from app.services.read.temporary import reversals_due
 
 from ..decorators import role_required
 from .blueprint import bp
@@ -14,4 +15,5 @@ from .blueprint import bp
 @role_required("admin", "reviewer", "auditor")
 def operations():
     view = operations_view(current_user.installation_id, delivery_queue(), current_app.config["WORKER_TTL_SECONDS"])
-    return render_template("operations/index.html", v=view)
+    soon, overdue = reversals_due(current_user.installation_id)  # TEMP-2
+    return render_template("operations/index.html", v=view, reversals_soon=soon, reversals_overdue=overdue)

@@ -11,17 +11,20 @@ from app.domain.states import ProposalState
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.retry import retry_proposal
+from app.services.lifecycle.reversals import cancel_scheduled, propose_change
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read.temporary import temporary_view
 from app.web.errors import raise_for_json
 from app.web.formatting import pretty_json
 from app.web.labels import label
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
-from .forms import CompensationForm, DecisionForm, RetryForm
+from .forms import CompensationForm, DecisionForm, EmptyForm, RetryForm, TemporaryChangeForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
+CHANGE_ROLES = ("moderator", "reviewer", "admin")  # cancel a scheduled proposal, propose end now / extend (TEMP)
 
 
 def _filters() -> readmodels.ProposalFilters:
@@ -90,6 +93,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
     review = reviews.review_of(current_user.installation_id, p.report_id, [p.id])
     return render_template(
         "proposals/detail.html",
+        **_temporary_context(detail),
         d=detail,
         review=review,
         undo=review.undo,
@@ -120,6 +124,77 @@ def proposal_live(proposal_id: str):
         retry_form=_retry_form(detail),
         undo=reviews.undo_marks([p.id]),
     )
+
+
+def _temporary_context(detail) -> dict:
+    """The temporary panel's values (TEMP-1..4): plan, reversals, countdown, forms."""
+    p = detail.proposal
+    operator = set(current_user.roles) & set(CHANGE_ROLES)
+    return {
+        "temporary": temporary_view(p),
+        "change_form": TemporaryChangeForm(formdata=None) if operator else None,
+        "cancel_form": EmptyForm(formdata=None) if operator else None,
+    }
+
+
+@bp.route("/proposals/<proposal_id>/temporary")
+@role_required(*VIEW_ROLES)
+def proposal_temporary(proposal_id: str):
+    """The temporary panel alone: it follows a temporary action until its reversal
+    ends it, then stops polling (TEMP-2)."""
+    detail = _detail_or_404(proposal_id)
+    return render_template(
+        "proposals/_temporary.html",
+        d=detail,
+        poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
+        **_temporary_context(detail),
+    )
+
+
+@bp.route("/proposals/<proposal_id>/cancel", methods=["POST"])
+@role_required(*CHANGE_ROLES)
+def cancel(proposal_id: str):
+    """Cancel a scheduled proposal before it is sent (TEMP-4); no second person needed."""
+    form = EmptyForm()
+    detail = _detail_or_404(proposal_id)
+    if not form.validate():
+        error = ApiError(400, "form_invalid", "Reload the page and try again.")
+        raise_for_json(error)
+        return _render_detail(detail, error=error, status=400)
+    try:
+        cancel_scheduled(proposal_id, current_user)
+    except ApiError as error:
+        raise_for_json(error)
+        return _render_detail(_detail_or_404(proposal_id), error=error, status=error.status)
+    flash(f"You cancelled “{label('action', detail.proposal.action_code)}”. Nothing will be sent.", "ok")
+    return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
+
+
+@bp.route("/proposals/<proposal_id>/temporary-change", methods=["POST"])
+@role_required(*CHANGE_ROLES)
+def temporary_change(proposal_id: str):
+    """Propose ending a temporary action now or extending it (TEMP-3, four-eyes)."""
+    form = TemporaryChangeForm()
+    detail = _detail_or_404(proposal_id)
+    if not form.validate():
+        error = ApiError(400, "form_invalid", "Give the extension in whole minutes (at least 1).")
+        raise_for_json(error)
+        return _render_detail(detail, error=error, status=400)
+    minutes = form.extend_minutes.data
+    try:
+        result = propose_change(
+            proposal_id,
+            kind=form.kind.data,
+            operator=current_user,
+            idempotency_key=form.idempotency_key.data,
+            extend_seconds=minutes * 60 if minutes else None,
+        )
+    except ApiError as error:
+        raise_for_json(error)
+        return _render_detail(_detail_or_404(proposal_id), error=error, status=error.status)
+    what = "Ending it now" if form.kind.data == "end_now" else f"Extending it by {minutes} minutes"
+    flash(f"{what} is proposed. Another reviewer must approve it; until then the schedule stands.", "ok")
+    return redirect(url_for("console.proposal", proposal_id=result.proposal_id), code=303)
 
 
 @bp.route("/proposals/<proposal_id>/decision", methods=["POST"])
@@ -214,6 +289,8 @@ def _json_field(text: str, code: str, field: str):
 @bp.get("/proposals/<proposal_id>/decision")
 @bp.get("/proposals/<proposal_id>/retry")
 @bp.get("/proposals/<proposal_id>/compensate")
+@bp.get("/proposals/<proposal_id>/cancel")
+@bp.get("/proposals/<proposal_id>/temporary-change")
 @role_required(*VIEW_ROLES)
 def proposal_form_reloaded(proposal_id: str):
     """A reload of a refused form's page shows the proposal, not 405."""

@@ -8,6 +8,7 @@ from app.domain.errors import ApiError
 from app.services.cases.reports import record_decision
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read.temporary import active_temporary_actions
 from app.web.errors import raise_for_json
 from app.web.labels import label
 
@@ -21,7 +22,11 @@ VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
 @bp.route("/reports")
 @role_required(*VIEW_ROLES)
 def reports():
-    return render_template("reports/list.html", rows=readmodels.list_reports(current_user))
+    return render_template(
+        "reports/list.html",
+        rows=readmodels.list_reports(current_user),
+        temporary=active_temporary_actions(current_user.installation_id),  # TEMP-2: what is in force now
+    )
 
 
 def decision_form(**kwargs) -> ReportDecisionForm:
