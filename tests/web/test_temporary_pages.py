@@ -58,12 +58,15 @@ def test_temp2_the_panel_follows_the_action_until_its_reversal_applies(client, w
 
 
 def test_temp2_reports_and_operations_show_reversals_and_the_overdue_metric(client, world, platform):
-    """TEMP-2: Reports lists active temporary actions; Operations lists reversals due within
-    24 h, then overdue ones; console_reversals_overdue counts those."""
+    """TEMP-2: Reports lists active temporary actions (and the subject history marks them);
+    Operations lists reversals due within 24 h, then overdue ones; console_reversals_overdue
+    counts those."""
     suspension, reversal = applied_suspension(world, platform)
     login(client, "admin@example.com")
     reports = client.get("/reports").get_data(as_text=True)
     assert "Active temporary actions" in reports and f'href="/proposals/{suspension.id}"' in reports
+    same_author = client.get(f"/reports/{world.report_ids[1]}").get_data(as_text=True)  # REV-2's history
+    assert "temporary, 3 minutes" in same_author
     operations = client.get("/operations").get_data(as_text=True)
     assert 'data-group="due"' in operations and f'href="/proposals/{reversal.id}"' in operations
     assert "console_reversals_overdue 0.0" in client.get("/metrics").get_data(as_text=True)
