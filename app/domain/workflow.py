@@ -68,6 +68,7 @@ def graph_errors(graph: Any) -> list[str]:
         if isinstance(node, dict):
             errors.extend(_mapping_errors(node_id, node.get("input_mapping", {})))
             errors.extend(_correction_errors(node_id, node.get("config")))
+            errors.extend(_temporary_errors(node_id, node.get("config")))
     if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
         errors.append("'trigger.decision_codes' must be a list of decision codes.")
     for node_id, node in nodes.items():
@@ -104,6 +105,28 @@ def _correction_errors(node_id: str, config: Any) -> list[str]:
         return []
     problem = expression_problem(correction["payload"])
     return [f"Node {node_id!r}: config.correction.payload {problem}."] if problem else []
+
+
+def _temporary_errors(node_id: str, config: Any) -> list[str]:
+    """A node's ``temporary`` settings (TEMP-1), refused at save: an object whose
+    duration, when given, is 60 s .. 366 days and whose reversal is an object."""
+    from .errors import ActionError
+    from .proposal.temporary import check_duration
+
+    temporary = config.get("temporary") if isinstance(config, dict) else None
+    if temporary is None:
+        return []
+    if not isinstance(temporary, dict):
+        return [f"Node {node_id!r}: config.temporary must be an object."]
+    errors = []
+    if "duration_seconds" in temporary:
+        try:
+            check_duration(temporary["duration_seconds"])
+        except ActionError:
+            errors.append(f"Node {node_id!r}: config.temporary.duration_seconds must be 60 s to 366 days.")
+    if "reversal" in temporary and not isinstance(temporary["reversal"], dict):
+        errors.append(f"Node {node_id!r}: config.temporary.reversal must be an object.")
+    return errors
 
 
 def next_node(graph: dict[str, Any], node_id: str, port: str) -> str | None:

@@ -218,3 +218,18 @@ def test_temp2_overdue_and_time_left():
     assert T.time_left(NOW + timedelta(minutes=2), NOW) == 120 and T.time_left(None, NOW) is None
     assert T.time_left(NOW - timedelta(minutes=2), NOW) == 0
     assert not T.is_overdue(NOW - timedelta(minutes=4), NOW) and T.is_overdue(NOW - timedelta(minutes=6), NOW)
+
+
+def test_temp1_a_workflow_node_with_a_bad_duration_is_refused_when_saved():
+    """TEMP-1: graph_errors names the node whose temporary duration is out of bounds."""
+    from app.domain.workflow import graph_errors
+
+    def graph(temporary):
+        node = {"type": "action", "config": {"temporary": temporary}, "input_mapping": {}, "next": {}}
+        return {"trigger": {"decision_codes": ["x"]}, "start": "n", "nodes": {"n": node}}
+
+    assert graph_errors(graph(PLAN)) == []
+    assert graph_errors(graph({"duration_seconds": 30})) == [
+        "Node 'n': config.temporary.duration_seconds must be 60 s to 366 days."
+    ]
+    assert graph_errors(graph("7 days")) == ["Node 'n': config.temporary must be an object."]

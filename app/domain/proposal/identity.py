@@ -16,6 +16,7 @@ from typing import Any
 from app.domain.clock import iso, parse_iso
 from app.domain.digests import payload_digest
 from app.domain.errors import ActionError
+from app.domain.proposal.schedule import check_not_before, scheduled_time
 from app.domain.states import ProposalState
 
 S = ProposalState
@@ -277,8 +278,6 @@ def workflow_proposal(
             ``action_payload_invalid``, ``action_preconditions_invalid``,
             ``action_expiry_invalid``, ``action_not_before_invalid``.
     """
-    from app.domain.proposal.temporary import check_not_before, scheduled_time
-
     key = check_idempotency_key(mapped.get("idempotency_key"))
     target, payload, preconditions = mapped_objects(mapped)
     expiry = expires_at(run.created_at, expiry_seconds(config))

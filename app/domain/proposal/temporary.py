@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from app.domain.clock import iso, parse_iso
+from app.domain.clock import iso
 from app.domain.errors import ActionError
 from app.domain.proposal.delivery import Change, Delivery
 from app.domain.proposal.identity import NewProposal, _digested, expires_at
+from app.domain.proposal.schedule import NOT_BEFORE_INVALID, check_not_before, scheduled_time  # noqa: F401
 from app.domain.states import Move, ProposalState
 
 S = ProposalState
@@ -28,7 +29,6 @@ END_NOW_EXPIRY_SECONDS = 7 * 86_400  # an "end now" proposal waits this long for
 OVERDUE_GRACE_SECONDS = 5 * 60  # a reversal this late past its time is overdue (Operations, metric)
 DURATION_INVALID = "action_duration_invalid"
 REVERSAL_INVALID = "action_reversal_invalid"
-NOT_BEFORE_INVALID = "action_not_before_invalid"
 CANCELLED = "action_cancelled"
 SUPERSEDED = "action_reversal_superseded"
 UNDONE = "action_reversal_undone_by_correction"
@@ -141,47 +141,6 @@ def plan(config: dict[str, Any], target: dict[str, Any]) -> TemporaryPlan:
     if not isinstance(payload, dict) or not isinstance(reversal_target, dict):
         raise ActionError(REVERSAL_INVALID)
     return TemporaryPlan(duration, ReversalPlan(component, code, reversal_target, payload))
-
-
-def scheduled_time(config: dict[str, Any], mapped: dict[str, Any], run_created_at: datetime) -> Any:
-    """A workflow proposal's requested `not_before` (TEMP-4): the input mapping's
-    ``not_before`` (ISO-8601 UTC), else the node config's ``delay_seconds`` after its
-    run started (fixed by the run, so preparing again gives the same digest).
-
-    Raises:
-        ActionError: ``action_not_before_invalid`` for a delay that is not a positive integer.
-    """
-    if mapped.get("not_before") is not None:
-        return mapped["not_before"]
-    delay = config.get("delay_seconds")
-    if delay is None:
-        return None
-    if isinstance(delay, bool) or not isinstance(delay, int) or delay <= 0:
-        raise ActionError(NOT_BEFORE_INVALID)
-    return iso(expires_at(run_created_at, delay))
-
-
-def check_not_before(value: Any, now: datetime, authorized_until: datetime) -> datetime | None:
-    """A proposal's `not_before` (TEMP-4): ISO-8601 UTC, before its authorization ends.
-
-    Args:
-        value: None (send as soon as authorized) or an ISO-8601 UTC string.
-        now: the time the proposal is made (a time already past is kept as given, so
-            preparing the same operation again gives the same digest, PREP-7).
-        authorized_until: its expiry; a not_before at or after it could never be sent.
-
-    Raises:
-        ActionError: ``action_not_before_invalid``.
-    """
-    if value is None:
-        return None
-    try:
-        when = parse_iso(value) if isinstance(value, str) else None
-    except ValueError:
-        when = None
-    if when is None or when >= authorized_until:
-        raise ActionError(NOT_BEFORE_INVALID)
-    return when
 
 
 def due_at(applied_at: datetime, duration_seconds: int) -> datetime:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, select
+from sqlalchemy.orm import aliased
 
 from app.domain.clock import utcnow
 from app.domain.proposal import temporary as rules
@@ -65,17 +66,17 @@ def temporary_view(proposal: ActionProposal) -> TemporaryView | None:
 
 
 def active_temporary_actions(installation_id: str, limit: int = LIMIT) -> list[tuple[ActionProposal, ActionProposal]]:
-    """(temporary action, its scheduled reversal) for every action in force, ending soonest first."""
-    Original = P.__table__.alias("original")
+    """(temporary action, its scheduled reversal) for every action in force, ending soonest
+    first (one query)."""
+    Original = aliased(ActionProposal)
     rows = db.session.execute(
-        select(P, Original.c.id)
-        .join(Original, Original.c.id == P.reverses_proposal_id)
+        select(Original, P)
+        .join(P, P.reverses_proposal_id == Original.id)
         .where(P.installation_id == installation_id, P.state.in_(PENDING), P.delivery_terminal.is_(False))
         .order_by(P.not_before, P.id)
         .limit(limit)
     ).all()
-    originals = {o.id: o for o in db.session.scalars(select(P).where(P.id.in_({row[1] for row in rows})))}
-    return [(originals[original_id], reversal) for reversal, original_id in rows]
+    return [(original, reversal) for original, reversal in rows]
 
 
 def _pending_reversals(*where):
@@ -84,20 +85,21 @@ def _pending_reversals(*where):
 
 
 def reversals_due(installation_id: str, now: datetime | None = None) -> tuple[list, list]:
-    """(due in the next 24 h, overdue) reversals of one installation, soonest first (TEMP-2)."""
+    """(due in the next 24 h, overdue) reversals of one installation, soonest first, in one
+    query (TEMP-2)."""
     now = now or utcnow()
     overdue_before = now - timedelta(seconds=rules.OVERDUE_GRACE_SECONDS)
-    pending = _pending_reversals(P.installation_id == installation_id)
-    overdue = db.session.scalars(
-        select(P).where(pending, P.not_before <= overdue_before).order_by(P.not_before).limit(LIMIT)
-    ).all()
-    soon = db.session.scalars(
+    rows = db.session.scalars(
         select(P)
-        .where(pending, P.not_before > overdue_before, P.not_before <= now + timedelta(seconds=SOON_SECONDS))
+        .where(
+            _pending_reversals(P.installation_id == installation_id),
+            P.not_before <= now + timedelta(seconds=SOON_SECONDS),
+        )
         .order_by(P.not_before)
-        .limit(LIMIT)
+        .limit(2 * LIMIT)
     ).all()
-    return list(soon), list(overdue)
+    overdue = [p for p in rows if p.not_before <= overdue_before]
+    return [p for p in rows if p.not_before > overdue_before], overdue
 
 
 def overdue_reversal_count(now: datetime) -> int:
