@@ -17,11 +17,11 @@ from app.services.lifecycle import sweeps
 
 from .. import scripted as s
 from ..builders import (
-    pass_connection_waits,
     approve,
     decide_report,
     login,
     make_due,
+    pass_connection_waits,
     point_connection_at,
     reload,
     run_worker,
