@@ -78,11 +78,11 @@ def test_conn1_breaker_opens_holds_probes_once_closes_and_every_proposal_ends_ap
     assert row.next_probe_at - utcnow() > timedelta(seconds=25)
     assert transitions(world) == ["connection.opened"]
 
-    for proposal in others:  # open: nothing leaves, no attempt is used
+    for proposal in others:  # open: nothing leaves, no attempt is used, nothing is claimed
         outcome = deliver(proposal.id)
         assert (outcome.error_code, outcome.terminal) == (rules.WAIT_OPEN, False)
         held = reload(proposal)
-        assert (held.state, held.delivery_attempt_count) == ("failed", 0)
+        assert (held.state, held.delivery_attempt_count, held.last_error_code) == ("queued", 0, rules.WAIT_OPEN)
         assert abs((held.next_attempt_at - row.next_probe_at).total_seconds()) < 1  # waits for the probe time
     due_now(first)
     assert deliver(first.id).error_code == rules.WAIT_OPEN
@@ -286,3 +286,23 @@ def test_conn3_failing_longer_than_the_window_disables(app, world, proposals, sc
     assert (row.disabled_reason, row.consecutive_failures) == ("failing", 2)
     assert transitions(world) == ["connection.disabled"]
     assert deliver(proposals[1].id).error_code == rules.WAIT_DISABLED
+
+
+def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(app, world, proposals, scripted):
+    """CONN-1: a delivery claimed while the breaker opened (past the unclaimed check)
+    is deferred by the claim's own check, like an exhausted budget: its attempt is
+    given back, nothing is sent."""
+    from app.services.lifecycle import delivery
+
+    script = scripted(s.http_status(503))
+    fail_n(proposals[0], 5)
+    original = service.hold_before_claim
+    try:
+        delivery.connection_health.hold_before_claim = lambda *args, **kwargs: None  # the race: it looked closed
+        outcome = deliver(proposals[1].id)
+    finally:
+        delivery.connection_health.hold_before_claim = original
+    assert (outcome.claimed, outcome.error_code, outcome.terminal) == (True, rules.WAIT_OPEN, False)
+    row = reload(proposals[1])
+    assert (row.state, row.delivery_attempt_count, row.delivery_terminal) == ("failed", 0, False)
+    assert len(script.requests) == 5

@@ -209,6 +209,85 @@ def admit(
     raise ConnectionHeld(rules.WAIT_PROBE, 1.0)
 
 
+def hold_before_claim(proposal_id: str, now: datetime | None = None) -> str | None:
+    """Defer a due delivery whose connection holds it back, before it is claimed
+    (CONN-1..3): one read, and when the connection is open, paused, disabled or
+    probing, one UPDATE that moves the proposal's due time to the end of the wait.
+
+    Nothing is claimed, so no attempt is used, nothing is sent and the proposal keeps
+    its state (the wait shows as its ``last_error_code``). This is the cheap path for
+    the thousands of due deliveries of a platform in trouble; the claim's own check
+    (`admit`) still decides every delivery that gets through (a race, the probe, the
+    rate limit). The UPDATE is guarded on the proposal as read and on the health row's
+    version, so a breaker that closed meanwhile (and released its deliveries) wins.
+
+    Returns:
+        The wait code when the delivery was deferred, else None (claim it as usual).
+    """
+    from app.queueing import enqueue_delivery
+
+    now = now or utcnow()
+    P = ActionProposal
+    with unit_of_work() as uow:
+        row = uow.session.execute(
+            select(
+                P.state.label("proposal_state"),
+                P.delivery_terminal,
+                P.next_attempt_at,
+                P.accepted_at,
+                P.delivery_cycle,
+                P.delivery_attempt_count,
+                ConnectionVersion.timeout_seconds,
+                ConnectionHealth.connection_id,
+                *(getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS),
+            )
+            .join(ComponentVersion, ComponentVersion.id == P.component_version_id)
+            .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+            .join(ConnectionHealth, ConnectionHealth.connection_id == ConnectionVersion.connection_id)
+            .where(P.id == proposal_id)
+        ).first()
+        if row is None:  # no health row: a connection never in trouble (the hot path)
+            return None
+        due = row.next_attempt_at
+        if row.proposal_state not in ("queued", "failed") or row.delivery_terminal or row.accepted_at is not None:
+            return None
+        if due is None or due > now:
+            return None
+        health = Health(**{c: getattr(row, c) for c in HEALTH_COLUMNS})
+        admission = rules.admit(health, now, row.timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
+        if admission.send:
+            return None
+        health_unchanged = (
+            select(ConnectionHealth.connection_id)
+            .where(ConnectionHealth.connection_id == row.connection_id, ConnectionHealth.version == health.version)
+            .exists()
+        )
+        moved = uow.session.execute(
+            update(P)
+            .where(
+                P.id == proposal_id,
+                P.state == row.proposal_state,
+                P.delivery_terminal.is_(False),
+                P.accepted_at.is_(None),
+                P.next_attempt_at == due,
+                P.delivery_cycle == row.delivery_cycle,
+                P.delivery_attempt_count == row.delivery_attempt_count,
+                health_unchanged,
+            )
+            .values(next_attempt_at=admission.wait_until, last_error_code=admission.wait_code)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if not moved:
+            return None
+        delay = (admission.wait_until - now).total_seconds()
+        cycle, count = row.delivery_cycle, row.delivery_attempt_count
+        tag = f"w{int(admission.wait_until.timestamp() * 1000)}"
+        uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, count, delay, tag=tag))
+        uow.commit()
+    record_connection_wait(row.connection_id, admission.wait_code)
+    return admission.wait_code
+
+
 # KEYS[1]: the bucket; ARGV: now (epoch s), requests per second, longest wait (s).
 # Returns {taken (0/1), wait in seconds as text}; mirrors rules.rate_slot.
 _RATE_SCRIPT = """
@@ -316,8 +395,8 @@ def release_held(uow: UnitOfWork, connection_id: str) -> int:
     """Make every delivery the connection held back due now, and enqueue them after
     commit (the breaker closed, or the endpoint was re-enabled).
 
-    Only the waiting time changes (no state move): failed, not terminal, waiting with
-    one of the connection's wait codes.
+    Only the waiting time changes (no state move): queued or failed, not terminal,
+    waiting with one of the connection's wait codes.
 
     Returns:
         How many deliveries were released.
@@ -333,7 +412,8 @@ def release_held(uow: UnitOfWork, connection_id: str) -> int:
     released = uow.session.execute(
         update(ActionProposal)
         .where(
-            ActionProposal.state == "failed",
+            ActionProposal.state.in_(("queued", "failed")),
+            ActionProposal.accepted_at.is_(None),
             ActionProposal.delivery_terminal.is_(False),
             ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
             ActionProposal.next_attempt_at > now,
@@ -364,7 +444,7 @@ class ConnectionHealthView:
 
 def _held_filter():
     return (
-        ActionProposal.state == "failed",
+        ActionProposal.state.in_(("queued", "failed")),
         ActionProposal.delivery_terminal.is_(False),
         ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
     )

@@ -251,6 +251,9 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     """
     now = utcnow()
     started = time.monotonic()
+    waiting = connection_health.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
+    if waiting is not None:
+        return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
     with unit_of_work() as uow:
         held = claim(uow.session, proposal_id, now)
         if held is None:
