@@ -36,7 +36,7 @@ from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
 from app.observability import bind
 from app.services.cases.snapshot import report_snapshot
-from app.services.lifecycle import budgets, platforms
+from app.services.lifecycle import budgets, connection_health, platforms
 from app.services.lifecycle.components import load_delivery_target, parse_operation
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
@@ -109,6 +109,8 @@ class _Target:
     reference: str = ""
     purpose: str = "update"  # which request the attempt row records first (PLAT-4)
     call: Any = None  # a platform kind's plan of requests (services.lifecycle.platforms)
+    connection_id: str = ""
+    health: connection_health.Settings = connection_health.Settings()
 
 
 def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Target:
@@ -157,6 +159,8 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
         queue_id=snapshot.queue_id,
         kind=component.implementation_kind,
         reference=component.implementation_reference,
+        connection_id=connection.connection_id,
+        health=connection_health.settings_of(connection),
     )
 
 
@@ -200,6 +204,7 @@ class _Plan:
     body: bytes
     attempt: _Attempt
     reservations: list[str]
+    gate: connection_health.Gate | None = None
 
 
 class _Attempt:
@@ -259,6 +264,9 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     """
     now = utcnow()
     started = time.monotonic()
+    waiting = connection_health.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
+    if waiting is not None:
+        return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
     with unit_of_work() as uow:
         held = claim(uow.session, proposal_id, now)
         if held is None:
@@ -295,6 +303,11 @@ def _unexpected(error: Exception, stage: str) -> ActionError:
 def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> _Plan:
     """Checks, budget reservation and the attempt row, in the claim's transaction."""
     target = _pre_send_checks(uow.session, proposal, now)
+    # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
+    # defer the delivery here, before any budget is reserved (ConnectionHeld).
+    gate = connection_health.admit(
+        uow, target.connection_id, proposal.installation_id, target.health, target.timeout_seconds, now
+    )
     reservations = budgets.reserve(
         uow,
         proposal.installation_id,
@@ -307,7 +320,7 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> 
     if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
         target, body = platforms.first_request(target, proposal, request_body(proposal), attempt_number)
     attempt = _Attempt(uow.session, proposal, attempt_number, target, body)
-    return _Plan(target, body, attempt, reservations)
+    return _Plan(target, body, attempt, reservations, gate)
 
 
 def _send_and_record(
@@ -317,6 +330,7 @@ def _send_and_record(
     if platforms.handles(plan.target.kind):
         return platforms.send_and_record(identity, plan, attempt_number, cycle, lease)
     try:
+        connection_health.before_send(plan.gate)
         failpoint("before_send")
         response = _send(identity.operation_id, plan)
         failpoint("after_response")
@@ -341,7 +355,7 @@ def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
     """Log and count the outcome of one claimed attempt."""
     if outcome.state == S.APPLIED:
         result = "applied"
-    elif outcome.error_code == "budget_exhausted":
+    elif outcome.error_code == "budget_exhausted" or outcome.error_code in connection_health.rules.WAIT_CODES:
         result = "deferred"
     elif outcome.state == S.FAILED:
         result = "failed" if outcome.terminal else "retry"
@@ -433,6 +447,7 @@ def _save_sync_receipt(
         proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
         attempt.write(uow.session)
         budgets.settle(uow, plan.reservations, consumed=True)
+        connection_health.record_success(uow, plan.gate)  # CONN-1
         try:
             changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard, source=source)
         except ActionError as error:  # an appeal correction stopped being eligible (CORR-3)
@@ -457,6 +472,9 @@ def _save_sync_receipt(
 
 def _record_failure(proposal_id, error: ActionError, plan: _Plan, attempt_number, cycle, lease, sent: bool):
     with unit_of_work() as uow:
+        # CONN-1..3: what the failure says about the connection (breaker, 429 pause, 410).
+        status = plan.attempt.finish.get("response_status")
+        error = connection_health.record_failure(uow, plan.gate, error, status, isinstance(error, _EgressFailed))
         outcome = _fail(uow, proposal_id, error, plan.attempt, attempt_number, cycle, lease, plan.reservations, sent)
         uow.commit()
     return outcome
@@ -466,7 +484,7 @@ def _fail(
     uow, proposal_id, error: ActionError, attempt, attempt_number, cycle, lease, reservations, sent
 ) -> DeliveryOutcome:
     """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6)."""
-    deferred = isinstance(error, budgets.BudgetExhausted)
+    deferred = isinstance(error, budgets.BudgetExhausted | connection_health.ConnectionHeld)
     proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
     change = rules.failure(
         delivery_of(proposal),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain.clock import utcnow
+from app.domain.connection_health import WAIT_CODES
 from app.domain.digests import canonical_json, sha256_digest, sha256_hex
 from app.domain.errors import ActionError, ApiError
 from app.domain.proposal import delivery as rules
@@ -192,10 +193,19 @@ def after_result(uow: UnitOfWork, proposal: ActionProposal) -> None:
         schedule_next_attempt(uow, proposal)
 
 
+# Deferred without using an attempt: an exhausted budget (DLV-3), a connection holding
+# its deliveries back (CONN-1..3).
+DEFERRAL_CODES = frozenset({"budget_exhausted"}) | WAIT_CODES
+
+
 def schedule_next_attempt(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """Enqueue the proposal's next delivery job for when it is due (after commit)."""
     due = proposal.next_attempt_at or utcnow()
     delay = max(0.0, (due - utcnow()).total_seconds())
     proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
     tag = "confirm" if proposal.accepted_at else "a"
+    if proposal.last_error_code in DEFERRAL_CODES:
+        # A deferral gives its attempt back, so "a" would name the job running now
+        # (a duplicate, not enqueued): name the job by when it is due instead.
+        tag = f"w{int(due.timestamp() * 1000)}"
     uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts, delay, tag=tag))

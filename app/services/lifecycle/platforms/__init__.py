@@ -251,10 +251,11 @@ def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle
     Returns:
         The delivery's `DeliveryOutcome`.
     """
-    from app.services.lifecycle import delivery
+    from app.services.lifecycle import connection_health, delivery
 
     call = plan.target.call
     try:
+        connection_health.before_send(plan.gate)  # CONN-2: the connection's rate-limit slot
         request = call.first()
         if request.purpose == "recheck":
             failpoint("before_send")
