@@ -3,14 +3,14 @@ row (circuit breaker, 429 pause, disabling) and the health settings of each
 connection version (failure threshold, probe delays, failure window, rate limit).
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
