@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
 
 IMPLEMENTATION_KINDS = ("webhook", "external_api", "atproto_pds", "rest")
 MAX_CONNECTION_TIMEOUT_SECONDS = 120
@@ -76,7 +76,7 @@ class ConnectionHealth(Base):
     disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     disabled_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)
     version: Mapped[int] = mapped_column(default=0)
-    updated_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class ComponentDefinition(Base):

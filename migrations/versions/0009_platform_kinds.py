@@ -3,7 +3,7 @@ was (``purpose``: update, read-back, recheck), so one attempt may record several
 requests; component references grow to hold a REST kind's outcome mapping.
 
 Revision ID: 0009
-Revises: 0005
+Revises: 0007
 """
 
 import sqlalchemy as sa
