@@ -307,3 +307,14 @@ def test_sec4_an_origin_is_scheme_host_and_port(url, parts, text):
 
     assert origin(url) == parts
     assert origin_text(url) == text
+
+
+def test_four2_keeping_a_budget_active_applies_at_once():
+    assert second_admin_reasons(K.BUDGET_ACTIVE, {"active": True}, {"active": True}) == []
+
+
+def test_four2_a_connection_version_without_a_destination_fails_closed():
+    """FOUR-2: content that names no base URL is treated as moving the destination, never as staying."""
+    proposed = {key: value for key, value in SAME_PLACE.items() if key != "base_url"}
+    reasons = second_admin_reasons(K.CONNECTION_VERSION, proposed, CONNECTION_NOW)
+    assert reasons == ["It moves the destination from https://api.example.com:443 to ://:None."]

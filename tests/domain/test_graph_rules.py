@@ -129,3 +129,41 @@ def test_node_outcomes():
         "extra": {"a": 1},
     }
     assert wf.NodeOutcome().waiting and wf.NodeOutcome().as_dict() == {}
+
+
+def correcting(payload) -> dict:
+    return graph(nodes={"a": {**NODE, "config": {"correction": {"payload": payload}}}})
+
+
+@pytest.mark.parametrize(
+    "payload, error",
+    [
+        ("!" * 31 + "original.payload", "is nested too deeply (at most 30 levels)"),
+        ("original.[", "is not a JMESPath expression ("),
+        (7, "must be a JMESPath expression string"),
+    ],
+)
+def test_sec5_a_correction_payload_mapping_is_checked_like_an_input_mapping(payload, error):
+    """SEC-5: the correction's payload expression runs later too, so it is refused at save."""
+    [problem] = wf.graph_errors(correcting(payload))
+    assert problem.startswith(f"Node 'a': config.correction.payload {error}") and problem.endswith(".")
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"correction": {"payload": "original.payload"}},
+        {"correction": {"payload": ""}},  # empty: the default, original.payload
+        {"correction": {}},
+        {"correction": "not an object"},
+        {},
+    ],
+)
+def test_a_correction_payload_that_can_run_or_is_left_to_the_default_passes(config):
+    assert wf.graph_errors(graph(nodes={"a": {**NODE, "config": config}})) == []
+
+
+def test_a_correction_error_names_its_node():
+    nodes = {"a": {**NODE, "next": {"applied": "b"}}, "b": {**NODE, "config": {"correction": {"payload": "x.["}}}}
+    [problem] = wf.graph_errors(graph(nodes=nodes))
+    assert problem.startswith("Node 'b': config.correction.payload is not a JMESPath expression (")

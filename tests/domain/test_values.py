@@ -136,3 +136,26 @@ def test_receipt_bounds_and_fields():
         "retry_after_seconds": 30,
         "provider_request_id": None,
     }
+
+
+@pytest.fixture
+def server_in_kolkata(monkeypatch):
+    """The process's local time zone set to UTC+05:30 (restored afterwards)."""
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_clock_is_utc_whatever_the_servers_time_zone(server_in_kolkata):
+    """Naive times read as UTC and aware ones come out in UTC, not in the server's local zone."""
+    assert datetime(2026, 1, 2, 3, 4, 5).astimezone().utcoffset() == timedelta(hours=5, minutes=30)  # the zone took
+    assert clock.iso(datetime(2026, 1, 2, 3, 4, 5)) == "2026-01-02T03:04:05.000Z"
+    assert clock.iso(datetime(2026, 1, 2, 5, 4, 5, tzinfo=timezone(timedelta(hours=2)))) == "2026-01-02T03:04:05.000Z"
+    parsed = clock.parse_iso("2026-01-02T05:04:05+02:00")
+    assert parsed.tzinfo is UTC and parsed.hour == 3
+    naive = clock.parse_iso("2026-01-02T03:04:05")
+    assert naive.tzinfo is UTC and naive.hour == 3
