@@ -16,11 +16,18 @@ def register_cli(app: Flask) -> None:
     @click.option(
         "--platform-port", default=lambda: int(os.environ.get("DEMO_PLATFORM_PORT", "5050")), show_default="5050"
     )
-    def demo(port: int, platform_port: int) -> None:
+    @click.option(
+        "--platform",
+        type=click.Choice(["demo", "atproto"]),
+        default="demo",
+        show_default=True,
+        help="atproto also starts a real AT Protocol PDS on loopback and an installation acting on it.",
+    )
+    def demo(port: int, platform_port: int, platform: str) -> None:
         """Migrate, seed a demo installation, run console + worker + demo platform."""
         from .demo import run_demo
 
-        run_demo(app, port, platform_port)
+        run_demo(app, port, platform_port, platform)
 
     @app.cli.command("create-admin")
     @click.option("--email", required=True)
@@ -128,7 +135,7 @@ def register_cli(app: Flask) -> None:
         attempts = db.session.scalars(
             select(ConnectionAttempt)
             .where(ConnectionAttempt.proposal_id == proposal.id)
-            .order_by(ConnectionAttempt.attempt_number)
+            .order_by(ConnectionAttempt.attempt_number, ConnectionAttempt.started_at)
         ).all()
         statuses = attempt_statuses(proposal, attempts)
         for a in attempts:
@@ -136,7 +143,8 @@ def register_cli(app: Flask) -> None:
             finished = f"finished {a.finished_at:%Y-%m-%d %H:%M:%S}" if a.finished_at else status.replace("_", " ")
             click.echo(
                 f"  #{a.attempt_number} cycle {a.delivery_cycle} {a.method} {a.url} "
-                f"started {a.started_at:%Y-%m-%d %H:%M:%S} {finished} "
+                + (f"({a.purpose}) " if a.purpose != "update" else "")  # a platform kind's other requests (PLAT-4)
+                + f"started {a.started_at:%Y-%m-%d %H:%M:%S} {finished} "
                 f"{a.response_status or '-'} {a.response_class or '-'} {a.error_code or ''} "
                 f"{a.duration_ms if a.duration_ms is not None else '-'} ms"
             )

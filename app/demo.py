@@ -354,12 +354,34 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
     return DemoSecrets(signing_secret, platform_token, token.token)
 
 
+def _start_pds_demo(app):
+    """Start the PDS and seed the ``pds`` installation for it (PLAT-5), or exit with why not."""
+    from app.demo_pds import PdsUnavailable, seed_pds_demo, start_pds
+
+    print("  Starting an AT Protocol PDS (the first run installs Node 22 and the PDS, a few minutes) ...", flush=True)
+    try:
+        pds = start_pds(Path(app.instance_path) / "pds.log")
+    except PdsUnavailable as error:
+        print(f"\n{error}\n", file=sys.stderr, flush=True)
+        raise SystemExit(2) from error
+    seed_pds_demo(pds, seed_demo)
+    return pds
+
+
 def _interrupt(*_args) -> None:
     raise KeyboardInterrupt
 
 
-def run_demo(app, console_port: int, platform_port: int) -> None:
-    """Migrate, seed, and run console + worker + demo platform until Ctrl-C."""
+def run_demo(app, console_port: int, platform_port: int, platform: str = "demo") -> None:
+    """Migrate, seed, and run console + worker + demo platform until Ctrl-C.
+
+    Args:
+        platform: ``demo`` (the demo platform only) or ``atproto`` (also a real AT
+            Protocol PDS on loopback and the ``pds`` installation acting on it, PLAT-5).
+
+    Raises:
+        SystemExit: 2 with a clear message when ``atproto`` cannot install or start the PDS.
+    """
     from flask_migrate import upgrade
     from werkzeug.serving import make_server
 
@@ -389,6 +411,7 @@ def run_demo(app, console_port: int, platform_port: int) -> None:
         "INSTANCE_PATH": app.instance_path,
     }
     root = Path(__file__).resolve().parent.parent
+    pds = _start_pds_demo(app) if platform == "atproto" else None
     children = [
         subprocess.Popen(
             [sys.executable, "-m", "app.demo_platform", "--port", str(platform_port), "--posts", ",".join(DEMO_POSTS)],
@@ -403,6 +426,10 @@ def run_demo(app, console_port: int, platform_port: int) -> None:
     print(f"  Demo platform:  {platform_url}/content")
     for email, _name, roles in DEMO_USERS:
         print(f"    {email:24} {DEMO_PASSWORD}   {', '.join(roles)}")
+    if pds is not None:
+        print(f"  AT Protocol PDS: {pds.url}  (installation 'pds'; users pds-<name>@example.com, same password)")
+        print("    Its reports are about posts on this PDS; a takedown there hides the post from")
+        print(f"    {pds.url}/xrpc/com.atproto.repo.getRecord")
     print("  Press Ctrl-C to stop everything.\n", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -418,6 +445,8 @@ def run_demo(app, console_port: int, platform_port: int) -> None:
                 child.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 child.kill()
+        if pds is not None:
+            pds.stop()
         if not app.config.get("REDIS_URL"):  # the embedded Redis this command started
             from app.queueing import embedded_redis
 

@@ -6,6 +6,12 @@ Webhooks signature and bearer token of every action request, applies each
 Idempotency-Key once (a repeat answers the stored receipt), and answers with a
 receipt. In ``async`` mode it answers ``accepted`` and confirms later through the
 console's async result API. ``POST /_control`` scripts failures for demos and tests.
+
+It also serves a second, plain REST API that knows nothing of receipts (SPEC PLAT-3):
+``POST /v2/moderation/requests`` takes ``{"post", "action": "remove"|"restore"}`` with
+an ``Idempotency-Key`` and answers ``{"request": {"id", "post", "state": "done"}}``;
+``GET /v2/posts/<reference>/moderation`` answers ``{"post", "visibility"}``. The
+console's ``rest`` kind reads the first with JMESPath and confirms with the second.
 """
 
 from __future__ import annotations
@@ -106,6 +112,7 @@ class PlatformState:
     content: dict[str, str] = field(default_factory=dict)
     accounts: dict[str, str] = field(default_factory=dict)  # account reference -> active | suspended
     receipts: dict[str, dict] = field(default_factory=dict)  # by Idempotency-Key
+    rest_answers: dict[str, dict] = field(default_factory=dict)  # the plain REST API's, by Idempotency-Key
     effects: list[dict] = field(default_factory=list)  # every effect applied, once per key
     requests_seen: int = 0
     fail_next: int = 0
@@ -210,6 +217,50 @@ def create_platform(
         if state.mode == "async" and state.console_url:
             threading.Thread(target=_confirm_later, args=(receipt,), daemon=True).start()
         return jsonify(receipt)
+
+    def _rest_refused():
+        if state.bearer_token and request.headers.get("Authorization") != f"Bearer {state.bearer_token}":
+            return jsonify({"problem": "unauthorized"}), 401
+        return None
+
+    @app.post("/v2/moderation/requests")
+    def rest_request():
+        """The plain REST API (PLAT-3): its own request and answer shapes, no receipt."""
+        refused = _rest_refused()
+        if refused:
+            return refused
+        body = request.get_json(silent=True) or {}
+        post, wanted = body.get("post"), {"remove": "removed", "restore": "visible"}.get(body.get("action"))
+        key = request.headers.get("Idempotency-Key", "")
+        if not isinstance(post, str) or wanted is None or not key:
+            return jsonify({"problem": "bad_request", "detail": "post, action and Idempotency-Key are required"}), 422
+        if state.response_delay_seconds:
+            time.sleep(state.response_delay_seconds)
+        with state.lock:
+            state.requests_seen += 1
+            if state.fail_next > 0:
+                state.fail_next -= 1
+                return jsonify({"problem": "scripted_failure"}), state.fail_status
+            if key in state.rest_answers:
+                return jsonify(state.rest_answers[key]), 200
+            if post not in state.content:
+                return jsonify({"problem": "no_such_post", "post": post}), 404
+            state.content[post] = wanted
+            state.effects.append({"idempotency_key": key, "reference": post, "effect": wanted, "api": "rest"})
+            answer = {"request": {"id": f"mr-{len(state.effects)}", "post": post, "state": "done"}}
+            state.rest_answers[key] = answer
+        return jsonify(answer), 201
+
+    @app.get("/v2/posts/<path:reference>/moderation")
+    def rest_visibility(reference: str):
+        refused = _rest_refused()
+        if refused:
+            return refused
+        with state.lock:
+            visibility = state.content.get(reference)
+        if visibility is None:
+            return jsonify({"problem": "no_such_post", "post": reference}), 404
+        return jsonify({"post": reference, "visibility": visibility})
 
     @app.get("/content")
     def content():

@@ -74,6 +74,7 @@ class EgressError(Exception):
         delay_seconds: base retry delay (the platform's Retry-After when given).
         response_class: the attempt's class (timeout, network_error, ...).
         sent: whether the request may have reached the platform.
+        body: the answer's body for an HTTP error status (capped), else None.
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class EgressError(Exception):
         status: int | None = None,
         digest: str | None = None,
         duration_ms: int | None = None,
+        body: bytes | None = None,
     ) -> None:
         super().__init__(code)
         self.code = code
@@ -97,6 +99,7 @@ class EgressError(Exception):
         self.status = status
         self.digest = digest
         self.duration_ms = duration_ms
+        self.body = body  # the (capped) answer of a non-2xx status: platform kinds read it (PLAT-2, PLAT-3)
 
 
 # A reference's path: URL path characters only (no "?", "#" or backslash), no empty
@@ -394,7 +397,7 @@ def _send_pinned(http: requests.Session, address: str, request: EgressRequest, p
             duration_ms=elapsed(),
         )
     digest = sha256_digest(body)
-    common = dict(sent=True, status=status, digest=digest, duration_ms=elapsed())
+    common = dict(sent=True, status=status, digest=digest, duration_ms=elapsed(), body=body)
     if 200 <= status < 300:
         return EgressResponse(status=status, body=body, digest=digest, duration_ms=elapsed())
     delay = retry_after_seconds(response.headers.get("Retry-After"))

@@ -26,6 +26,25 @@ ATTEMPT_SECONDS = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
 SWEEPS = Counter("console_sweeps_total", "Sweeps run, by result.", ["result"])
+CONNECTION_WAITS = Counter(
+    "console_connection_waits_total",
+    "Deliveries a connection held back (CONN-1..3): circuit open, probe in flight, 429 pause, disabled, "
+    "rate limited (deferred) or rate_limit_sleep (slept for its slot).",
+    ["connection_id", "reason"],
+)
+CONNECTION_TRANSITIONS = Counter(
+    "console_connection_transitions_total",
+    "Connection health transitions (opened, probe_started, closed, reopened, paused, disabled, re_enabled).",
+    ["connection_id", "transition"],
+)
+
+
+def record_connection_wait(connection_id: str, reason: str) -> None:
+    CONNECTION_WAITS.labels(connection_id=connection_id, reason=reason).inc()
+
+
+def record_connection_transition(connection_id: str, transition: str) -> None:
+    CONNECTION_TRANSITIONS.labels(connection_id=connection_id, transition=transition).inc()
 
 
 def record_delivery(outcome: str, error_code: str | None, seconds: float | None) -> None:
@@ -78,7 +97,42 @@ class DatabaseCollector:
             "Reversals of temporary actions still unsent five minutes past their time (TEMP-2).",
             value=overdue_reversal_count(self.now),
         )
+        yield from _connection_gauges(db.session)
         db.session.rollback()
+
+
+def _connection_gauges(session):
+    """Breaker state (0 closed, 1 half-open, 2 open) and disabled endpoints (CONN-1, CONN-3)."""
+    from sqlalchemy import select
+
+    from app.domain.connection_health import CLOSED, gauge_value
+    from app.models import Connection, ConnectionHealth
+
+    breaker = GaugeMetricFamily(
+        "console_connection_breaker_state",
+        "Circuit breaker of each connection: 0 closed, 1 half-open, 2 open.",
+        labels=["connection_id", "connection"],
+    )
+    disabled = GaugeMetricFamily(
+        "console_connection_disabled",
+        "1 when the connection's endpoint is disabled.",
+        labels=["connection_id", "connection"],
+    )
+    rows = session.execute(
+        select(Connection.id, Connection.slug, ConnectionHealth.state, ConnectionHealth.disabled_at).outerjoin(
+            ConnectionHealth, ConnectionHealth.connection_id == Connection.id
+        )
+    ).all()
+    from app.domain.connection_health import Health
+
+    for connection_id, slug, state, disabled_at in rows:
+        breaker.add_metric([connection_id, slug], gauge_value(Health(state=state or CLOSED)))
+        disabled.add_metric([connection_id, slug], 1 if disabled_at else 0)
+    yield breaker
+    yield disabled
+    yield GaugeMetricFamily(
+        "console_connections_disabled", "Connections whose endpoint is disabled.", value=sum(1 for r in rows if r[3])
+    )
 
 
 def _aware(value: datetime) -> datetime:

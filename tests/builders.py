@@ -202,6 +202,25 @@ def make_due(proposal) -> None:
     if row.state == "applying":
         values["lease_expires_at"] = past
     set_row(ActionProposal, proposal.id, **values)
+    pass_connection_waits(past)
+
+
+def pass_connection_waits(past=None) -> None:
+    """Time travel for the connections too: every breaker's probe time, probe lease and
+    429 pause has come (CONN-1, CONN-2); a disabled endpoint stays disabled (CONN-3)."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.domain.clock import utcnow
+    from app.models import ConnectionHealth
+
+    past = past or utcnow() - timedelta(seconds=1)
+    with unit_of_work() as uow:
+        for column in ("next_probe_at", "probe_lease_expires_at", "paused_until"):
+            field = getattr(ConnectionHealth, column)
+            uow.session.execute(update(ConnectionHealth).where(field > past).values({column: past}))
+        uow.commit()
 
 
 def add_reports(world: World, count: int, prefix: str = "extra") -> list[str]:
@@ -525,6 +544,7 @@ def _fail(proposal, platform: Platform, attempts: int, terminal: bool) -> Action
         if n > 1:
             make_due(proposal)
         deliver(proposal.id)
+    pass_connection_waits()  # time passes: the breaker those failures opened may probe again (CONN-1)
     row = _checked(proposal, "failed")
     assert (row.delivery_attempt_count, row.delivery_terminal) == (
         attempts,

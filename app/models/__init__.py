@@ -6,7 +6,7 @@ from .base import Base, CanonicalJSON, insert_ignore, new_id
 from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .changes import ConfigChange
-from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion
+from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion
 from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
 from .labels import CodeLabel
@@ -34,6 +34,7 @@ __all__ = [
     "ConfigChange",
     "Connection",
     "ConnectionAttempt",
+    "ConnectionHealth",
     "ConnectionVersion",
     "Decision",
     "HumanTask",

@@ -20,16 +20,22 @@ RESPONSE_CLASSES = (
 )
 
 
+ATTEMPT_PURPOSES = ("update", "read-back", "recheck")
+
+
 class ConnectionAttempt(Base):
     """One request to a platform, written before it is sent and finished after."""
 
     __tablename__ = "connection_attempts"
-    __table_args__ = (UniqueConstraint("proposal_id", "attempt_number"),)
+    __table_args__ = (UniqueConstraint("proposal_id", "attempt_number", "purpose"),)
 
     id: Mapped[str] = id_column("att")
     installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
     proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"), index=True)
     attempt_number: Mapped[int] = mapped_column()
+    # Which request of the attempt this row is (PLAT-4): the update itself, the
+    # read-back that confirms it, or the read-back before a resend (`ATTEMPT_PURPOSES`).
+    purpose: Mapped[str] = mapped_column(String(20), default="update", server_default="update")
     delivery_cycle: Mapped[int] = mapped_column()
     connection_version_id: Mapped[str] = mapped_column(ForeignKey("connection_versions.id"))
     method: Mapped[str] = mapped_column(String(10))

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column
 
-IMPLEMENTATION_KINDS = ("webhook", "external_api")
+IMPLEMENTATION_KINDS = ("webhook", "external_api", "atproto_pds", "rest")
 MAX_CONNECTION_TIMEOUT_SECONDS = 120
 
 
@@ -46,7 +46,37 @@ class ConnectionVersion(Base):
     signing_secret: Mapped[str | None] = mapped_column(String(500), nullable=True)
     timeout_seconds: Mapped[float] = mapped_column(default=30)
     allowed_hosts: Mapped[list[str]] = json_column("allowed_hosts_json", default=list)
+    # The connection's health settings (CONN-1..3, `app.domain.connection_health.Settings`).
+    breaker_failure_threshold: Mapped[int] = mapped_column(default=5, server_default="5")
+    breaker_first_probe_seconds: Mapped[float] = mapped_column(default=30, server_default="30")
+    breaker_max_probe_seconds: Mapped[float] = mapped_column(default=600, server_default="600")
+    failure_window_seconds: Mapped[float] = mapped_column(default=86_400, server_default="86400")
+    rate_limit_per_second: Mapped[float | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = created_at_column()
+
+
+class ConnectionHealth(Base):
+    """A connection's circuit breaker, pause and disabling, shared by every worker
+    (CONN-1..3). One row per connection, written only when something changes, each
+    write guarded on `version` as read (`app.services.lifecycle.connection_health`).
+    Kept in the database, not in Redis, so losing Redis loses no breaker state."""
+
+    __tablename__ = "connection_health"
+
+    connection_id: Mapped[str] = mapped_column(ForeignKey("connections.id"), primary_key=True)
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
+    state: Mapped[str] = mapped_column(String(20), default="closed")
+    consecutive_failures: Mapped[int] = mapped_column(default=0)
+    failing_since: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    probe_delay_seconds: Mapped[float | None] = mapped_column(nullable=True)
+    next_probe_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    probe_lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    paused_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    disabled_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    version: Mapped[int] = mapped_column(default=0)
+    updated_at: Mapped[datetime] = created_at_column()
 
 
 class ComponentDefinition(Base):
@@ -75,7 +105,7 @@ class ComponentVersion(Base):
     definition_id: Mapped[str] = mapped_column(ForeignKey("component_definitions.id"))
     version: Mapped[int] = mapped_column(default=1)
     implementation_kind: Mapped[str] = mapped_column(String(30))
-    implementation_reference: Mapped[str] = mapped_column(String(500))  # "POST /actions/takedown"
+    implementation_reference: Mapped[str] = mapped_column(String(8000))  # "POST /actions/takedown"; see PLAT kinds
     connection_version_id: Mapped[str | None] = mapped_column(ForeignKey("connection_versions.id"), nullable=True)
     input_schema: Mapped[dict] = json_column("input_schema_json", default=dict)
     output_schema: Mapped[dict] = json_column("output_schema_json", default=dict)

@@ -97,7 +97,7 @@ class ActionProposal(Base):
     approval: Mapped[ActionApproval | None] = related(uselist=False)
     task: Mapped[HumanTask | None] = related(uselist=False)  # its approval task
     attempts: Mapped[list[ConnectionAttempt]] = related(
-        order_by="(ConnectionAttempt.delivery_cycle, ConnectionAttempt.attempt_number)"
+        order_by="(ConnectionAttempt.delivery_cycle, ConnectionAttempt.attempt_number, ConnectionAttempt.started_at)"
     )
     receipts: Mapped[list[ActionReceiptRecord]] = related(
         order_by="(ActionReceiptRecord.received_at, ActionReceiptRecord.id)"

@@ -151,3 +151,159 @@ def test_a_new_origin_needs_the_secrets_again(previous, new, reentry):
     """SEC-4: origin = scheme, host, port (default ports filled in)."""
     assert secrets_need_reentry(previous, new) is reentry
     assert origin("HTTPS://Api.Example.com/v1") == ("https", "api.example.com", 443)
+
+
+# --- what each reason says, and the edges of each rule ------------------------------
+
+
+@pytest.mark.parametrize(
+    "kind, proposed, current, reasons",
+    [
+        (
+            K.WORKFLOW_VERSION,
+            {"authority_mode": "bounded_auto"},
+            None,
+            ["It publishes a bounded_auto workflow version: its actions run without a second person."],
+        ),
+        (
+            "component.version",
+            {"approval_mode": "bounded_auto"},
+            None,
+            ["It publishes a bounded_auto component version: its actions run without a second person."],
+        ),
+        (K.COMPONENT_CREATE, {"approval_mode": "human"}, None, []),
+        (K.WORKFLOW_CREATE, {}, None, []),
+        (K.BUDGET_LIMIT, {"limit_amount": 11}, {"limit_amount": 10}, ["It raises a budget's limit from 10 to 11."]),
+        (K.BUDGET_LIMIT, {"limit_amount": 11}, None, []),  # no limit before: nothing is raised
+        (K.BUDGET_LIMIT, {"limit_amount": "11"}, {"limit_amount": 10}, []),
+        (
+            K.BUDGET_ACTIVE,
+            {"active": False},
+            {"active": True},
+            ["It deactivates a budget: its scope is no longer bounded."],
+        ),
+        (K.BUDGET_ACTIVE, {}, {"active": True}, ["It deactivates a budget: its scope is no longer bounded."]),
+        (K.BUDGET_ACTIVE, {"active": False}, None, []),
+        (K.OPERATOR_CREATE, {"roles": ["reviewer"]}, None, ["It grants the reviewer role."]),
+        (K.OPERATOR_CREATE, {"roles": ["reviewer", "admin"]}, None, ["It grants the admin and reviewer roles."]),
+        (K.OPERATOR_ROLES, {"roles": ["admin", "reviewer"]}, {"roles": ["reviewer"]}, ["It grants the admin role."]),
+        (K.OPERATOR_ROLES, {"roles": None}, {"roles": ["admin"]}, []),
+        (K.OPERATOR_ROLES, {"roles": ["admin"]}, {"roles": None}, ["It grants the admin role."]),
+    ],
+)
+def test_four2_each_reason_is_a_sentence_for_the_change_page(kind, proposed, current, reasons):
+    """FOUR-2: the change page names what makes the change need a second admin."""
+    assert second_admin_reasons(kind, proposed, current) == reasons
+
+
+@pytest.mark.parametrize(
+    "proposed, reasons",
+    [
+        ({**SAME_PLACE, "allowed_hosts": ["api.example.com"]}, []),
+        ({"base_url": "https://api.example.com/v2", "allowed_hosts": ["api.example.com"]}, []),  # secrets kept
+        (
+            {**SAME_PLACE, "bearer_token": "none", "signing_secret": "set"},
+            ["It changes the bearer token.", "It changes the signing secret."],
+        ),
+        ({**SAME_PLACE, "allowed_hosts": []}, ["It changes the allowed hosts."]),
+        ({**SAME_PLACE, "allowed_hosts": None}, ["It changes the allowed hosts."]),
+    ],
+)
+def test_four2_connection_reasons(proposed, reasons):
+    """FOUR-2: each way a connection version weakens what exists, by name."""
+    assert second_admin_reasons(K.CONNECTION_VERSION, proposed, CONNECTION_NOW) == reasons
+
+
+def test_four2_allowed_hosts_compare_as_a_set_of_names():
+    now = {**CONNECTION_NOW, "allowed_hosts": ["b.example", "a.example"]}
+    proposed = {**SAME_PLACE, "allowed_hosts": ["a.example", "b.example"]}
+    assert second_admin_reasons(K.CONNECTION_VERSION, proposed, now) == []
+    assert (
+        second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "allowed_hosts": []}, {"allowed_hosts": None}) == []
+    )
+
+
+def test_four2_a_new_connection_names_its_secrets_not_a_move():
+    """FOUR-2: a first version has no destination to move from; setting its secrets is named."""
+    proposed = {"base_url": "https://api.example.com", "bearer_token": "set", "signing_secret": "none"}
+    assert second_admin_reasons(K.CONNECTION_VERSION, proposed, None) == ["It changes the bearer token."]
+
+
+def test_four2_removing_a_secret_that_was_never_set_changes_nothing():
+    now = {**CONNECTION_NOW, "bearer_token": False, "signing_secret": False}
+    assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "none"}, now) == []
+    assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "keep"}, now) == []
+    assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "set"}, now) == [
+        "It changes the bearer token."
+    ]
+
+
+@pytest.mark.parametrize(
+    "approver, roles, subject, reason",
+    [
+        ("op_b", ["admin"], None, None),
+        ("op_b", iter(["reviewer", "admin"]), None, None),
+        ("op_a", {"admin"}, None, "You proposed this change; a second admin must approve it."),
+        ("op_b", (), None, "Only admins can approve configuration changes."),
+        ("op_a", ["reviewer"], None, "Only admins can approve configuration changes."),
+        ("op_b", {"admin"}, "op_b", "This change grants you a role; another admin must approve it."),
+    ],
+)
+def test_four2_the_refusal_says_who_must_approve(approver, roles, subject, reason):
+    """FOUR-2: the console shows why the approve button is refused."""
+    verdict = change_approver_verdict(approver, roles, "op_a", subject)
+    assert (verdict.allowed, verdict.reason) == (reason is None, reason)
+
+
+def test_four2_the_diff_is_pretty_sorted_json_with_two_lines_of_context():
+    """FOUR-2: JSON fields diff as indented, key-sorted text, non-ASCII as written."""
+    before = {"b": 1, "a": [1, 2, 3, 4, 5, "é"], "z": 1}
+    after = {"z": 1, "a": [1, 2, 3, 4, 5, "ü"], "b": 1}
+    [change] = content_diff({"graph": before}, {"graph": after})
+    assert change.lines == (
+        "--- now",
+        "+++ proposed",
+        "@@ -6,5 +6,5 @@",
+        "     4,",
+        "     5,",
+        '-    "é"',
+        '+    "ü"',
+        "   ],",
+        '   "b": 1,',
+    )
+
+
+def test_four2_the_diff_of_new_and_retyped_fields():
+    """FOUR-2: a creation lists every field as new; a value becoming JSON diffs as text."""
+    roles, plain = content_diff(None, {"roles": ["admin"], "limit_amount": 1})
+    assert (roles.name, roles.before, roles.after, roles.lines) == (
+        "roles",
+        None,
+        ["admin"],
+        ("--- now", "+++ proposed", "@@ -0,0 +1,3 @@", "+[", '+  "admin"', "+]"),
+    )
+    assert (plain.name, plain.before, plain.after, plain.lines, plain.changed) == ("limit_amount", None, 1, (), True)
+    [retyped] = content_diff({"graph": "x", "other": 1}, {"graph": [1]})
+    assert retyped.lines == ("--- now", "+++ proposed", "@@ -1 +1,3 @@", '-"x"', "+[", "+  1", "+]")
+    [dropped] = content_diff({"graph": {"a": 1}}, {"graph": None})
+    assert dropped.lines == ("--- now", "+++ proposed", "@@ -1,3 +0,0 @@", "-{", '-  "a": 1', "-}")
+    [same] = content_diff({"graph": {"a": 1}}, {"graph": {"a": 1}})
+    assert same.lines == () and not same.changed
+
+
+@pytest.mark.parametrize(
+    "url, parts, text",
+    [
+        (" https://A.example:8443/x ", ("https", "a.example", 8443), "https://a.example:8443"),
+        ("HTTP://a.example", ("http", "a.example", 80), "http://a.example:80"),
+        ("https://a.example:443", ("https", "a.example", 443), "https://a.example:443"),
+        ("", ("", "", None), "://:None"),
+        ("ftp://a.example", ("ftp", "a.example", None), "ftp://a.example:None"),
+    ],
+)
+def test_sec4_an_origin_is_scheme_host_and_port(url, parts, text):
+    """SEC-4: lowercase, trimmed, the scheme's default port filled in."""
+    from app.domain.config_changes import origin_text
+
+    assert origin(url) == parts
+    assert origin_text(url) == text

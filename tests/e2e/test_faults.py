@@ -16,7 +16,17 @@ from app.models import ActionProposal, AuditEvent, ConnectionAttempt, WorkflowRu
 from app.services.lifecycle import sweeps
 
 from .. import scripted as s
-from ..builders import approve, decide_report, login, make_due, point_connection_at, reload, run_worker, set_row
+from ..builders import (
+    approve,
+    decide_report,
+    login,
+    make_due,
+    pass_connection_waits,
+    point_connection_at,
+    reload,
+    run_worker,
+    set_row,
+)
 
 
 def attempts(proposal):
@@ -180,6 +190,7 @@ def test_eight_failures_then_operator_retry_in_cycle_two(app, client, approved, 
         data={"payload_digest": approved.payload_digest, "idempotency_key": "retry-page-1", "csrf_token": token},
     )
     assert response.status_code == 303
+    pass_connection_waits()  # the breaker the 8 failures opened may probe by now (CONN-1)
     run_worker(app)
     row = reload(approved)
     assert (row.state, row.delivery_cycle, row.delivery_attempt_count) == ("applied", 2, 9)

@@ -22,6 +22,7 @@ from app.domain.config_changes import ChangeKind
 from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
 from app.domain.expressions import check_schema
+from app.domain.platform_kinds import PDS_KIND, PDS_REFERENCE, PLATFORM_KINDS, rest_reference_problems
 from app.extensions import db
 from app.models import ComponentDefinition, ComponentVersion, Connection, ConnectionVersion, OperatorUser
 from app.models.components import IMPLEMENTATION_KINDS
@@ -44,6 +45,7 @@ from app.services.uow import Actor, UnitOfWork, unit_of_work
 APPROVAL_MODES = ("human", "bounded_auto")
 MAX_SCHEMA_CHARS = 100_000
 MAX_REFERENCE_CHARS = 500
+MAX_REST_REFERENCE_CHARS = 8000  # a REST kind's reference holds its outcome mapping (PLAT-3)
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,13 @@ class ComponentSpec:
     """A component version as typed into the form.
 
     Attributes:
-        implementation_kind: ``webhook`` or ``external_api``.
-        implementation_reference: ``[POST|PUT|PATCH|DELETE] /path``, e.g.
-            ``POST /actions/takedown`` (at most 500 characters).
+        implementation_kind: ``webhook`` or ``external_api`` (the receipt contract),
+            ``atproto_pds`` (a PDS's admin API, PLAT-1) or ``rest`` (PLAT-3).
+        implementation_reference: for the receipt contract ``[POST|PUT|PATCH|DELETE] /path``,
+            e.g. ``POST /actions/takedown`` (at most 500 characters); for
+            ``atproto_pds`` ``takedown|reversal account|record``; for ``rest`` a JSON
+            object (request, body, outcome, read_back; at most 8,000 characters,
+            see `app.domain.platform_kinds.rest_reference_problems`).
         connection_version_id: a connection version of the same installation.
         input_schema, output_schema: JSON Schemas as JSON text (at most 100,000
             characters each).
@@ -235,11 +241,13 @@ def _clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> d
         raise ApiError(
             400,
             "component_implementation_kind_invalid",
-            "The implementation kind is webhook or external_api.",
+            "The implementation kind is webhook, external_api, atproto_pds or rest.",
             "implementation_kind",
         )
     reference = spec.implementation_reference.strip() if isinstance(spec.implementation_reference, str) else ""
-    if (
+    if spec.implementation_kind in PLATFORM_KINDS:
+        _check_platform_reference(spec.implementation_kind, reference)
+    elif (
         len(reference) > MAX_REFERENCE_CHARS
         or has_control_characters(reference)
         or not OPERATION_PATTERN.match(reference)
@@ -276,6 +284,39 @@ def _clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> d
         "output_schema": output_schema,
         "approval_policy": {"mode": spec.approval_mode},
     }
+
+
+def _check_platform_reference(kind: str, reference: str) -> None:
+    """Validate a platform kind's reference at save (PLAT-1, PLAT-3, SEC-5).
+
+    Raises:
+        InvalidInput: 400 ``component_operation_invalid`` with each problem listed.
+    """
+    if kind == PDS_KIND:
+        if not PDS_REFERENCE.match(reference):
+            raise ApiError(
+                400,
+                "component_operation_invalid",
+                "Write what the PDS component does as 'takedown account', 'takedown record', "
+                "'reversal account' or 'reversal record'.",
+                "implementation_reference",
+            )
+        return
+    problems = (
+        [f"the reference is too long (at most {MAX_REST_REFERENCE_CHARS} characters)"]
+        if len(reference) > MAX_REST_REFERENCE_CHARS
+        else rest_reference_problems(reference)
+    )
+    if problems:
+        raise InvalidInput(
+            400,
+            "component_operation_invalid",
+            "The REST reference is a JSON object with a request ('POST /path'), an outcome mapping status "
+            "classes (2xx) or codes to JMESPath giving applied, accepted or failed, an optional body "
+            "(JMESPath over the action) and an optional read_back (request, value, expected).",
+            "implementation_reference",
+            problems,
+        )
 
 
 def _audit_details(version: ComponentVersion) -> dict[str, Any]:

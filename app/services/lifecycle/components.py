@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.domain.errors import ActionError
+from app.domain.platform_kinds import PLATFORM_KINDS
 from app.models import ComponentDefinition, ComponentVersion, ConnectionVersion
 
 # DLV-2, SEC-3: "[POST|PUT|PATCH|DELETE] /path"; the method defaults to POST. The path
@@ -32,8 +33,8 @@ def load_action_component(session: Session, component_version_id: str, installat
         ActionError: ``action_component_unavailable`` when it does not exist, belongs
             to another installation, is retired, its definition is not active or
             not side-effecting;
-            ``action_component_implementation_invalid`` when it is not a webhook or
-            external_api with a connection (PREP-3).
+            ``action_component_implementation_invalid`` when it is not a webhook,
+            external_api, atproto_pds or rest component with a connection (PREP-3, PLAT-1, PLAT-3).
     """
     version = session.get(ComponentVersion, component_version_id)
     definition = session.get(ComponentDefinition, version.definition_id) if version else None
@@ -51,7 +52,8 @@ def _check_component(version, definition, installation_id: str) -> None:
         or definition.effect_class != "side_effecting"
     ):
         raise ActionError("action_component_unavailable")
-    if version.implementation_kind not in ("webhook", "external_api") or not version.connection_version_id:
+    kinds = ("webhook", "external_api", *PLATFORM_KINDS)
+    if version.implementation_kind not in kinds or not version.connection_version_id:
         raise ActionError("action_component_implementation_invalid")
 
 

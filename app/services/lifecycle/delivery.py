@@ -36,7 +36,7 @@ from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
 from app.observability import bind
 from app.services.cases.snapshot import report_snapshot
-from app.services.lifecycle import budgets
+from app.services.lifecycle import budgets, connection_health, platforms
 from app.services.lifecycle.components import load_delivery_target, parse_operation
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
@@ -104,6 +104,13 @@ class _Target:
     allowed_hosts: tuple[str, ...]
     output_schema: dict
     queue_id: str | None
+    # The component's kind and reference: a platform kind (PLAT-1..3) sends its own requests.
+    kind: str = "webhook"
+    reference: str = ""
+    purpose: str = "update"  # which request the attempt row records first (PLAT-4)
+    call: Any = None  # a platform kind's plan of requests (services.lifecycle.platforms)
+    connection_id: str = ""
+    health: connection_health.Settings = connection_health.Settings()
 
 
 def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Target:
@@ -135,10 +142,14 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
     if rules.approval_missing(delivery_of(proposal), approved is not None):
         raise ActionError(rules.APPROVAL_MISSING)
     component, connection = load_delivery_target(session, proposal.component_version_id, proposal.installation_id)
-    operation = parse_operation(component.implementation_reference)
+    if platforms.handles(component.implementation_kind):  # its first request is decided in `_plan`
+        method, url = "", connection.base_url
+    else:
+        operation = parse_operation(component.implementation_reference)
+        method, url = operation.method, egress.build_url(connection.base_url, operation.path)
     return _Target(
-        method=operation.method,
-        url=egress.build_url(connection.base_url, operation.path),
+        method=method,
+        url=url,
         connection_version_id=connection.id,
         timeout_seconds=connection.timeout_seconds,
         bearer_token=connection.bearer_token,
@@ -146,6 +157,10 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
         allowed_hosts=tuple(connection.allowed_hosts),
         output_schema=component.output_schema,
         queue_id=snapshot.queue_id,
+        kind=component.implementation_kind,
+        reference=component.implementation_reference,
+        connection_id=connection.connection_id,
+        health=connection_health.settings_of(connection),
     )
 
 
@@ -189,6 +204,7 @@ class _Plan:
     body: bytes
     attempt: _Attempt
     reservations: list[str]
+    gate: connection_health.Gate | None = None
 
 
 class _Attempt:
@@ -204,6 +220,7 @@ class _Attempt:
                 installation_id=proposal.installation_id,
                 proposal_id=proposal.id,
                 attempt_number=attempt_number,
+                purpose=target.purpose,
                 delivery_cycle=proposal.delivery_cycle,
                 connection_version_id=target.connection_version_id,
                 method=target.method,
@@ -247,6 +264,9 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     """
     now = utcnow()
     started = time.monotonic()
+    waiting = connection_health.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
+    if waiting is not None:
+        return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
     with unit_of_work() as uow:
         held = claim(uow.session, proposal_id, now)
         if held is None:
@@ -283,6 +303,11 @@ def _unexpected(error: Exception, stage: str) -> ActionError:
 def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> _Plan:
     """Checks, budget reservation and the attempt row, in the claim's transaction."""
     target = _pre_send_checks(uow.session, proposal, now)
+    # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
+    # defer the delivery here, before any budget is reserved (ConnectionHeld).
+    gate = connection_health.admit(
+        uow, target.connection_id, proposal.installation_id, target.health, target.timeout_seconds, now
+    )
     reservations = budgets.reserve(
         uow,
         proposal.installation_id,
@@ -292,15 +317,20 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> 
         required=proposal.approval_mode != "human",  # no second person: a budget must bound it (FOUR-3)
     )
     body = canonical_json(request_body(proposal)).encode("utf-8")
+    if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
+        target, body = platforms.first_request(target, proposal, request_body(proposal), attempt_number)
     attempt = _Attempt(uow.session, proposal, attempt_number, target, body)
-    return _Plan(target, body, attempt, reservations)
+    return _Plan(target, body, attempt, reservations, gate)
 
 
 def _send_and_record(
     identity: ProposalIdentity, plan: _Plan, attempt_number: int, cycle: int, lease
 ) -> DeliveryOutcome:
     """Send the request, then record what came back (DLV-4..7)."""
+    if platforms.handles(plan.target.kind):
+        return platforms.send_and_record(identity, plan, attempt_number, cycle, lease)
     try:
+        connection_health.before_send(plan.gate)
         failpoint("before_send")
         response = _send(identity.operation_id, plan)
         failpoint("after_response")
@@ -325,7 +355,7 @@ def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
     """Log and count the outcome of one claimed attempt."""
     if outcome.state == S.APPLIED:
         result = "applied"
-    elif outcome.error_code == "budget_exhausted":
+    elif outcome.error_code == "budget_exhausted" or outcome.error_code in connection_health.rules.WAIT_CODES:
         result = "deferred"
     elif outcome.state == S.FAILED:
         result = "failed" if outcome.terminal else "retry"
@@ -406,16 +436,20 @@ def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, 
         raise
 
 
-def _save_sync_receipt(proposal_id: str, receipt, plan: _Plan, lease, attempt_number: int) -> DeliveryOutcome:
-    """Record the receipt, guarded by attempt and lease, with its run's resolution (DLV-5, DLV-7)."""
+def _save_sync_receipt(
+    proposal_id: str, receipt, plan: _Plan, lease, attempt_number: int, source: str | None = None
+) -> DeliveryOutcome:
+    """Record the receipt, guarded by attempt and lease, with its run's resolution (DLV-5, DLV-7);
+    ``source="observed"`` for a receipt the console wrote from a read-back (PLAT-2)."""
     attempt = plan.attempt
     guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
     with unit_of_work() as uow:
         proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
         attempt.write(uow.session)
         budgets.settle(uow, plan.reservations, consumed=True)
+        connection_health.record_success(uow, plan.gate)  # CONN-1
         try:
-            changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard)
+            changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard, source=source)
         except ActionError as error:  # an appeal correction stopped being eligible (CORR-3)
             outcome = _fail(uow, proposal_id, error, attempt, attempt_number, proposal.delivery_cycle, lease, [], True)
             uow.commit()
@@ -438,6 +472,9 @@ def _save_sync_receipt(proposal_id: str, receipt, plan: _Plan, lease, attempt_nu
 
 def _record_failure(proposal_id, error: ActionError, plan: _Plan, attempt_number, cycle, lease, sent: bool):
     with unit_of_work() as uow:
+        # CONN-1..3: what the failure says about the connection (breaker, 429 pause, 410).
+        status = plan.attempt.finish.get("response_status")
+        error = connection_health.record_failure(uow, plan.gate, error, status, isinstance(error, _EgressFailed))
         outcome = _fail(uow, proposal_id, error, plan.attempt, attempt_number, cycle, lease, plan.reservations, sent)
         uow.commit()
     return outcome
@@ -447,7 +484,7 @@ def _fail(
     uow, proposal_id, error: ActionError, attempt, attempt_number, cycle, lease, reservations, sent
 ) -> DeliveryOutcome:
     """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6)."""
-    deferred = isinstance(error, budgets.BudgetExhausted)
+    deferred = isinstance(error, budgets.BudgetExhausted | connection_health.ConnectionHeld)
     proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
     change = rules.failure(
         delivery_of(proposal),

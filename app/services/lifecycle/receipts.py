@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain.clock import utcnow
+from app.domain.connection_health import WAIT_CODES
 from app.domain.digests import canonical_json, sha256_digest, sha256_hex
 from app.domain.errors import ActionError, ApiError
 from app.domain.proposal import delivery as rules
@@ -41,6 +42,7 @@ def save_receipt(
     receipt: Receipt,
     actor: Actor,
     attempt: AttemptGuard | None = None,
+    source: str | None = None,
 ) -> bool:
     """Apply a receipt to its proposal with one guarded UPDATE (RCPT-2, RCPT-3).
 
@@ -49,6 +51,11 @@ def save_receipt(
     the platform said ``terminal: false`` and the cycle has attempts left. The write
     only matches the same delivery cycle and, for a synchronous receipt, the same
     attempt and lease, so a late worker cannot overwrite a newer attempt.
+
+    Args:
+        source: how the receipt came: ``sync`` (default with an attempt), ``async``
+            (default without), or ``observed`` (written by the console from a
+            read-back, PLAT-2).
 
     Returns:
         True when the proposal changed (and one audit row was written).
@@ -73,7 +80,10 @@ def save_receipt(
         return False
     terminal = change.terminal
     receipt_hex = sha256_hex(receipt_json)
+    source = source or ("sync" if attempt else "async")
     details = {**receipt.as_dict(), "terminal": terminal, "delivery_cycle": proposal.delivery_cycle}
+    if source == "observed":
+        details["source"] = source
     if attempt is not None:
         details.update(connection_attempt_id=attempt.connection_attempt_id, response_digest=attempt.response_digest)
     key = f"action-result:{proposal.operation_id}:{proposal.delivery_cycle}:{receipt_hex}"
@@ -97,7 +107,7 @@ def save_receipt(
             proposal_id=proposal.id,
             delivery_cycle=proposal.delivery_cycle,
             attempt_number=attempt.number if attempt else None,
-            source="sync" if attempt else "async",
+            source=source,
             status=receipt.status,
             receipt=receipt.as_dict(),
             receipt_digest=sha256_digest(receipt_json),
@@ -183,10 +193,19 @@ def after_result(uow: UnitOfWork, proposal: ActionProposal) -> None:
         schedule_next_attempt(uow, proposal)
 
 
+# Deferred without using an attempt: an exhausted budget (DLV-3), a connection holding
+# its deliveries back (CONN-1..3).
+DEFERRAL_CODES = frozenset({"budget_exhausted"}) | WAIT_CODES
+
+
 def schedule_next_attempt(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """Enqueue the proposal's next delivery job for when it is due (after commit)."""
     due = proposal.next_attempt_at or utcnow()
     delay = max(0.0, (due - utcnow()).total_seconds())
     proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
     tag = "confirm" if proposal.accepted_at else "a"
+    if proposal.last_error_code in DEFERRAL_CODES:
+        # A deferral gives its attempt back, so "a" would name the job running now
+        # (a duplicate, not enqueued): name the job by when it is due instead.
+        tag = f"w{int(due.timestamp() * 1000)}"
     uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts, delay, tag=tag))

@@ -3,7 +3,7 @@ a signing secret generated now is shown once, on the answer to the save."""
 
 from __future__ import annotations
 
-from flask import redirect, render_template, url_for
+from flask import flash, redirect, render_template, url_for
 from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
@@ -11,6 +11,7 @@ from app.domain.errors import ApiError
 from app.services.admin import connections as service
 from app.services.admin.changes import PendingChange
 from app.services.admin.integrations import list_integrations
+from app.services.lifecycle import connection_health
 
 from ..decorators import role_required
 from .blueprint import bp
@@ -60,9 +61,14 @@ def _version_form_for(listing: service.ConnectionListing) -> ConnectionVersionFo
 
 def _detail_page(connection_id: str, form=None, error=None, saved=None, status=200):
     listing = service.connection_detail(current_user.installation_id, connection_id)
+    from app.extensions import db
+
+    health = connection_health.health_views(db.session, current_user.installation_id, listing.connection.id)
     return render_template(
         "admin/connection.html",
         c=listing,
+        health=health[0] if health else None,
+        health_history=connection_health.history(db.session, current_user.installation_id, listing.connection.id),
         form=form or _version_form_for(listing),
         error=error,
         saved=saved,
@@ -117,3 +123,26 @@ def connection_version_create(connection_id: str):
     if saved.signing_secret:
         return _detail_page(connection_id, saved=saved, status=201)
     return redirect(url_for("admin.connection", connection_id=connection_id), code=303)
+
+
+@bp.route("/connections/<connection_id>/re-enable", methods=["POST"])
+@role_required(*EDIT_ROLES)
+def connection_re_enable(connection_id: str):
+    """CONN-3: an admin re-enables a disabled endpoint; its held deliveries go at once
+    (the CSRF token is checked app-wide)."""
+    try:
+        released = connection_health.re_enable(current_user, connection_id)
+    except ApiError as error:
+        return _detail_page(connection_id, error=error, status=error.status)
+    flash(f"Connection re-enabled; {released} held deliveries are due now.", "success")
+    return redirect(url_for("admin.connection", connection_id=connection_id), code=303)
+
+
+@bp.app_template_global()
+def disabled_connection_banner() -> list[tuple[str, str, str | None]]:
+    """The installation's disabled connections, for the banner admin pages show (CONN-3)."""
+    from app.extensions import db
+
+    if not current_user.is_authenticated or not current_user.has_role("admin"):
+        return []
+    return connection_health.disabled_connections(db.session, current_user.installation_id)

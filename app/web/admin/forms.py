@@ -57,7 +57,11 @@ SIGNING_CHOICES_VERSION = [
 class ConnectionVersionForm(ConsoleForm):
     base_url = StringField("Base URL", description="http:// or https://, e.g. https://api.example.com")
     bearer_token_action = SelectField("Bearer token", choices=BEARER_CHOICES_VERSION, validate_choice=False)
-    bearer_token = PasswordField("New bearer token", description="Sent as Authorization: Bearer. Never shown again.")
+    bearer_token = PasswordField(
+        "New bearer token",
+        description="Sent as Authorization: Bearer. For an AT Protocol PDS (atproto_pds components) enter the PDS "
+        "admin password: it is sent as Basic admin:<password>. Never shown again.",
+    )
     signing_secret_action = SelectField("Signing secret", choices=SIGNING_CHOICES_VERSION, validate_choice=False)
     timeout_seconds = StringField("Timeout (seconds, 1–120)", default="30")
     allowed_hosts = TextAreaField(
@@ -74,12 +78,28 @@ class ConnectionForm(ConnectionVersionForm):
     signing_secret_action = SelectField("Signing secret", choices=SIGNING_CHOICES_NEW, validate_choice=False)
 
 
+KIND_LABELS = {
+    "webhook": "webhook (the console's receipt contract)",
+    "external_api": "external_api (the console's receipt contract)",
+    "atproto_pds": "atproto_pds (an AT Protocol PDS's admin API)",
+    "rest": "rest (a REST API answering in its own shape)",
+}
+
+
 class ComponentVersionForm(ConsoleForm):
     implementation_kind = SelectField(
-        "Implementation kind", choices=[SelectChoice(k) for k in IMPLEMENTATION_KINDS], validate_choice=False
+        "Implementation kind",
+        choices=[SelectChoice(k, KIND_LABELS.get(k, k)) for k in IMPLEMENTATION_KINDS],
+        validate_choice=False,
     )
-    implementation_reference = StringField(
-        "Implementation reference", description="Method and path, e.g. POST /actions/takedown"
+    implementation_reference = TextAreaField(
+        "Implementation reference",
+        description="webhook / external_api: method and path, e.g. POST /actions/takedown. atproto_pds: the "
+        "operation and the subject kind: takedown record, takedown account, reversal record or reversal account. "
+        'rest: a JSON object, e.g. {"request": "POST /v2/moderation/requests", "body": "{post: target.reference}", '
+        '"outcome": {"2xx": "request.state == \'done\' && \'applied\' || \'accepted\'", "404": "\'failed\'"}, '
+        '"read_back": {"request": "GET /v2/posts/{target.reference}/moderation", "value": "visibility", '
+        '"expected": "removed"}}',
     )
     connection_version_id = SelectField("Connection version", validate_choice=False)
     input_schema = TextAreaField("Input JSON Schema", description="What the action's payload must match.")

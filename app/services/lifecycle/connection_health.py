@@ -1,0 +1,544 @@
+"""A connection's health around each delivery: circuit breaker, shared rate limit,
+429 pause, disabling and re-enabling (SPEC CONN-1, CONN-2, CONN-3).
+
+The delivery job asks `admit` in its claim's transaction whether the request may
+leave; a delivery that may not raises `ConnectionHeld`, which the job records like an
+exhausted budget: deferred until the time given, no attempt used, nothing sent. After
+the request, `record_success` or `record_failure` writes what it taught about the
+connection in the transaction that records the attempt.
+
+Where the state lives, and why:
+
+* Breaker, pause and disabling: the ``connection_health`` row (database), so every
+  worker shares it and it survives a Redis loss. The rules are pure functions
+  (`app.domain.connection_health`); each write is one UPDATE guarded on the row's
+  ``version`` as read, so of two workers deciding on one row only one wins (for the
+  half-open probe: exactly one probe). A healthy connection's row is read, never
+  written: successes write only when there was a failure streak to end.
+* The rate limit (requests per second across every worker): a token bucket in Redis
+  (GCRA, one Lua script, `rate_slot` is its pure twin). Taking a slot per request in
+  the database would make the connection's row a hot spot that every delivery locks
+  for the rest of its claim transaction; in Redis it is one atomic round trip and
+  no lock. The limit is politeness, not safety: if Redis loses the bucket the worst
+  case is one extra second's burst, and without Redis no job runs anyway. A Redis
+  error lets the request go (logged), so a Redis blip never stalls deliveries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+import redis
+from sqlalchemy import select, update
+
+from app.domain import connection_health as rules
+from app.domain.clock import utcnow
+from app.domain.connection_health import Health, HealthChange, Settings
+from app.domain.errors import ActionError, ApiError
+from app.metrics import record_connection_transition, record_connection_wait
+from app.models import (
+    ActionProposal,
+    ComponentVersion,
+    Connection,
+    ConnectionHealth,
+    ConnectionVersion,
+    insert_ignore,
+)
+from app.services.uow import Actor, UnitOfWork, unit_of_work
+
+log = logging.getLogger(__name__)
+PROBE_LEASE_MARGIN_SECONDS = 10  # a probe may take its timeout and this before another goes
+MAX_RATE_WAIT_SECONDS = 2.0  # a worker sleeps at most this long for its rate-limit slot
+GUARDED_WRITE_TRIES = 8
+HEALTH_COLUMNS = tuple(Health.__dataclass_fields__)
+
+
+class ConnectionHeld(ActionError):
+    """The connection holds this delivery back (open breaker, probe in flight, 429
+    pause, disabled, rate limit): defer until `delay_seconds` from now, nothing sent,
+    no attempt used (CONN-1..3)."""
+
+    def __init__(self, code: str, delay_seconds: float) -> None:
+        super().__init__(code, retryable=True, delay_seconds=max(0.05, delay_seconds))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What `admit` let through: the connection, whether this request is the probe,
+    and how long to sleep for its rate-limit slot before sending (seconds)."""
+
+    connection_id: str
+    installation_id: str
+    settings: Settings
+    probe: bool
+    health: Health
+    rate_wait_seconds: float = 0.0
+
+
+def settings_of(version: ConnectionVersion) -> Settings:
+    """A connection version's health settings (CONN-1..3)."""
+    return Settings(
+        failure_threshold=version.breaker_failure_threshold,
+        first_probe_seconds=version.breaker_first_probe_seconds,
+        max_probe_seconds=version.breaker_max_probe_seconds,
+        failure_window_seconds=version.failure_window_seconds,
+        rate_limit_per_second=version.rate_limit_per_second,
+    )
+
+
+def load(session, connection_id: str) -> Health:
+    """The connection's health as stored; a connection never written is healthy."""
+    row = session.execute(
+        select(*(getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS)).where(
+            ConnectionHealth.connection_id == connection_id
+        )
+    ).first()
+    return Health(**row._asdict()) if row else Health()
+
+
+def _write(uow: UnitOfWork, connection_id: str, installation_id: str, read: Health, change: HealthChange) -> bool:
+    """One UPDATE guarded on the version read; the row is created first if missing."""
+    if read.version == 0:
+        insert_ignore(
+            uow.session,
+            ConnectionHealth,
+            {
+                **asdict(Health()),
+                "connection_id": connection_id,
+                "installation_id": installation_id,
+                "updated_at": utcnow(),
+            },
+        )
+    statement = (
+        update(ConnectionHealth)
+        .where(ConnectionHealth.connection_id == connection_id, ConnectionHealth.version == read.version)
+        .values(**change.values, version=read.version + 1, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return uow.session.execute(statement).rowcount == 1
+
+
+def _audit(uow: UnitOfWork, gate_or_ids, written: Health, change: HealthChange, actor: Actor | None = None) -> None:
+    """An audit row and a metric for each breaker transition (CONN-1..3)."""
+    connection_id, installation_id = gate_or_ids
+    if change.transition is None:
+        return
+    uow.audit(
+        installation_id,
+        f"connection-health:{connection_id}:{written.version}:{change.transition}",
+        f"connection.{change.transition}",
+        actor or Actor.system("connection-health"),
+        "connection",
+        connection_id,
+        {"state": written.state, "disabled": written.disabled, **change.details},
+    )
+    uow.after_commit(lambda: record_connection_transition(connection_id, change.transition))
+    log.warning(
+        "connection %s: %s", connection_id, change.transition, extra={"connection_id": connection_id, **change.details}
+    )
+
+
+def _decide_and_write(uow: UnitOfWork, connection_id: str, installation_id: str, decide, actor=None) -> Health | None:
+    """Read, decide, write guarded; read again when another worker wrote first.
+
+    Args:
+        decide: Health -> HealthChange | None (None: nothing to write).
+
+    Returns:
+        The row as written, or None when nothing was written.
+    """
+    for _ in range(GUARDED_WRITE_TRIES):
+        health = load(uow.session, connection_id)
+        change = decide(health)
+        if change is None:
+            return None
+        if _write(uow, connection_id, installation_id, health, change):
+            written = change.applied_to(health)
+            _audit(uow, (connection_id, installation_id), written, change, actor)
+            if written.state == rules.CLOSED and not written.disabled and health.state != rules.CLOSED:
+                release_held(uow, connection_id)
+            return written
+    log.error("connection %s: health write lost %d times", connection_id, GUARDED_WRITE_TRIES)
+    return None
+
+
+def admit(
+    uow: UnitOfWork,
+    connection_id: str,
+    installation_id: str,
+    settings: Settings,
+    timeout_seconds: float,
+    now: datetime | None = None,
+) -> Gate:
+    """Whether a claimed delivery to the connection may send now (CONN-1..3).
+
+    Runs in the claim's transaction (inside its savepoint): taking the half-open
+    probe is written there, so it commits with the claim, or not at all.
+
+    Args:
+        connection_id: the connection (not the version: the health is the endpoint's).
+        settings: the health settings of the connection version the delivery uses.
+        timeout_seconds: the request's timeout; the probe's lease is this plus a margin.
+
+    Returns:
+        The `Gate` to pass to `before_send` and `record_success`/`record_failure`.
+
+    Raises:
+        ConnectionHeld: ``connection_disabled``, ``connection_paused``,
+            ``connection_circuit_open``, ``connection_probe_in_flight`` or
+            ``connection_rate_limited``, with the seconds to wait.
+    """
+    now = now or utcnow()
+    ids = (connection_id, installation_id)
+    for _ in range(GUARDED_WRITE_TRIES):
+        health = load(uow.session, connection_id)
+        admission = rules.admit(health, now, timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
+        if not admission.send:
+            record_connection_wait(connection_id, admission.wait_code)
+            raise ConnectionHeld(admission.wait_code, (admission.wait_until - now).total_seconds())
+        if admission.change is None:
+            wait = _rate_slot(connection_id, settings.rate_limit_per_second)
+            return Gate(*ids, settings, False, health, wait)
+        if _write(uow, *ids, health, admission.change):
+            written = admission.change.applied_to(health)
+            _audit(uow, ids, written, admission.change)
+            return Gate(*ids, settings, True, written)
+    raise ConnectionHeld(rules.WAIT_PROBE, 1.0)
+
+
+def hold_before_claim(proposal_id: str, now: datetime | None = None) -> str | None:
+    """Defer a due delivery whose connection holds it back, before it is claimed
+    (CONN-1..3): one read, and when the connection is open, paused, disabled or
+    probing, one UPDATE that moves the proposal's due time to the end of the wait.
+
+    Nothing is claimed, so no attempt is used, nothing is sent and the proposal keeps
+    its state (the wait shows as its ``last_error_code``). This is the cheap path for
+    the thousands of due deliveries of a platform in trouble; the claim's own check
+    (`admit`) still decides every delivery that gets through (a race, the probe, the
+    rate limit). The UPDATE is guarded on the proposal as read and on the health row's
+    version, so a breaker that closed meanwhile (and released its deliveries) wins.
+
+    Returns:
+        The wait code when the delivery was deferred, else None (claim it as usual).
+    """
+    from app.queueing import enqueue_delivery
+
+    now = now or utcnow()
+    P = ActionProposal
+    with unit_of_work() as uow:
+        row = uow.session.execute(
+            select(
+                P.state.label("proposal_state"),
+                P.delivery_terminal,
+                P.next_attempt_at,
+                P.accepted_at,
+                P.delivery_cycle,
+                P.delivery_attempt_count,
+                ConnectionVersion.timeout_seconds,
+                ConnectionHealth.connection_id,
+                *(getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS),
+            )
+            .join(ComponentVersion, ComponentVersion.id == P.component_version_id)
+            .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+            .join(ConnectionHealth, ConnectionHealth.connection_id == ConnectionVersion.connection_id)
+            .where(P.id == proposal_id)
+        ).first()
+        if row is None:  # no health row: a connection never in trouble (the hot path)
+            return None
+        due = row.next_attempt_at
+        if row.proposal_state not in ("queued", "failed") or row.delivery_terminal or row.accepted_at is not None:
+            return None
+        if due is None or due > now:
+            return None
+        health = Health(**{c: getattr(row, c) for c in HEALTH_COLUMNS})
+        admission = rules.admit(health, now, row.timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
+        if admission.send:
+            return None
+        health_unchanged = (
+            select(ConnectionHealth.connection_id)
+            .where(ConnectionHealth.connection_id == row.connection_id, ConnectionHealth.version == health.version)
+            .exists()
+        )
+        moved = uow.session.execute(
+            update(P)
+            .where(
+                P.id == proposal_id,
+                P.state == row.proposal_state,
+                P.delivery_terminal.is_(False),
+                P.accepted_at.is_(None),
+                P.next_attempt_at == due,
+                P.delivery_cycle == row.delivery_cycle,
+                P.delivery_attempt_count == row.delivery_attempt_count,
+                health_unchanged,
+            )
+            .values(next_attempt_at=admission.wait_until, last_error_code=admission.wait_code)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if not moved:
+            return None
+        delay = (admission.wait_until - now).total_seconds()
+        cycle, count = row.delivery_cycle, row.delivery_attempt_count
+        tag = f"w{int(admission.wait_until.timestamp() * 1000)}"
+        uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, count, delay, tag=tag))
+        uow.commit()
+    record_connection_wait(row.connection_id, admission.wait_code)
+    return admission.wait_code
+
+
+# KEYS[1]: the bucket; ARGV: now (epoch s), requests per second, longest wait (s).
+# Returns {taken (0/1), wait in seconds as text}; mirrors rules.rate_slot.
+_RATE_SCRIPT = """
+local now = tonumber(ARGV[1])
+local interval = 1.0 / tonumber(ARGV[2])
+local burst = math.max(0.0, 1.0 - interval)
+local tat = tonumber(redis.call('GET', KEYS[1]) or ARGV[1])
+local start = math.max(tat, now)
+local wait = math.max(0.0, start - burst - now)
+if wait > tonumber(ARGV[3]) then
+  return {0, tostring(wait)}
+end
+redis.call('SET', KEYS[1], tostring(start + interval), 'PX', math.ceil((start + interval - now) * 1000) + 1000)
+return {1, tostring(wait)}
+"""
+
+
+def _rate_slot(connection_id: str, per_second: float | None) -> float:
+    """Take this request's slot in the connection's shared rate limit (CONN-2).
+
+    Returns:
+        Seconds to sleep before sending (at most `MAX_RATE_WAIT_SECONDS`).
+
+    Raises:
+        ConnectionHeld: ``connection_rate_limited`` when the slot is further away.
+    """
+    if not per_second:
+        return 0.0
+    from app.queueing import get_redis
+
+    try:
+        client = get_redis()
+        script = client.register_script(_RATE_SCRIPT)
+        taken, wait = script(
+            keys=[f"console:rate:{connection_id}"], args=[time.time(), per_second, MAX_RATE_WAIT_SECONDS]
+        )
+    except redis.RedisError:
+        log.warning("rate limit of %s unavailable; sending", connection_id, exc_info=True)
+        return 0.0
+    wait = float(wait)
+    if not int(taken):
+        record_connection_wait(connection_id, rules.WAIT_RATE_LIMITED)
+        raise ConnectionHeld(rules.WAIT_RATE_LIMITED, wait)
+    if wait > 0:
+        record_connection_wait(connection_id, "rate_limit_sleep")
+    return wait
+
+
+def before_send(gate: Gate) -> None:
+    """Sleep until the request's rate-limit slot (CONN-2); called after the claim
+    committed, so no transaction is held while waiting."""
+    if gate.rate_wait_seconds > 0:
+        time.sleep(gate.rate_wait_seconds)
+
+
+def record_success(uow: UnitOfWork, gate: Gate) -> None:
+    """The platform answered: end the failure streak, close the breaker (CONN-1).
+
+    Writes nothing when the connection was healthy as read at the claim.
+    """
+    if rules.after_success(gate.health) is None and not gate.probe:
+        return
+    _decide_and_write(uow, gate.connection_id, gate.installation_id, rules.after_success)
+
+
+GONE_STATUS = 410
+ENDPOINT_GONE = "platform_endpoint_gone"
+
+
+def record_failure(
+    uow: UnitOfWork, gate: Gate, error: ActionError, status: int | None, reached: bool, now: datetime | None = None
+) -> ActionError:
+    """What a failed attempt teaches about the connection (CONN-1..3).
+
+    A 429 pauses the connection until its Retry-After; a 410 disables it, and the
+    proposal waits for re-enabling instead of failing for good; a retryable failure
+    of the platform counts toward the breaker; any other answer of the platform (a
+    4xx, a 2xx that was not a valid receipt) shows it alive and counts as a success.
+
+    Args:
+        error: the attempt's failure.
+        status: the HTTP status the platform answered, if it answered.
+        reached: whether the failure came from the request to the platform (egress).
+
+    Returns:
+        The error to record on the proposal (a 410 becomes ``platform_endpoint_gone``,
+        retryable once the endpoint is re-enabled).
+    """
+    now = now or utcnow()
+    ids = (gate.connection_id, gate.installation_id)
+    if status == 429 or error.code == "platform_rate_limited":
+        _decide_and_write(uow, *ids, lambda h: rules.pause(h, now, error.delay_seconds, gate.probe))
+        return error
+    if status == GONE_STATUS:
+        _decide_and_write(uow, *ids, lambda h: rules.gone(h, now))
+        return ActionError(ENDPOINT_GONE, retryable=True, delay_seconds=rules.DISABLED_RECHECK_SECONDS)
+    if reached and rules.counts_as_failure(error.retryable, status, error.code):
+        _decide_and_write(uow, *ids, lambda h: rules.after_failure(h, gate.settings, now, gate.probe))
+    elif status is not None:
+        record_success(uow, gate)
+    return error
+
+
+def release_held(uow: UnitOfWork, connection_id: str) -> int:
+    """Make every delivery the connection held back due now, and enqueue them after
+    commit (the breaker closed, or the endpoint was re-enabled).
+
+    Only the waiting time changes (no state move): queued or failed, not terminal,
+    waiting with one of the connection's wait codes.
+
+    Returns:
+        How many deliveries were released.
+    """
+    from app.queueing import enqueue_delivery
+
+    now = utcnow()
+    components = (
+        select(ComponentVersion.id)
+        .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+        .where(ConnectionVersion.connection_id == connection_id)
+    )
+    released = uow.session.execute(
+        update(ActionProposal)
+        .where(
+            ActionProposal.state.in_(("queued", "failed")),
+            ActionProposal.accepted_at.is_(None),
+            ActionProposal.delivery_terminal.is_(False),
+            ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
+            ActionProposal.next_attempt_at > now,
+            ActionProposal.component_version_id.in_(components),
+        )
+        .values(next_attempt_at=now)
+        .returning(ActionProposal.id, ActionProposal.delivery_cycle, ActionProposal.delivery_attempt_count)
+        .execution_options(synchronize_session=False)
+    ).all()
+    jobs = [tuple(row) for row in released]
+    tag = f"r{int(now.timestamp() * 1000)}"
+    uow.after_commit(lambda: [enqueue_delivery(pid, cycle, count, tag=tag) for pid, cycle, count in jobs])
+    return len(jobs)
+
+
+# -- Operations and admin ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConnectionHealthView:
+    """A connection's health for Operations and the admin pages."""
+
+    connection_id: str
+    name: str
+    health: Health
+    held: int  # deliveries waiting on it
+
+
+def _held_filter():
+    return (
+        ActionProposal.state.in_(("queued", "failed")),
+        ActionProposal.delivery_terminal.is_(False),
+        ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
+    )
+
+
+def health_views(session, installation_id: str, connection_id: str | None = None) -> list[ConnectionHealthView]:
+    """The installation's connections (or one) with their health and how many
+    deliveries each holds back, by name, in one query (CONN-1, CONN-3)."""
+    from sqlalchemy import func
+
+    held = (
+        select(func.count())
+        .select_from(ActionProposal)
+        .join(ComponentVersion, ComponentVersion.id == ActionProposal.component_version_id)
+        .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+        .where(ConnectionVersion.connection_id == Connection.id, *_held_filter())
+        .scalar_subquery()
+    )
+    columns = [getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS]
+    query = (
+        select(Connection.id, Connection.name, held.label("held"), *columns)
+        .outerjoin(ConnectionHealth, ConnectionHealth.connection_id == Connection.id)
+        .where(Connection.installation_id == installation_id)
+        .order_by(Connection.name, Connection.id)
+    )
+    if connection_id is not None:
+        query = query.where(Connection.id == connection_id)
+    views = []
+    for row in session.execute(query).all():
+        values = row._asdict()
+        stored = {c: values[c] for c in HEALTH_COLUMNS}
+        health = Health(**stored) if stored["version"] is not None else Health()
+        views.append(ConnectionHealthView(values["id"], values["name"], health, values["held"] or 0))
+    return views
+
+
+def disabled_connections(session, installation_id: str) -> list[tuple[str, str, str | None]]:
+    """(id, name, reason) of the installation's disabled connections (the admin banner, CONN-3)."""
+    return [
+        tuple(row)
+        for row in session.execute(
+            select(Connection.id, Connection.name, ConnectionHealth.disabled_reason)
+            .join(ConnectionHealth, ConnectionHealth.connection_id == Connection.id)
+            .where(Connection.installation_id == installation_id, ConnectionHealth.disabled_at.is_not(None))
+            .order_by(Connection.name)
+        ).all()
+    ]
+
+
+def re_enable(operator, connection_id: str) -> int:
+    """An admin re-enables a disabled connection (CONN-3): closed, no failure streak,
+    no pause; every delivery it held is due at once. Audited as ``connection.re_enabled``.
+
+    Not four-eyes: FOUR-2 covers changes of a connection's destination and secrets;
+    re-enabling sends to the destination already approved.
+
+    Args:
+        operator: the admin (an `OperatorUser`).
+        connection_id: a connection of the operator's installation.
+
+    Returns:
+        How many held deliveries were released.
+
+    Raises:
+        ApiError: 404 ``connection_not_found``; 409 ``connection_not_disabled``.
+    """
+    from app.services.admin.input import owned
+
+    with unit_of_work() as uow:
+        connection = owned(
+            uow.session, Connection, connection_id, operator.installation_id, "connection_not_found", "connection"
+        )
+        written = _decide_and_write(
+            uow, connection.id, connection.installation_id, rules.re_enable, Actor("operator", operator.id)
+        )
+        if written is None:
+            raise ApiError(409, "connection_not_disabled", "This connection is not disabled.")
+        released = release_held(uow, connection.id)
+        uow.commit()
+    return released
+
+
+def history(session, installation_id: str, connection_id: str | None = None, limit: int = 20) -> list:
+    """The latest connection health transitions (audit rows), newest first (CONN-1)."""
+    from app.models import AuditEvent
+
+    query = select(AuditEvent).where(
+        AuditEvent.installation_id == installation_id,
+        AuditEvent.target_type == "connection",
+        AuditEvent.action.in_([f"connection.{t}" for t in TRANSITIONS]),
+    )
+    if connection_id is not None:
+        query = query.where(AuditEvent.target_id == connection_id)
+    return list(session.scalars(query.order_by(AuditEvent.seq.desc()).limit(limit)))
+
+
+TRANSITIONS = ("opened", "probe_started", "closed", "reopened", "paused", "disabled", "re_enabled")
