@@ -41,12 +41,17 @@ ROUTES = [
     ("GET", "/proposals/{proposal_id}/decision", ALL),  # reloads of refused forms redirect
     ("GET", "/proposals/{proposal_id}/retry", ALL),
     ("GET", "/proposals/{proposal_id}/compensate", ALL),
+    ("GET", "/proposals/{proposal_id}/temporary", ALL),  # the temporary panel (TEMP-2)
+    ("GET", "/proposals/{proposal_id}/cancel", ALL),
+    ("GET", "/proposals/{proposal_id}/temporary-change", ALL),
     ("GET", "/reports/{report_id}/decisions", ALL),
     ("GET", "/reports/{report_id}/appeals", ALL),
     ("GET", "/appeals/{appeal_id}/decision", ALL),
     ("POST", "/proposals/{proposal_id}/decision", {"reviewer"}),  # the service refuses non-reviewers (APPR-4)
     ("POST", "/proposals/{proposal_id}/retry", {"reviewer", "admin"}),
     ("POST", "/proposals/{proposal_id}/compensate", {"reviewer", "admin"}),
+    ("POST", "/proposals/{proposal_id}/cancel", {"moderator", "reviewer", "admin"}),  # TEMP-4
+    ("POST", "/proposals/{proposal_id}/temporary-change", {"moderator", "reviewer", "admin"}),  # TEMP-3
     ("GET", "/tasks", {"reviewer", "admin", "auditor"}),
     ("POST", "/tasks/{task_id}/claim", {"reviewer"}),
     ("POST", "/tasks/{task_id}/release", {"reviewer"}),
