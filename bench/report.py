@@ -14,6 +14,10 @@ TARGETS = [
     ("deep_page_ratio", "Page 1,000 / first page (1M rows)", "<= 1.5", lambda v: v <= 1.5),
     ("sweep_uses_index", "Due-delivery sweep uses an index", "true", lambda v: v is True),
     ("worker_peak_rss_mb", "Worker peak RSS (MB)", "<= 150", lambda v: v <= 150),
+    # CONN-1: requests a 30 s outage receives with the breaker ("a handful": the failures that
+    # open it, the requests already in flight, the probes), and recovery to all applied
+    ("outage_requests_during_outage", "Requests during a 30 s outage, with the breaker", "<= 20", lambda v: v <= 20),
+    ("outage_recovery_seconds", "Platform recovery to all applied (s)", "—", lambda v: True),
 ]
 
 

@@ -288,7 +288,9 @@ def test_conn3_failing_longer_than_the_window_disables(app, world, proposals, sc
     assert deliver(proposals[1].id).error_code == rules.WAIT_DISABLED
 
 
-def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(app, world, proposals, scripted):
+def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(
+    app, world, proposals, scripted, monkeypatch
+):
     """CONN-1: a delivery claimed while the breaker opened (past the unclaimed check)
     is deferred by the claim's own check, like an exhausted budget: its attempt is
     given back, nothing is sent."""
@@ -296,12 +298,9 @@ def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(
 
     script = scripted(s.http_status(503))
     fail_n(proposals[0], 5)
-    original = service.hold_before_claim
-    try:
-        delivery.connection_health.hold_before_claim = lambda *args, **kwargs: None  # the race: it looked closed
-        outcome = deliver(proposals[1].id)
-    finally:
-        delivery.connection_health.hold_before_claim = original
+    # the race: the unclaimed check read the connection just before the breaker opened
+    monkeypatch.setattr(delivery.connection_health, "hold_before_claim", lambda *args, **kwargs: None)
+    outcome = deliver(proposals[1].id)
     assert (outcome.claimed, outcome.error_code, outcome.terminal) == (True, rules.WAIT_OPEN, False)
     row = reload(proposals[1])
     assert (row.state, row.delivery_attempt_count, row.delivery_terminal) == ("failed", 0, False)

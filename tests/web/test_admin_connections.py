@@ -185,3 +185,49 @@ def test_another_installations_connection_is_404(app, client, world, platform):
     assert response.status_code == 404
     assert snapshot() == before
     assert create(client, csrf, integration_id=other.integration_id).status_code == 400
+
+
+def test_conn1_health_settings_are_set_per_connection_version(app, client, world):
+    """CONN-1, CONN-2, CONN-3: a version's breaker threshold and probe delays, failure
+    window and rate limit come from the form; a change of them alone applies at once
+    (four-eyes covers destinations and secrets); bad values are refused, nothing changes."""
+    csrf = admin(client)
+    connection_id = db.session.get(ConnectionVersion, world.connection_version_id).connection_id
+    url = f"/admin/connections/{connection_id}/versions"
+    current = db.session.get(ConnectionVersion, world.connection_version_id)
+    same = {
+        "base_url": current.base_url,
+        "bearer_token_action": "keep",
+        "signing_secret_action": "keep",
+        "timeout_seconds": "10",
+        "allowed_hosts": "\n".join(current.allowed_hosts),
+    }
+    before = snapshot()
+    for overrides, code in (
+        ({"breaker_failure_threshold": "0"}, "connection_breaker_invalid"),
+        ({"breaker_failure_threshold": "2.5"}, "connection_breaker_invalid"),
+        ({"breaker_first_probe_seconds": "60", "breaker_max_probe_seconds": "30"}, "connection_breaker_invalid"),
+        ({"failure_window_hours": "0"}, "connection_failure_window_invalid"),
+        ({"rate_limit_per_second": "fast"}, "connection_rate_limit_invalid"),
+    ):
+        assert_refused(post(client, url, csrf, **{**same, **overrides}), 400, code)
+    assert snapshot() == before
+    settings = {
+        "breaker_failure_threshold": "3",
+        "breaker_first_probe_seconds": "10",
+        "breaker_max_probe_seconds": "120",
+        "failure_window_hours": "2",
+        "rate_limit_per_second": "25",
+    }
+    assert post(client, url, csrf, **same, **settings).status_code == 303
+    latest = versions_of(connection_id)[-1]
+    assert (
+        latest.breaker_failure_threshold,
+        latest.breaker_first_probe_seconds,
+        latest.breaker_max_probe_seconds,
+        latest.failure_window_seconds,
+        latest.rate_limit_per_second,
+    ) == (3, 10, 120, 7200, 25)
+    page = text(client.get(f"/admin/connections/{connection_id}"))
+    assert "breaker after 3 failures, probe 10–120 s; disabled after 2 h; 25/s" in page
+    assert 'data-breaker="closed"' in page

@@ -72,6 +72,12 @@ class ConnectionSettings:
         timeout_seconds: a number of seconds, 1..120 (text or number).
         allowed_hosts: host names or IP addresses, as a list or as text separated
             by commas, spaces or new lines; must include the base URL's host.
+        breaker_failure_threshold: consecutive failures that open the breaker, 1..1000 (CONN-1).
+        breaker_first_probe_seconds: seconds to the first probe, 1..3600 (CONN-1).
+        breaker_max_probe_seconds: the doubling probe delay's cap, seconds, ≥ the first, ≤ 86,400.
+        failure_window_hours: failing this long disables the endpoint, 1..720 hours (CONN-3).
+        rate_limit_per_second: requests per second across every worker, 0.01..10,000, or
+            empty for none (CONN-2).
     """
 
     base_url: str
@@ -80,6 +86,12 @@ class ConnectionSettings:
     signing_secret_action: str = "none"
     timeout_seconds: Any = 30
     allowed_hosts: Any = ""
+    # CONN-1..3: the connection's health settings (text or number; "" for the rate limit: none)
+    breaker_failure_threshold: Any = 5
+    breaker_first_probe_seconds: Any = 30
+    breaker_max_probe_seconds: Any = 600
+    failure_window_hours: Any = 24
+    rate_limit_per_second: Any = ""
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,11 @@ class ConnectionVersionView:
     has_bearer_token: bool
     has_signing_secret: bool
     created_at: datetime
+    breaker_failure_threshold: int = 5
+    breaker_first_probe_seconds: float = 30
+    breaker_max_probe_seconds: float = 600
+    failure_window_seconds: float = 86_400
+    rate_limit_per_second: float | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +148,11 @@ def _view(version: ConnectionVersion) -> ConnectionVersionView:
         has_bearer_token=bool(version.bearer_token),
         has_signing_secret=bool(version.signing_secret),
         created_at=version.created_at,
+        breaker_failure_threshold=version.breaker_failure_threshold,
+        breaker_first_probe_seconds=version.breaker_first_probe_seconds,
+        breaker_max_probe_seconds=version.breaker_max_probe_seconds,
+        failure_window_seconds=version.failure_window_seconds,
+        rate_limit_per_second=version.rate_limit_per_second,
     )
 
 
@@ -282,6 +304,7 @@ def _settings_content(
         message=f"The timeout is a number of seconds from 1 to {MAX_CONNECTION_TIMEOUT_SECONDS}.",
     )
     hosts = clean_allowed_hosts(settings.allowed_hosts, host)
+    health = clean_health_settings(settings)
     new_secrets: dict[str, str] = {}
     bearer_allowed = BEARER_ACTIONS if previous is not None else ("set", "none")
     bearer_action = _choose_secret(
@@ -319,8 +342,89 @@ def _settings_content(
         "bearer_token": bearer_action,
         "signing_secret": signing_action,
         "secret_digests": secret_digests(new_secrets),
+        **health,
     }
     return content, new_secrets
+
+
+HEALTH_DEFAULTS = {
+    "breaker_failure_threshold": 5,
+    "breaker_first_probe_seconds": 30.0,
+    "breaker_max_probe_seconds": 600.0,
+    "failure_window_seconds": 86_400.0,
+    "rate_limit_per_second": None,
+}
+
+
+def clean_health_settings(settings: ConnectionSettings) -> dict[str, Any]:
+    """The health settings of a version (CONN-1..3), as columns.
+
+    Raises:
+        ApiError: 400 ``connection_breaker_invalid``, ``connection_failure_window_invalid``,
+            ``connection_rate_limit_invalid``.
+    """
+
+    def number(value, field, minimum, maximum, code, message):
+        return parse_number(value, code=code, field=field, minimum=minimum, maximum=maximum, message=message)
+
+    threshold = number(
+        settings.breaker_failure_threshold,
+        "breaker_failure_threshold",
+        1,
+        1000,
+        "connection_breaker_invalid",
+        "The breaker opens after a whole number of consecutive failures, 1 to 1000.",
+    )
+    if threshold != int(threshold):
+        raise ApiError(
+            400,
+            "connection_breaker_invalid",
+            "The breaker opens after a whole number of consecutive failures, 1 to 1000.",
+            "breaker_failure_threshold",
+        )
+    first = number(
+        settings.breaker_first_probe_seconds,
+        "breaker_first_probe_seconds",
+        1,
+        3600,
+        "connection_breaker_invalid",
+        "The first probe comes 1 to 3600 seconds after the breaker opens.",
+    )
+    most = number(
+        settings.breaker_max_probe_seconds,
+        "breaker_max_probe_seconds",
+        first,
+        86_400,
+        "connection_breaker_invalid",
+        f"The longest probe delay is {first:g} to 86400 seconds (at least the first probe's).",
+    )
+    hours = number(
+        settings.failure_window_hours,
+        "failure_window_hours",
+        1,
+        720,
+        "connection_failure_window_invalid",
+        "A connection failing for 1 to 720 hours is disabled: give a number of hours.",
+    )
+    rate = settings.rate_limit_per_second
+    if rate is None or (isinstance(rate, str) and not rate.strip()):
+        rate = None
+    else:
+        rate = number(
+            rate,
+            "rate_limit_per_second",
+            0.01,
+            10_000,
+            "connection_rate_limit_invalid",
+            "Give requests per second from 0.01 to 10000, or leave it empty for no limit.",
+        )
+    return {
+        "breaker_failure_threshold": int(threshold),
+        "breaker_first_probe_seconds": first,
+        "breaker_max_probe_seconds": most,
+        "failure_window_seconds": hours * 3600,
+        "rate_limit_per_second": rate,
+    }
 
 
 def _version_row(
@@ -344,12 +448,14 @@ def _version_row(
         "signing_secret": signing or None,
         "timeout_seconds": content["timeout_seconds"],
         "allowed_hosts": content["allowed_hosts"],
+        **{key: content.get(key, default) for key, default in HEALTH_DEFAULTS.items()},
     }
     # The audit trail says what happened to each secret, never the secret itself.
     details = {
         "base_url": content["base_url"],
         "timeout_seconds": content["timeout_seconds"],
         "allowed_hosts": content["allowed_hosts"],
+        **{key: content.get(key, default) for key, default in HEALTH_DEFAULTS.items()},
         "bearer_token": _secret_note(bearer_action, bool(bearer)),
         "signing_secret": _secret_note(signing_action, bool(signing)),
     }
@@ -503,6 +609,7 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
         if name in current:
             current[name] = "set" if current[name] else "not set"
     proposed = {key: content[key] for key in ("base_url", "timeout_seconds", "allowed_hosts")}
+    proposed |= {key: content[key] for key in HEALTH_DEFAULTS if key in content}
     for name in ("bearer_token", "signing_secret"):
         action = content[name]
         kept = current.get(name, "kept")  # a decided change has no "now": it kept what there was

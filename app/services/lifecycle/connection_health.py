@@ -224,12 +224,14 @@ def hold_before_claim(proposal_id: str, now: datetime | None = None) -> str | No
     Returns:
         The wait code when the delivery was deferred, else None (claim it as usual).
     """
+    from app.extensions import db
     from app.queueing import enqueue_delivery
 
     now = now or utcnow()
     P = ActionProposal
-    with unit_of_work() as uow:
-        row = uow.session.execute(
+    db.session.rollback()  # a fresh read, and no write lock taken for it (SQLite)
+    try:
+        row = db.session.execute(
             select(
                 P.state.label("proposal_state"),
                 P.delivery_terminal,
@@ -246,17 +248,20 @@ def hold_before_claim(proposal_id: str, now: datetime | None = None) -> str | No
             .join(ConnectionHealth, ConnectionHealth.connection_id == ConnectionVersion.connection_id)
             .where(P.id == proposal_id)
         ).first()
-        if row is None:  # no health row: a connection never in trouble (the hot path)
-            return None
-        due = row.next_attempt_at
-        if row.proposal_state not in ("queued", "failed") or row.delivery_terminal or row.accepted_at is not None:
-            return None
-        if due is None or due > now:
-            return None
-        health = Health(**{c: getattr(row, c) for c in HEALTH_COLUMNS})
-        admission = rules.admit(health, now, row.timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
-        if admission.send:
-            return None
+    finally:
+        db.session.rollback()
+    if row is None:  # no health row: a connection never in trouble (the hot path)
+        return None
+    due = row.next_attempt_at
+    if row.proposal_state not in ("queued", "failed") or row.delivery_terminal or row.accepted_at is not None:
+        return None
+    if due is None or due > now:
+        return None
+    health = Health(**{c: getattr(row, c) for c in HEALTH_COLUMNS})
+    admission = rules.admit(health, now, row.timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
+    if admission.send:
+        return None
+    with unit_of_work() as uow:
         health_unchanged = (
             select(ConnectionHealth.connection_id)
             .where(ConnectionHealth.connection_id == row.connection_id, ConnectionHealth.version == health.version)

@@ -28,6 +28,11 @@ def _settings(form: ConnectionVersionForm) -> service.ConnectionSettings:
         signing_secret_action=form.signing_secret_action.data,
         timeout_seconds=form.timeout_seconds.data,
         allowed_hosts=form.allowed_hosts.data,
+        breaker_failure_threshold=form.breaker_failure_threshold.data,
+        breaker_first_probe_seconds=form.breaker_first_probe_seconds.data,
+        breaker_max_probe_seconds=form.breaker_max_probe_seconds.data,
+        failure_window_hours=form.failure_window_hours.data,
+        rate_limit_per_second=form.rate_limit_per_second.data,
     )
 
 
@@ -56,6 +61,11 @@ def _version_form_for(listing: service.ConnectionListing) -> ConnectionVersionFo
         signing_secret_action="keep",
         timeout_seconds=f"{latest.timeout_seconds:g}",
         allowed_hosts="\n".join(latest.allowed_hosts),
+        breaker_failure_threshold=str(latest.breaker_failure_threshold),
+        breaker_first_probe_seconds=f"{latest.breaker_first_probe_seconds:g}",
+        breaker_max_probe_seconds=f"{latest.breaker_max_probe_seconds:g}",
+        failure_window_hours=f"{latest.failure_window_seconds / 3600:g}",
+        rate_limit_per_second="" if latest.rate_limit_per_second is None else f"{latest.rate_limit_per_second:g}",
     )
 
 

@@ -68,6 +68,14 @@ class ConnectionVersionForm(ConsoleForm):
         "Allowed hosts",
         description="Host names or IP addresses, one per line or comma-separated; include the base URL's host.",
     )
+    # CONN-1..3: the connection's health settings
+    breaker_failure_threshold = StringField("Circuit breaker: opens after this many consecutive failures", default="5")
+    breaker_first_probe_seconds = StringField("First probe after (seconds)", default="30")
+    breaker_max_probe_seconds = StringField("Probe delay doubles up to (seconds)", default="600")
+    failure_window_hours = StringField("Disable after failing for (hours)", default="24")
+    rate_limit_per_second = StringField(
+        "Rate limit (requests per second, all workers)", default="", description="Empty: no limit."
+    )
 
 
 class ConnectionForm(ConnectionVersionForm):
