@@ -364,12 +364,28 @@ def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
     )
 
 
+def request_timeout(connection_timeout: float, lease: datetime) -> float:
+    """Seconds the next request of a claimed attempt may take (DLV-1, DLV-4): the
+    connection's timeout, within what is left of the lease less its last fifth
+    (`rules.request_timeout`). Every request of an attempt asks again, so an attempt
+    of several requests (platform kinds: update, then read-back) also ends in time.
+
+    Raises:
+        egress.EgressError: ``action_lease_too_short`` (retryable, class ``refused``,
+            nothing sent) when too little of the lease is left.
+    """
+    timeout = rules.request_timeout(connection_timeout, _lease_seconds(), (lease - utcnow()).total_seconds())
+    if timeout is None:
+        raise egress.EgressError(rules.LEASE_TOO_SHORT, retryable=True, response_class="refused", sent=False)
+    return timeout
+
+
 def _send(operation_id: str, plan: _Plan, lease: datetime):
     """One HTTP request to the platform; a failure is recorded on the attempt (DLV-4).
 
     The whole request ends within the connection's timeout and well before the lease
-    expires (`rules.request_timeout`), so no other worker can claim the proposal while
-    it is still open.
+    expires (`request_timeout`), so no other worker can claim the proposal while it
+    is still open.
 
     Raises:
         ActionError: the egress error's code, retryability and base delay;
@@ -377,11 +393,9 @@ def _send(operation_id: str, plan: _Plan, lease: datetime):
             the lease is left.
     """
     target = plan.target
-    timeout = rules.request_timeout(target.timeout_seconds, _lease_seconds(), (lease - utcnow()).total_seconds())
     in_flight = failpoint_later("during_request", 0.05)
     try:
-        if timeout is None:
-            raise egress.EgressError(rules.LEASE_TOO_SHORT, retryable=True, response_class="refused", sent=False)
+        timeout = request_timeout(target.timeout_seconds, lease)
         return egress.send(
             egress.EgressRequest(
                 method=target.method,
