@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 
 from app.domain.audit_chain import MIN_KEY_LENGTH
+from app.domain.states import LEASE_SECONDS, MAX_TIMEOUT_SECONDS, REQUEST_SHARE_OF_LEASE
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -69,6 +70,21 @@ def audit_chain_key(instance_path: str) -> str:
     return value.strip()
 
 
+def delivery_lease_seconds() -> float:
+    """``DELIVERY_LEASE_SECONDS`` (default 150): how long a claimed delivery attempt
+    is held (DLV-1). It must outlast the longest request: 120 s is at most four
+    fifths of it, the rest is kept for recording the outcome.
+
+    Raises:
+        ValueError: when the value is not a number or shorter than 150 s.
+    """
+    value = float(os.environ.get("DELIVERY_LEASE_SECONDS", LEASE_SECONDS))
+    if value * REQUEST_SHARE_OF_LEASE < MAX_TIMEOUT_SECONDS:
+        shortest = MAX_TIMEOUT_SECONDS / REQUEST_SHARE_OF_LEASE
+        raise ValueError(f"DELIVERY_LEASE_SECONDS must be at least {shortest:g} (a connection may take 120 s)")
+    return value
+
+
 class Config:
     """Settings read from the environment when the app is created."""
 
@@ -92,6 +108,7 @@ class Config:
         # Workers heartbeat at least every TTL - 15 s; Operations calls one dead
         # when its heartbeat is older than TTL + 15 s.
         self.WORKER_TTL_SECONDS = int(os.environ.get("WORKER_TTL_SECONDS", "60"))
+        self.DELIVERY_LEASE_SECONDS = delivery_lease_seconds()
         self.SWEEP_INTERVAL_SECONDS = int(os.environ.get("SWEEP_INTERVAL_SECONDS", "15"))
         # Egress: loopback and private addresses are refused unless allowed (SSRF).
         self.EGRESS_ALLOW_PRIVATE = env_bool("EGRESS_ALLOW_PRIVATE", False)

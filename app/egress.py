@@ -10,14 +10,19 @@ refused unless the configuration allows them, also when an IPv6 address embeds o
 (NAT64, 6to4, IPv4-compatible, IPv4-mapped, SIIT); the name is resolved once and the
 request connects to an address that was vetted (`PinnedAdapter`), never to what a
 second lookup answers; redirects are never followed; the response body is read up
-to a cap; connect and read timeouts come from the connection (at most 120 s).
+to a cap; the connection's timeout (at most 120 s) bounds the whole request —
+connect, send and every read — not each read (`Deadline`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import ipaddress
+import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,11 +34,13 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 from standardwebhooks import Webhook
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from app.domain.digests import sha256_digest
 from app.domain.errors import ActionError
+from app.domain.states import MAX_TIMEOUT_SECONDS
 
-MAX_TIMEOUT_SECONDS = 120
 RETRYABLE_STATUSES = {408, 429}
 
 
@@ -197,6 +204,140 @@ def check_destination(url: str, policy: EgressPolicy, resolver: Resolver = syste
     return addresses
 
 
+class Deadline:
+    """The moment a request must have ended by, enforced on its socket.
+
+    A socket timeout bounds each read, so a platform that trickles its answer could
+    hold a request open for ever, one short read after another (issue 14). When the
+    deadline passes, the watchdog shuts the request's connection down: whatever read
+    or write is blocked returns at once, and `expired` tells the caller that what it
+    read (perhaps a body cut short) is a timeout, not an answer.
+
+    Args:
+        seconds: from now until the deadline.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self._socket = None
+        self._lock = threading.Lock()
+        self._done = False
+
+    def left(self) -> float:
+        """Seconds until the deadline (0 when past)."""
+        return max(self.at - time.monotonic(), 0.0)
+
+    def watch(self, sock) -> None:
+        """The socket the request uses (a new connection's, or a reused one's)."""
+        with self._lock:
+            self._socket = sock
+            late = self.expired
+        if late:
+            self._shut()
+
+    def expire(self) -> None:
+        """Called by the watchdog at the deadline."""
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+        self._shut()
+
+    def finish(self) -> bool:
+        """The request ended; True when it ended because the deadline passed."""
+        with self._lock:
+            self._done = True
+            return self.expired
+
+    def _shut(self) -> None:
+        sock = self._socket
+        if sock is not None:
+            # At the file descriptor (for TLS too, under the SSL object another thread
+            # may be reading through): the blocked call fails at once. OSError: closed.
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watchdog:
+    """One thread per process that expires `Deadline`s when their time comes (a
+    thread per request would cost more than the request's own bookkeeping)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._wake = threading.Condition()
+        self._pid: int | None = None
+        self._count = 0
+
+    def arm(self, deadline: Deadline) -> None:
+        with self._wake:
+            if self._pid != os.getpid():  # first use, or a forked child: the thread did not come along
+                self._heap, self._pid = [], os.getpid()
+                threading.Thread(target=self._run, name="egress-watchdog", daemon=True).start()
+            self._count += 1
+            heapq.heappush(self._heap, (deadline.at, self._count, deadline))
+            if self._heap[0][2] is deadline:
+                self._wake.notify()
+
+    def _run(self) -> None:
+        pid = os.getpid()
+        while True:
+            with self._wake:
+                if self._pid != pid:
+                    return
+                while self._heap and self._heap[0][2]._done:  # finished in time: forget it
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._wake.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+                _, _, due = heapq.heappop(self._heap)
+            due.expire()
+
+
+_watchdog = _Watchdog()
+_current = threading.local()  # the Deadline of the request this thread is sending
+
+
+def _watch(sock) -> None:
+    deadline = getattr(_current, "deadline", None)
+    if deadline is not None and sock is not None:
+        deadline.watch(sock)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _watch(self.sock)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _watch(self.sock)
+
+
+class _Watched:
+    """A pool mixin that shows the current request's deadline the socket it will use
+    (a reused connection's here, a new one's when it connects)."""
+
+    def _get_conn(self, timeout=None):
+        connection = super()._get_conn(timeout)
+        _watch(getattr(connection, "sock", None))
+        return connection
+
+
+class _WatchedPool(_Watched, HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(_Watched, HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
 class PinnedAdapter(HTTPAdapter):
     """A transport adapter whose connections go to one vetted address (SEC-2).
 
@@ -219,6 +360,10 @@ class PinnedAdapter(HTTPAdapter):
             pool_kwargs["assert_hostname"] = host_params["host"]
         host_params["host"] = self.address
         return host_params, pool_kwargs
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
 
     def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
         return super().get_connection_with_tls_context(request, verify, proxies=None, cert=cert)
@@ -308,7 +453,8 @@ def send(
     host name kept for ``Host`` and TLS (SEC-2).
 
     Args:
-        request: what to send; ``timeout_seconds`` is capped at 120.
+        request: what to send; ``timeout_seconds`` (capped at 120) bounds the whole
+            request: connecting, sending and reading every byte of the answer.
         policy: allowed hosts, private-address switch, response size cap (bytes).
         session: a `requests.Session` to reuse connections (optional; one per
             thread, since pinned adapters are mounted on it per origin).
@@ -325,48 +471,61 @@ def send(
     """
     addresses = check_destination(request.url, policy, resolver)
     http = session or requests.Session()
+    # One deadline for the whole request, whichever address it ends up using.
+    deadline = Deadline(min(max(request.timeout_seconds, 0.1), MAX_TIMEOUT_SECONDS))
+    _watchdog.arm(deadline)
     try:
         for address in addresses[:-1]:
             try:
-                return _send_pinned(http, address, request, policy)
+                return _send_pinned(http, address, request, policy, deadline)
             except EgressError as error:
                 if error.sent:
                     raise
-        return _send_pinned(http, addresses[-1], request, policy)
+        return _send_pinned(http, addresses[-1], request, policy, deadline)
     finally:
+        deadline.finish()
         if session is None:
             http.close()
 
 
-def _send_pinned(http: requests.Session, address: str, request: EgressRequest, policy: EgressPolicy) -> EgressResponse:
+def _timed_out(sent: bool, started: float, status: int | None = None) -> EgressError:
+    return EgressError(
+        "connection_timeout",
+        retryable=True,
+        response_class="timeout",
+        sent=sent,
+        status=status,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def _send_pinned(
+    http: requests.Session, address: str, request: EgressRequest, policy: EgressPolicy, deadline: Deadline
+) -> EgressResponse:
     _pin(http, request.url, address)
-    timeout = min(max(request.timeout_seconds, 0.1), MAX_TIMEOUT_SECONDS)
+    left = max(deadline.left(), 0.001)
     started = time.monotonic()
 
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
 
+    _current.deadline = deadline
     try:
         response = http.request(
             request.method,
             request.url,
             data=request.body,
             headers=signed_headers(request),
-            timeout=(min(timeout, 10.0), timeout),
+            timeout=(min(left, 10.0), left),
             allow_redirects=False,
             stream=True,
         )
     except requests.Timeout as error:
         # A read timeout means the platform may have received the request.
-        sent = not isinstance(error, requests.ConnectTimeout)
-        raise EgressError(
-            "connection_timeout",
-            retryable=True,
-            response_class="timeout",
-            sent=sent,
-            duration_ms=elapsed(),
-        ) from error
+        raise _timed_out(not isinstance(error, requests.ConnectTimeout), started) from error
     except requests.RequestException as error:
+        if deadline.expired:  # the watchdog cut the connection while the request was going out
+            raise _timed_out(True, started) from error
         raise EgressError(
             "connection_failed",
             retryable=True,
@@ -374,10 +533,14 @@ def _send_pinned(http: requests.Session, address: str, request: EgressRequest, p
             sent=_may_have_been_sent(error),
             duration_ms=elapsed(),
         ) from error
+    finally:
+        _current.deadline = None
     with response:
         try:
             body = _read_capped(response, policy.max_response_bytes)
         except requests.RequestException as error:
+            if deadline.expired:
+                raise _timed_out(True, started, response.status_code) from error
             raise EgressError(
                 "connection_failed",
                 retryable=True,
@@ -386,6 +549,8 @@ def _send_pinned(http: requests.Session, address: str, request: EgressRequest, p
                 status=response.status_code,
                 duration_ms=elapsed(),
             ) from error
+    if deadline.expired:  # what was read may be cut short: the answer did not arrive in time
+        raise _timed_out(True, started, response.status_code)
     status = response.status_code
     if body is None:
         raise EgressError(

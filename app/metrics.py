@@ -84,6 +84,7 @@ class DatabaseCollector:
         yield GaugeMetricFamily(
             "console_sweep_lag_seconds", "Seconds since the last sweep started (-1: never).", value=lag
         )
+        yield _dead_letters()
         usage = GaugeMetricFamily(
             "console_budget_used_ratio", "Used share of each budget's window.", labels=["budget_id", "scope_type"]
         )
@@ -133,6 +134,31 @@ def _connection_gauges(session):
     yield GaugeMetricFamily(
         "console_connections_disabled", "Connections whose endpoint is disabled.", value=sum(1 for r in rows if r[3])
     )
+def _dead_letters() -> GaugeMetricFamily:
+    """Terminal delivery failures by connection (CONN-4): one query, every installation."""
+    from sqlalchemy import func, select
+
+    from app.extensions import db
+    from app.models import ActionProposal as P
+    from app.models import ComponentVersion, Connection, ConnectionVersion
+
+    gauge = GaugeMetricFamily(
+        "console_dead_letters",
+        "Deliveries that failed for good (dead letters), by connection ('none': no connection).",
+        labels=["connection_id", "connection"],
+    )
+    rows = db.session.execute(
+        select(Connection.id, Connection.name, func.count())
+        .select_from(P)
+        .outerjoin(ComponentVersion, ComponentVersion.id == P.component_version_id)
+        .outerjoin(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+        .outerjoin(Connection, Connection.id == ConnectionVersion.connection_id)
+        .where(P.state == "failed", P.delivery_terminal.is_(True))
+        .group_by(Connection.id, Connection.name)
+    )
+    for connection_id, name, count in rows:
+        gauge.add_metric([connection_id or "none", name or ""], count)
+    return gauge
 
 
 def _aware(value: datetime) -> datetime:

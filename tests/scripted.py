@@ -4,6 +4,7 @@ and remember what arrived (for 'the platform saw each effect once')."""
 from __future__ import annotations
 
 import json
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -96,3 +97,90 @@ def redirect(location: str):
 
 def json_body(value):
     return lambda body, request, script: json_response(value)
+
+
+class TricklingPlatform:
+    """A loopback platform that sends its status line and headers at once, then the
+    body (an `applied` receipt) in `pieces` parts `gap` seconds apart: every single
+    read finishes well within a timeout, the whole answer does not (issue 14).
+
+    Attributes:
+        requests: one dict per request: ``body``, ``started`` and ``ended``
+            (time.monotonic(), ``ended`` None while the answer is still going).
+        first_piece: set when the first piece of a body has been sent.
+    """
+
+    def __init__(self, pieces: int = 4, gap: float = 1.0) -> None:
+        import socket
+
+        self.pieces, self.gap = pieces, gap
+        self.requests: list[dict] = []
+        self.first_piece = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def overlapping(self) -> int:
+        """How many requests started while an earlier one was still being answered."""
+        with self._lock:
+            spans = [(r["started"], r["ended"] or float("inf")) for r in self.requests]
+        return sum(1 for i, (start, _) in enumerate(spans) if any(s <= start < e for s, e in spans[:i]))
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection) -> None:
+        with connection:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = connection.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            while len(rest) < length:
+                rest += connection.recv(65536)
+            body = json.loads(rest[:length])
+            record = {"body": body, "started": time.monotonic(), "ended": None}
+            with self._lock:
+                self.requests.append(record)
+            answer = json.dumps(receipt_for(body, "applied") if "action_id" in body else {"status": "applied"}).encode()
+            try:
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                    + f"Content-Length: {len(answer)}\r\n\r\n".encode()
+                )
+                size = -(-len(answer) // self.pieces)
+                for index in range(self.pieces):
+                    # The trickle is the scenario, not a test's sleep; a client that
+                    # hangs up (readable: end of stream) ends the answer at once.
+                    if index and select.select([connection], [], [], self.gap)[0] and not connection.recv(1):
+                        return
+                    connection.sendall(answer[index * size : (index + 1) * size])
+                    self.first_piece.set()
+            except OSError:  # the client gave up: this answer ends here
+                pass
+            finally:
+                record["ended"] = time.monotonic()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._server.close()
+        self._thread.join(timeout=5)

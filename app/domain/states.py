@@ -75,6 +75,12 @@ TERMINAL_STATES = frozenset({S.APPLIED, S.REJECTED, S.CANCELLED, S.COMPENSATION_
 # Per delivery cycle (DLV-1, DLV-6).
 MAX_ATTEMPTS_PER_CYCLE = 8
 LEASE_SECONDS = 150
+# A connection's timeout bounds its whole request (connect, send, every read), at
+# most 120 s; the request gets at most four fifths of the lease, so the last fifth
+# (30 s of 150) is kept for recording its outcome while the lease still holds.
+MAX_TIMEOUT_SECONDS = 120
+REQUEST_SHARE_OF_LEASE = 0.8
+assert LEASE_SECONDS * REQUEST_SHARE_OF_LEASE >= MAX_TIMEOUT_SECONDS, "the lease must outlast the longest request"
 CONFIRMATION_WINDOW_SECONDS = 15 * 60
 
 

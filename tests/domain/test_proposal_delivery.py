@@ -440,3 +440,46 @@ def test_compensation():
     assert D.compensation_refusal(proposal(state=S.FAILED)) == "action_compensation_unavailable"
     assert D.mark_compensated(proposal(state=S.APPLIED)) == D.Change(Move.COMPENSATE, {}, {"state": S.APPLIED})
     assert D.mark_compensated(proposal(state=S.COMPENSATION_REQUIRED)) is None
+
+
+# -- DLV-1, DLV-4 (issue 14): the lease outlasts the whole request ----------------------
+
+
+def test_the_longest_request_takes_four_fifths_of_the_lease():
+    """DLV-1: a 120 s connection fits in a fresh 150 s lease, with 30 s left to record."""
+    from app.domain.states import LEASE_SECONDS, MAX_TIMEOUT_SECONDS
+
+    assert D.request_timeout(MAX_TIMEOUT_SECONDS, LEASE_SECONDS, LEASE_SECONDS) == MAX_TIMEOUT_SECONDS
+    assert D.request_timeout(900, LEASE_SECONDS, LEASE_SECONDS) == MAX_TIMEOUT_SECONDS
+    assert D.request_timeout(30, LEASE_SECONDS, LEASE_SECONDS) == 30
+
+
+@pytest.mark.parametrize(
+    "timeout, lease, left, expected",
+    [
+        (5, 3, 3, 2.4),  # a short lease clamps the connection's timeout
+        (30, 150, 40, 10),  # checks took long: the request gets what is left, less the reserve
+        (30, 150, 30, None),  # only the reserve is left: nothing is sent
+        (30, 150, -5, None),  # already expired
+    ],
+)
+def test_a_request_never_outlives_its_lease(timeout, lease, left, expected):
+    """DLV-1, DLV-4: the request ends before the lease less its last fifth."""
+    result = D.request_timeout(timeout, lease, left)
+    assert result == pytest.approx(expected) if expected is not None else result is None
+    if result is not None:
+        assert result <= left - lease / 5 + 1e-9
+
+
+def test_the_lease_setting_must_outlast_the_longest_connection(monkeypatch):
+    """DLV-1: DELIVERY_LEASE_SECONDS shorter than 150 s (120 s of request, a fifth
+    kept for recording) is refused at start; 150 s and longer are fine."""
+    from app.config import delivery_lease_seconds
+
+    monkeypatch.delenv("DELIVERY_LEASE_SECONDS", raising=False)
+    assert delivery_lease_seconds() == 150
+    monkeypatch.setenv("DELIVERY_LEASE_SECONDS", "300")
+    assert delivery_lease_seconds() == 300
+    monkeypatch.setenv("DELIVERY_LEASE_SECONDS", "149")
+    with pytest.raises(ValueError, match="at least 150"):
+        delivery_lease_seconds()

@@ -29,7 +29,7 @@ from app.services.lifecycle.receipts import AttemptGuard, save_receipt
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s
-from ..builders import approve, decide_report, make_due, reload, set_row
+from ..builders import approve, decide_report, make_due, point_connection_at, reload, set_row
 
 
 @pytest.fixture
@@ -95,6 +95,47 @@ def test_lease_outlives_the_longest_connection(app, approved, scripted):
     assert take_lease(approved.id, before, before + timedelta(seconds=150))
     lease = reload(approved).lease_expires_at
     assert timedelta(seconds=149) < lease - before <= timedelta(seconds=150)
+
+
+def test_a_trickled_answer_never_outlives_the_lease(app, approved, world):
+    """DLV-1, DLV-4 (issue 14): a platform sends its status line and headers at once,
+    then the body in pieces 1 s apart (scaled from 50 s). No single read reaches the
+    2 s timeout, yet the request must end at 2 s, before the 3 s lease (scaled from
+    150 s) expires: a second worker arriving at the lease's end finds nothing to
+    claim, and the platform never sees two overlapping requests."""
+    import threading
+
+    from app.extensions import db as _db
+
+    platform = s.TricklingPlatform(pieces=5, gap=1.0)
+    try:
+        point_connection_at(world, platform.url, timeout_seconds=2)
+        app.config["DELIVERY_LEASE_SECONDS"] = 3
+        second = {}
+
+        def second_worker():
+            with app.app_context():
+                assert platform.first_piece.wait(10)
+                lease_end = _db.session.get(ActionProposal, approved.id).lease_expires_at
+                _db.session.rollback()
+                if lease_end is not None:  # the first worker still holds it: come when it expires
+                    threading.Event().wait(min(max((lease_end - utcnow()).total_seconds(), 0) + 0.05, 10))
+                second["outcome"] = deliver(approved.id)
+                _db.session.remove()
+
+        worker = threading.Thread(target=second_worker)
+        worker.start()
+        first = deliver(approved.id)
+        worker.join(timeout=30)
+        [attempt] = attempts(approved)
+        assert (first.error_code, attempt.response_class) == ("connection_timeout", "timeout")
+        assert attempt.finished_at - attempt.started_at < timedelta(seconds=2.6)
+        assert not second["outcome"].claimed
+        assert len(platform.requests) == 1 and platform.overlapping() == 0
+        row = reload(approved)
+        assert (row.state, row.delivery_terminal, row.delivery_attempt_count) == ("failed", False, 1)
+    finally:
+        platform.close()
 
 
 # -- DLV-2: checks before sending ---------------------------------------------------

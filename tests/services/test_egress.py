@@ -160,7 +160,8 @@ def test_connection_timeout_is_capped_at_120_seconds(monkeypatch, httpserver):
     monkeypatch.setattr(egress.requests.Session, "request", fake_request)
     with pytest.raises(EgressError):
         egress.send(request(httpserver.url_for("/x"), timeout=900), policy())
-    assert seen["timeout"] == (10.0, 120) and seen["allow_redirects"] is False
+    connect, read = seen["timeout"]  # read: what is left of the whole request's 120 s
+    assert connect == 10.0 and 119 < read <= 120 and seen["allow_redirects"] is False
 
 
 # --- SEC-2: the vetted address is the one connected to; IPv6 embeddings refused ----
@@ -359,3 +360,41 @@ def test_a_reference_that_could_leave_the_base_url_is_refused(path):
     with pytest.raises(ActionError) as caught:
         egress.build_url("https://p.example/api", path)
     assert caught.value.code == "action_component_operation_invalid"
+
+
+# --- issue 14: the whole request ends within the timeout ---------------------------
+
+
+@pytest.fixture
+def trickling():
+    server = s.TricklingPlatform(pieces=4, gap=1.0)
+    yield server
+    server.close()
+
+
+def test_a_body_trickled_past_the_timeout_is_a_timeout(trickling):
+    """DLV-4: the timeout bounds the whole request (connect, send, every read), not
+    each read: headers at once, then the body in pieces 1 s apart, never a read
+    longer than the 2 s timeout, and still the request ends at 2 s as a timeout."""
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(EgressError) as caught:
+        egress.send(request(trickling.url + "x", timeout=2), policy())
+    took = time.monotonic() - started
+    assert (caught.value.code, caught.value.response_class, caught.value.sent, caught.value.retryable) == (
+        "connection_timeout",
+        "timeout",
+        True,
+        True,
+    )
+    assert 1.9 <= took < 2.6, took
+    assert 1900 <= caught.value.duration_ms < 2600
+    assert trickling.first_piece.is_set()
+
+
+def test_a_body_trickled_within_the_timeout_arrives_whole(trickling):
+    """DLV-4: a slow answer that ends in time is read in full."""
+    trickling.gap = 0.2
+    response = egress.send(request(trickling.url + "x", timeout=2), policy())
+    assert response.status == 200 and response.body.endswith(b"}")

@@ -128,8 +128,8 @@ def test_lists_do_not_grow_with_rows(app, client, world):
         "/proposals?mine=1": 7,
         "/tasks": 9,  # tasks with their proposals, assignees, makers' facts and evidence
         "/reports": 4,  # and the active temporary actions with their reversals (TEMP-2)
-        "/operations": 8,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
-        # with their held counts, and their transitions (CONN-1)
+        "/operations": 9,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
+        # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4)
     }
 
 

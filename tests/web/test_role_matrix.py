@@ -65,6 +65,8 @@ ROUTES = [
     ("POST", "/appeals/{appeal_id}/decisions/{appeal_decision_id}/redact", {"admin"}),
     ("POST", "/appeals/{appeal_id}/corrections/{correction_id}/record", {"reviewer"}),
     ("GET", "/operations", {"reviewer", "admin", "auditor"}),
+    ("GET", "/operations/dead-letters/retry", {"reviewer", "admin", "auditor"}),
+    ("POST", "/operations/dead-letters/retry", {"reviewer", "admin"}),  # without the digest: 400
     ("GET", "/admin/", {"admin", "auditor"}),
     ("GET", "/admin/integrations", {"admin", "auditor"}),
     ("POST", "/admin/integrations", {"admin"}),

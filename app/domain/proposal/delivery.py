@@ -20,6 +20,8 @@ from app.domain.states import (
     CONFIRMATION_WINDOW_SECONDS,
     LEASE_SECONDS,
     MAX_ATTEMPTS_PER_CYCLE,
+    MAX_TIMEOUT_SECONDS,
+    REQUEST_SHARE_OF_LEASE,
     Move,
     ProposalState,
     can,
@@ -154,6 +156,28 @@ def _as_read(d: Delivery, *columns: str) -> dict[str, Any]:
     """Expect the row unchanged in its state, terminal flag, cycle, acceptance and `columns`."""
     base = ("state", "delivery_terminal", "delivery_cycle", "accepted_at", *columns)
     return {column: getattr(d, column) for column in base}
+
+
+LEASE_TOO_SHORT = "action_lease_too_short"
+MIN_REQUEST_SECONDS = 0.5  # less than this left on the lease: the request does not go
+
+
+def request_timeout(connection_timeout: float, lease_seconds: float, lease_left: float) -> float | None:
+    """How long the whole request of a claimed attempt may take, in seconds (DLV-1,
+    DLV-4): the connection's timeout, at most 120 s and at most four fifths of the
+    lease, and never past what is left of the lease less its last fifth (kept for
+    recording the outcome). None when what is left of the lease leaves less than
+    half a second: the request must not go.
+
+    Args:
+        connection_timeout: the connection's timeout (seconds).
+        lease_seconds: the lease's full length (seconds).
+        lease_left: seconds until the held lease expires.
+    """
+    room = lease_left - lease_seconds * (1 - REQUEST_SHARE_OF_LEASE)
+    if room < MIN_REQUEST_SECONDS:
+        return None
+    return min(connection_timeout, MAX_TIMEOUT_SECONDS, lease_seconds * REQUEST_SHARE_OF_LEASE, room)
 
 
 def pre_send_problem(d: Delivery, now: datetime) -> str | None:

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import requests
@@ -30,7 +30,7 @@ from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.receipts import ProposalIdentity, parse_receipt
-from app.domain.states import ProposalState
+from app.domain.states import LEASE_SECONDS, ProposalState
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
@@ -268,7 +268,7 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     if waiting is not None:
         return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
     with unit_of_work() as uow:
-        held = claim(uow.session, proposal_id, now)
+        held = claim(uow.session, proposal_id, now, now + timedelta(seconds=_lease_seconds()))
         if held is None:
             log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
             return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
@@ -291,6 +291,11 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
         outcome = _send_and_record(identity, plan, attempt_number, cycle, lease)
         _observe(outcome, time.monotonic() - started)
         return outcome
+
+
+def _lease_seconds() -> float:
+    """How long a claim holds the proposal (DLV-1; DELIVERY_LEASE_SECONDS, 150 s)."""
+    return current_app.config.get("DELIVERY_LEASE_SECONDS", LEASE_SECONDS)
 
 
 def _unexpected(error: Exception, stage: str) -> ActionError:
@@ -332,7 +337,7 @@ def _send_and_record(
     try:
         connection_health.before_send(plan.gate)
         failpoint("before_send")
-        response = _send(identity.operation_id, plan)
+        response = _send(identity.operation_id, plan, lease)
         failpoint("after_response")
         plan.attempt.record(
             response_status=response.status,
@@ -373,15 +378,38 @@ def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
     )
 
 
-def _send(operation_id: str, plan: _Plan):
-    """One HTTP request to the platform; a failure is recorded on the attempt (DLV-4).
+def request_timeout(connection_timeout: float, lease: datetime) -> float:
+    """Seconds the next request of a claimed attempt may take (DLV-1, DLV-4): the
+    connection's timeout, within what is left of the lease less its last fifth
+    (`rules.request_timeout`). Every request of an attempt asks again, so an attempt
+    of several requests (platform kinds: update, then read-back) also ends in time.
 
     Raises:
-        ActionError: the egress error's code, retryability and base delay.
+        egress.EgressError: ``action_lease_too_short`` (retryable, class ``refused``,
+            nothing sent) when too little of the lease is left.
+    """
+    timeout = rules.request_timeout(connection_timeout, _lease_seconds(), (lease - utcnow()).total_seconds())
+    if timeout is None:
+        raise egress.EgressError(rules.LEASE_TOO_SHORT, retryable=True, response_class="refused", sent=False)
+    return timeout
+
+
+def _send(operation_id: str, plan: _Plan, lease: datetime):
+    """One HTTP request to the platform; a failure is recorded on the attempt (DLV-4).
+
+    The whole request ends within the connection's timeout and well before the lease
+    expires (`request_timeout`), so no other worker can claim the proposal while it
+    is still open.
+
+    Raises:
+        ActionError: the egress error's code, retryability and base delay;
+            ``action_lease_too_short`` (retryable, nothing sent) when too little of
+            the lease is left.
     """
     target = plan.target
     in_flight = failpoint_later("during_request", 0.05)
     try:
+        timeout = request_timeout(target.timeout_seconds, lease)
         return egress.send(
             egress.EgressRequest(
                 method=target.method,
@@ -389,7 +417,7 @@ def _send(operation_id: str, plan: _Plan):
                 body=plan.body,
                 message_id=webhook_message_id(operation_id),
                 idempotency_key=operation_id,
-                timeout_seconds=target.timeout_seconds,
+                timeout_seconds=timeout,
                 bearer_token=target.bearer_token,
                 signing_secret=target.signing_secret,
             ),

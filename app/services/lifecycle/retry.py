@@ -26,6 +26,16 @@ RETRY_REFUSALS = {
 }
 
 
+class RetryConflict(ApiError):
+    """409 ``action_retry_conflict``: the proposal changed between the read and the
+    guarded write (a bulk retry treats it as a changed list, CONN-4)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            409, "action_retry_conflict", "The action changed before the retry was saved. Refresh it and try again."
+        )
+
+
 @dataclass(frozen=True)
 class RetryResult:
     proposal_id: str
@@ -73,48 +83,76 @@ def retry_proposal(
             if proposal.payload_digest != payload_digest:
                 raise ApiError(409, "action_retry_digest_mismatch", "Retry requires the exact payload digest.")
             return RetryResult(proposal.id, proposal.state, proposal.delivery_cycle, True)
-        now = utcnow()
-        refusal = rules.retry_refusal(delivery_of(proposal), payload_digest, now)
-        if refusal is not None:
-            raise ApiError(409, refusal, RETRY_REFUSALS[refusal])
-        try:
-            check_preconditions(
-                proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction
-            )
-            if proposal.appeal_id:
-                from app.services.lifecycle.corrections import check_correction_eligible
-
-                check_correction_eligible(session, proposal)
-        except ActionError as error:
-            raise ApiError(
-                409, error.code, "The case changed since this action was proposed; it can no longer be retried."
-            ) from error
-        run_open = session.scalar(select(WorkflowRun.state).where(WorkflowRun.id == proposal.run_id)) not in (
-            "terminated",
-            "cancelled",
-        )
-        if not (proposal.appeal_id or run_open):
-            raise ApiError(
-                409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
-            )
-        cycle = proposal.delivery_cycle
-        change = rules.retry(delivery_of(proposal), now)
-        moved = move_proposal(session, proposal.id, change.move, where=guard(change), values=change.values)
-        if not moved:
-            raise ApiError(
-                409, "action_retry_conflict", "The action changed before the retry was saved. Refresh it and try again."
-            )
-        uow.audit(
-            proposal.installation_id,
-            key,
-            RETRY_ACTION,
-            Actor("operator", operator.id),
-            "action_proposal",
-            proposal.id,
-            {"payload_digest": payload_digest, "delivery_cycle": cycle + 1},
-        )
-        session.refresh(proposal)
-        attempts = proposal.delivery_attempt_count
-        uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle + 1, attempts))
+        cycle = start_new_cycle(uow, proposal, payload_digest=payload_digest, key=key, operator=operator, now=utcnow())
         uow.commit()
-    return RetryResult(proposal_id, ProposalState.QUEUED, cycle + 1, False)
+    return RetryResult(proposal_id, ProposalState.QUEUED, cycle, False)
+
+
+def start_new_cycle(
+    uow, proposal: ActionProposal, *, payload_digest: str, key: str, operator: OperatorUser, now
+) -> int:
+    """The checks and the guarded write of one operator retry, inside the caller's
+    unit of work (RTRY-1, RTRY-2): a new delivery cycle, its audit row under `key`,
+    and the delivery job enqueued once the caller commits. The single retry and the
+    dead letters' bulk retry (CONN-4) both go through here.
+
+    Args:
+        uow: the caller's unit of work (it commits).
+        proposal: the proposal, loaded in that unit of work.
+        payload_digest: the digest the operator confirmed.
+        key: the audit row's idempotency key (names this retry).
+        operator: who asks.
+        now: the decision time (UTC).
+
+    Returns:
+        The new delivery cycle.
+
+    Raises:
+        ApiError: 409 ``action_retry_digest_mismatch``, ``action_not_retryable``,
+            ``action_approval_expired``, ``action_precondition_changed``,
+            ``action_case_no_longer_eligible``, ``action_retry_conflict`` (a
+            terminated run; `RetryConflict` when the guarded write missed).
+    """
+    session = uow.session
+    proposal_id = proposal.id
+    refusal = rules.retry_refusal(delivery_of(proposal), payload_digest, now)
+    if refusal is not None:
+        raise ApiError(409, refusal, RETRY_REFUSALS[refusal])
+    try:
+        check_preconditions(
+            proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction
+        )
+        if proposal.appeal_id:
+            from app.services.lifecycle.corrections import check_correction_eligible
+
+            check_correction_eligible(session, proposal)
+    except ActionError as error:
+        raise ApiError(
+            409, error.code, "The case changed since this action was proposed; it can no longer be retried."
+        ) from error
+    run_open = session.scalar(select(WorkflowRun.state).where(WorkflowRun.id == proposal.run_id)) not in (
+        "terminated",
+        "cancelled",
+    )
+    if not (proposal.appeal_id or run_open):
+        raise ApiError(
+            409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
+        )
+    cycle = proposal.delivery_cycle
+    change = rules.retry(delivery_of(proposal), now)
+    moved = move_proposal(session, proposal.id, change.move, where=guard(change), values=change.values)
+    if not moved:
+        raise RetryConflict()
+    uow.audit(
+        proposal.installation_id,
+        key,
+        RETRY_ACTION,
+        Actor("operator", operator.id),
+        "action_proposal",
+        proposal.id,
+        {"payload_digest": payload_digest, "delivery_cycle": cycle + 1},
+    )
+    session.refresh(proposal)
+    attempts = proposal.delivery_attempt_count
+    uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle + 1, attempts))
+    return cycle + 1

@@ -1,6 +1,6 @@
-"""What the operations screen shows: deliveries that need a person, queue depth and
-workers from RQ, and the last sweep. Redis being down degrades this view, never
-the console."""
+"""What the operations screen shows: deliveries that need a person (dead letters by
+connection and error code, CONN-4; stuck ones), queue depth and workers from RQ, and
+the last sweep. Redis being down degrades this view, never the console."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegis
 from sqlalchemy import and_, func, or_, select
 
 from app.domain.clock import utcnow
+from app.domain.dead_letters import list_digest
 from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox
 from app.rq_workers import heartbeat_is_live
+from app.services.lifecycle.dead_letters import NO_CONNECTION, DeadLetterFilter, groups_statement, listed_statement
 
 P = ActionProposal
 S = ProposalState
@@ -40,15 +42,50 @@ class QueueStatus:
         return sum(1 for w in self.workers if w["live"])
 
 
+@dataclass(frozen=True)
+class DeadLetterGroup:
+    """Dead letters of one connection with one error code (CONN-4)."""
+
+    connection_id: str  # NO_CONNECTION for components without a connection
+    connection_name: str | None
+    error_code: str | None
+    count: int
+    oldest: datetime | None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    proposal: ActionProposal
+    connection_id: str
+    connection_name: str | None
+
+
+@dataclass
+class DeadLetters:
+    """What the dead-letter section lists for a filter, and the digest of exactly
+    that list, which a bulk retry must confirm (CONN-4)."""
+
+    where: DeadLetterFilter
+    groups: list[DeadLetterGroup]
+    listed: list[DeadLetter]
+    matching: int  # how many match the filter; at most LIST_LIMIT are listed
+    digest: str
+
+    @property
+    def total(self) -> int:
+        return sum(group.count for group in self.groups)
+
+
 @dataclass
 class OperationsView:
-    failed: list[ActionProposal]
+    failed: list[ActionProposal]  # the dead letters listed
     stuck: list[ActionProposal]
     failed_dispatches: int
     queue: QueueStatus
     last_sweep: SweepRun | None
     last_sweep_counts: dict[str, int]
     sweep_lag_seconds: float | None
+    dead_letters: DeadLetters | None = None
 
 
 def queue_status(queue: Queue, worker_ttl_seconds: int, now: datetime | None = None) -> QueueStatus:
@@ -91,19 +128,57 @@ def queue_status(queue: Queue, worker_ttl_seconds: int, now: datetime | None = N
         return QueueStatus(reachable=False, error=f"{type(error).__name__}: {error}"[:200])
 
 
+def dead_letters(installation_id: str, where: DeadLetterFilter | None = None) -> DeadLetters:
+    """Terminal delivery failures grouped by connection and error code, and those the
+    filter lists (oldest first, at most LIST_LIMIT) with the digest of that list
+    (CONN-4). Two queries whatever the number of rows.
+
+    Args:
+        installation_id: the operator's installation.
+        where: connection (``"none"``: without one) and error code, each optional.
+    """
+    where = where or DeadLetterFilter()
+    groups = sorted(
+        (
+            DeadLetterGroup(connection_id or NO_CONNECTION, name, code, count, oldest)
+            for connection_id, name, code, count, oldest in db.session.execute(groups_statement(installation_id))
+        ),
+        key=lambda g: (g.connection_name or "", g.connection_id, g.error_code or ""),
+    )
+    listed = [
+        DeadLetter(proposal, connection_id or NO_CONNECTION, name)
+        for proposal, connection_id, name in db.session.execute(listed_statement(installation_id, where))
+    ]
+    matching = sum(
+        g.count
+        for g in groups
+        if where.connection_id in (None, "", g.connection_id) and where.error_code in (None, "", g.error_code)
+    )
+    return DeadLetters(
+        where=where,
+        groups=groups,
+        listed=sorted(listed, key=lambda d: (d.connection_name or "", d.proposal.last_error_code or "")),
+        matching=matching,
+        digest=list_digest((d.proposal.id, d.proposal.delivery_cycle) for d in listed),
+    )
+
+
 def operations_view(
-    installation_id: str, queue: Queue, worker_ttl_seconds: int, now: datetime | None = None
+    installation_id: str,
+    queue: Queue,
+    worker_ttl_seconds: int,
+    now: datetime | None = None,
+    dead_letter_filter: DeadLetterFilter | None = None,
 ) -> OperationsView:
-    """Failed and stuck deliveries of one installation, queue status, last sweep."""
+    """Dead letters and stuck deliveries of one installation, queue status, last sweep.
+
+    Args:
+        dead_letter_filter: which dead letters to list (CONN-4); all by default.
+    """
     now = now or utcnow()
     overdue = now - timedelta(seconds=OVERDUE_SECONDS)
     mine = P.installation_id == installation_id
-    failed = db.session.scalars(
-        select(P)
-        .where(mine, P.state == S.FAILED, P.delivery_terminal.is_(True))
-        .order_by(P.updated_at.desc())
-        .limit(LIMIT)
-    ).all()
+    dead = dead_letters(installation_id, dead_letter_filter)
     stuck = db.session.scalars(
         select(P)
         .where(
@@ -124,11 +199,12 @@ def operations_view(
     )
     last = db.session.scalar(select(SweepRun).order_by(SweepRun.started_at.desc()).limit(1))
     return OperationsView(
-        failed=list(failed),
+        failed=[d.proposal for d in dead.listed],
         stuck=list(stuck),
         failed_dispatches=failed_dispatches or 0,
         queue=queue_status(queue, worker_ttl_seconds, now),
         last_sweep=last,
         last_sweep_counts=last.counts if last else {},
         sweep_lag_seconds=(now - last.started_at).total_seconds() if last else None,
+        dead_letters=dead,
     )

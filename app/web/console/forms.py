@@ -88,3 +88,14 @@ class TemporaryChangeForm(ConsoleForm):
     kind = HiddenField(validators=[DataRequired(), Length(max=20)])
     extend_minutes = IntegerField("Extend by (minutes)", validators=[Optional(), NumberRange(min=1, max=527_040)])
     idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)
+
+
+class DeadLetterRetryForm(ConsoleForm):
+    """Retry dead letters in bulk: the filter the page listed, the digest of exactly
+    what it listed, and one idempotency key per rendering (CONN-4). The ticked
+    proposals come as repeated ``proposal_ids`` fields."""
+
+    connection_id = HiddenField(validators=[Optional(), Length(max=200)])
+    error_code = HiddenField(validators=[Optional(), Length(max=200)])
+    list_digest = HiddenField(validators=[DataRequired(), Length(max=100)])
+    idempotency_key = HiddenField(validators=[DataRequired(), Length(max=100)], default=new_key)

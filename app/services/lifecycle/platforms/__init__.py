@@ -170,8 +170,9 @@ class _Sent(ActionError):
         self.sent = sent
 
 
-def _send(plan, request: Request, operation_id: str):
-    """Send one request through egress and record it on the plan's current row.
+def _send(plan, request: Request, operation_id: str, lease):
+    """Send one request through egress and record it on the plan's current row; it
+    ends within the connection's timeout and what is left of the lease (DLV-4).
 
     Returns:
         (status, body bytes) for any HTTP answer, 2xx or not; the kind reads it.
@@ -179,8 +180,11 @@ def _send(plan, request: Request, operation_id: str):
     Raises:
         _Sent: nothing usable came back (refused, timeout, network, too large).
     """
+    from app.services.lifecycle.delivery import request_timeout
+
     target, row = plan.target, plan.attempt
     try:
+        timeout = request_timeout(target.timeout_seconds, lease)
         response = egress.send(
             egress.EgressRequest(
                 method=request.method,
@@ -188,7 +192,7 @@ def _send(plan, request: Request, operation_id: str):
                 body=request.body,
                 message_id=webhook_message_id(operation_id),
                 idempotency_key=operation_id,
-                timeout_seconds=target.timeout_seconds,
+                timeout_seconds=timeout,
                 bearer_token=target.call.bearer_token,
                 signing_secret=target.call.signing_secret(target.signing_secret),
                 extra_headers=target.call.headers(),
@@ -259,14 +263,14 @@ def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle
         request = call.first()
         if request.purpose == "recheck":
             failpoint("before_send")
-            answer = _send(plan, request, identity.operation_id)
+            answer = _send(plan, request, identity.operation_id, lease)
             call = call.after_recheck(answer)  # raises the kind's terminal errors
             if call.confirmed:
                 return _observed(identity, plan, lease, attempt_number, "recheck")
             plan = _next_row(plan, identity, attempt_number, cycle, call.update())
             plan = dataclasses.replace(plan, target=dataclasses.replace(plan.target, call=call))
         failpoint("before_send")
-        answer = _send(plan, call.update(), identity.operation_id)
+        answer = _send(plan, call.update(), identity.operation_id, lease)
         failpoint("after_response")
         outcome = call.outcome(answer)  # applied | accepted | failed, or raises
         read_back = call.read_back()
@@ -274,7 +278,7 @@ def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle
             return _receipt(identity, plan, lease, attempt_number, outcome)
         plan = _next_row(plan, identity, attempt_number, cycle, read_back)
         failpoint("before_read_back")  # crash trial: the update applied, its read-back never sent
-        answer = _send(plan, read_back, identity.operation_id)
+        answer = _send(plan, read_back, identity.operation_id, lease)
         if not call.agrees(answer, "read-back"):
             plan.attempt.record(error_code=read_back_disagrees().code)
             raise _Sent(read_back_disagrees(), True)
