@@ -77,6 +77,7 @@ ROUTES = [
     ("POST", "/admin/connections", {"admin"}),
     ("GET", "/admin/connections/{connection_id}", {"admin", "auditor"}),
     ("POST", "/admin/connections/{connection_id}/versions", {"admin"}),
+    ("POST", "/admin/connections/{connection_id}/re-enable", {"admin"}),  # CONN-3
     ("GET", "/admin/components", {"admin", "auditor"}),
     ("POST", "/admin/components", {"admin"}),
     ("GET", "/admin/components/{component_id}", {"admin", "auditor"}),
