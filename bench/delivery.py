@@ -1,6 +1,13 @@
 """Delivery throughput: 2,000 bounded-automation proposals delivered by 2 workers to
-the demo platform, against 2,000 plain RQ jobs that POST the same body to the same
-platform, in the same run. Also the workers' peak RSS."""
+the demo platform, in the same run against two baselines of 2,000 RQ jobs each that
+POST the same body to the same platform:
+
+* plain: the POST and nothing else (`baseline_jobs.post`);
+* minimal correct delivery: claim one row with a conditional UPDATE and commit,
+  POST, insert the attempt, write the result and commit (`minimal_jobs`).
+
+`delivery_ratio` is the product's rate over the plain jobs', `delivery_ratio_minimal`
+over the minimal delivery's. Also the workers' peak RSS."""
 
 from __future__ import annotations
 
@@ -48,6 +55,45 @@ def all_applied(app) -> int:
         return db.session.scalar(select(func.count()).where(ActionProposal.state == "applied"))
 
 
+def rq_worker(queue: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "rq.cli",
+        "worker",
+        "--burst",
+        "--url",
+        BENCH_REDIS,
+        "--path",
+        str(ROOT / "bench"),
+        "--worker-class",
+        "rq.SimpleWorker",
+        "-q",
+        queue,
+    ]
+
+
+def run_minimal(platform_url: str, body: bytes) -> float:
+    """COUNT minimal correct deliveries by WORKERS RQ workers; the seconds they took."""
+    import psycopg
+    import redis
+    from minimal_jobs import SCHEMA, deliver_minimal
+    from rq import Queue
+
+    with psycopg.connect(BENCH_DB.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute(SCHEMA)
+        with conn.cursor() as cursor:
+            cursor.executemany("INSERT INTO minimal_deliveries (id) VALUES (%s)", [(f"m-{n}",) for n in range(COUNT)])
+    queue = Queue("minimal", connection=redis.Redis.from_url(BENCH_REDIS))
+    for n in range(COUNT):
+        queue.enqueue(deliver_minimal, f"m-{n}", f"{platform_url}/actions/takedown", body, result_ttl=0)
+    seconds, _ = run_workers([rq_worker("minimal")] * WORKERS, {"MINIMAL_DATABASE_URL": BENCH_DB})
+    with psycopg.connect(BENCH_DB.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        done = conn.execute("SELECT count(*) FROM minimal_deliveries WHERE state = 'applied'").fetchone()[0]
+    assert done == COUNT, f"only {done} of {COUNT} minimal deliveries applied"
+    return seconds
+
+
 def main() -> None:
     port = free_port()
     env = {
@@ -87,32 +133,21 @@ def main() -> None:
                 "expires_at": "2026-12-01T00:00:00.000Z",
             }
         ).encode()
+        minimal_seconds = run_minimal(platform_url, body)
         queue = Queue("baseline", connection=redis.Redis.from_url(BENCH_REDIS))
         for n in range(COUNT):
             queue.enqueue(post, f"{platform_url}/actions/takedown", body, f"baseline-{n}", result_ttl=0)
-        rq_worker = [
-            sys.executable,
-            "-m",
-            "rq.cli",
-            "worker",
-            "--burst",
-            "--url",
-            BENCH_REDIS,
-            "--path",
-            str(ROOT / "bench"),
-            "--worker-class",
-            "rq.SimpleWorker",
-            "-q",
-            "baseline",
-        ]
-        baseline_seconds, baseline_rss = run_workers([rq_worker] * WORKERS, {})
+        baseline_seconds, baseline_rss = run_workers([rq_worker("baseline")] * WORKERS, {})
     product_rate, baseline_rate = COUNT / product_seconds, COUNT / baseline_seconds
+    minimal_rate = COUNT / minimal_seconds
     figures = {
         "delivery_count": COUNT,
         "delivery_workers": WORKERS,
         "delivery_rate_per_s": round(product_rate, 1),
         "baseline_rate_per_s": round(baseline_rate, 1),
+        "minimal_rate_per_s": round(minimal_rate, 1),
         "delivery_ratio": round(product_rate / baseline_rate, 3),
+        "delivery_ratio_minimal": round(product_rate / minimal_rate, 3),
         "worker_peak_rss_mb": round(product_rss, 1),
         "baseline_worker_peak_rss_mb": round(baseline_rss, 1),
     }

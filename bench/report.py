@@ -9,6 +9,12 @@ HERE = Path(__file__).resolve().parent
 
 TARGETS = [
     ("delivery_ratio", "Delivery throughput / plain RQ jobs", ">= 0.6", lambda v: v >= 0.6),
+    (
+        "delivery_ratio_minimal",
+        "Delivery throughput / minimal correct delivery",
+        ">= 0.7",
+        lambda v: v >= 0.7,
+    ),
     ("detail_p50_ratio", "Proposal page p50 / bare route p50", "<= 2", lambda v: v <= 2),
     ("list_p50_ratio", "Proposals list p50 / bare route p50", "<= 2", lambda v: v <= 2),
     ("deep_page_ratio", "Page 1,000 / first page (1M rows)", "<= 1.5", lambda v: v <= 1.5),

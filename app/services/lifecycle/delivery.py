@@ -17,7 +17,8 @@ from typing import Any
 
 import requests
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import func, select, update
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app import egress
 from app.domain.attempts import webhook_message_id
@@ -31,6 +32,7 @@ from app.domain.proposal.delivery import Lease
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.domain.states import LEASE_SECONDS, ProposalState
+from app.domain.states import target as target_state
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
@@ -79,7 +81,18 @@ def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime |
         session, proposal_id, change.move, where=guard(change), values=change.values
     ):
         return None
+    _as_written(proposal, change)
     return rules.lease_of(change, current)
+
+
+def _as_written(proposal: ActionProposal, change) -> None:
+    """Make the loaded row what the guarded UPDATE wrote (it matched the row as read,
+    so the row is now that plus the change): the claim's transaction goes on with it
+    without reading the proposal again."""
+    set_committed_value(proposal, "state", target_state(change.move).value)
+    for column, value in change.values.items():
+        if column in rules.COLUMNS:
+            set_committed_value(proposal, column, value)
 
 
 def take_lease(proposal_id: str, now: datetime, lease_expires_at: datetime | None = None) -> Lease | None:
@@ -240,12 +253,15 @@ class _Attempt:
         return None if duration is None else duration / 1000
 
     def write(self, session) -> None:
-        row = session.get(ConnectionAttempt, self.id)
-        if row is None or not self.finish:
+        """Finish the row with one UPDATE (no read: the row is ours since the claim)."""
+        if not self.finish:
             return
-        for key, value in self.finish.items():
-            setattr(row, key, value)
-        row.finished_at = row.finished_at or utcnow()
+        session.execute(
+            update(ConnectionAttempt)
+            .where(ConnectionAttempt.id == self.id)
+            .values(**self.finish, finished_at=func.coalesce(ConnectionAttempt.finished_at, utcnow()))
+            .execution_options(synchronize_session=False)
+        )
 
 
 def deliver(proposal_id: str) -> DeliveryOutcome:
@@ -272,7 +288,7 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
         if held is None:
             log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
             return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
-        proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
+        proposal = uow.session.get(ActionProposal, proposal_id)  # as the claim wrote it (`_as_written`)
         attempt_number, cycle, lease = held.attempt_number, held.delivery_cycle, held.expires_at
         with bind(proposal_id=proposal_id, operation_id=proposal.operation_id, attempt=attempt_number, cycle=cycle):
             log.info("delivery attempt claimed")
@@ -320,6 +336,7 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> 
         proposal.operation_id,
         str(attempt_number),
         required=proposal.approval_mode != "human",  # no second person: a budget must bound it (FOUR-3)
+        savepoint=False,  # `deliver` runs this in a savepoint already: an exhausted budget undoes it all
     )
     body = canonical_json(request_body(proposal)).encode("utf-8")
     if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
