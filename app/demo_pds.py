@@ -48,7 +48,13 @@ PDS_POSTS = (
     "If you keep reporting my posts I will find out who you are.",
     "You people are pathetic. Enjoy your tiny forum.",
 )
-REFERENCES = {"takedown": "takedown record", "restore": "reversal record"}
+REFERENCES = {
+    "takedown": "takedown record",
+    "restore": "reversal record",
+    # the temporary suspension (TEMP-1) acts on the post's author: the account of its repository
+    "suspend_account": "takedown account",
+    "unsuspend_account": "reversal account",
+}
 
 
 class PdsUnavailable(Exception):

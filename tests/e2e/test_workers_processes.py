@@ -150,8 +150,9 @@ def test_a_worker_is_listed_again_after_redis_forgets_it(app, tmp_path):
     try:
         queue = Queue(app.config["DELIVERY_QUEUE"], connection=redis_client)
         wait_for(lambda: Worker.all(queue=queue), 30, "the worker to register")
+        # No check that the registry is empty here: the worker's heartbeat may list it
+        # again between the flush and any read of it (a race the test must not depend on).
         redis_client.flushdb()
-        assert Worker.all(queue=queue) == []
         listed = wait_for(lambda: Worker.all(queue=queue), 30, "the worker to register again")
         assert queue_status(queue, 17).workers[0]["live"] is True
         assert len(listed) == 1
