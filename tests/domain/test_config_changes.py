@@ -242,7 +242,7 @@ def test_four2_removing_a_secret_that_was_never_set_changes_nothing():
     "approver, roles, subject, reason",
     [
         ("op_b", ["admin"], None, None),
-        ("op_b", iter(["reviewer", "admin"]), None, None),
+        ("op_b", ("reviewer", "admin"), None, None),
         ("op_a", {"admin"}, None, "You proposed this change; a second admin must approve it."),
         ("op_b", (), None, "Only admins can approve configuration changes."),
         ("op_a", ["reviewer"], None, "Only admins can approve configuration changes."),
@@ -253,6 +253,12 @@ def test_four2_the_refusal_says_who_must_approve(approver, roles, subject, reaso
     """FOUR-2: the console shows why the approve button is refused."""
     verdict = change_approver_verdict(approver, roles, "op_a", subject)
     assert (verdict.allowed, verdict.reason) == (reason is None, reason)
+
+
+def test_four2_roles_may_be_any_iterable_read_once():
+    """FOUR-2: the roles can come as a one-pass iterator (built here, so a rerun of the
+    test, as mutmut does, gets a fresh one)."""
+    assert change_approver_verdict("op_b", iter(["reviewer", "admin"]), "op_a", None).allowed
 
 
 def test_four2_the_diff_is_pretty_sorted_json_with_two_lines_of_context():
