@@ -109,6 +109,8 @@ class Config:
         # when its heartbeat is older than TTL + 15 s.
         self.WORKER_TTL_SECONDS = int(os.environ.get("WORKER_TTL_SECONDS", "60"))
         self.DELIVERY_LEASE_SECONDS = delivery_lease_seconds()
+        # DLV-1: a job claims up to this many due proposals of one component version.
+        self.DELIVERY_BATCH_SIZE = int(os.environ.get("DELIVERY_BATCH_SIZE", "10"))
         self.SWEEP_INTERVAL_SECONDS = int(os.environ.get("SWEEP_INTERVAL_SECONDS", "15"))
         # Egress: loopback and private addresses are refused unless allowed (SSRF).
         self.EGRESS_ALLOW_PRIVATE = env_bool("EGRESS_ALLOW_PRIVATE", False)

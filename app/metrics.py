@@ -134,6 +134,8 @@ def _connection_gauges(session):
     yield GaugeMetricFamily(
         "console_connections_disabled", "Connections whose endpoint is disabled.", value=sum(1 for r in rows if r[3])
     )
+
+
 def _dead_letters() -> GaugeMetricFamily:
     """Terminal delivery failures by connection (CONN-4): one query, every installation."""
     from sqlalchemy import func, select

@@ -103,3 +103,38 @@ def enqueue_delivery(
     except redis.RedisError:
         log.warning("could not enqueue delivery of %s; the sweep will", proposal_id, exc_info=True)
         return False
+
+
+def discard_delivery_jobs(claimed: list[tuple]) -> int:
+    """Take off the delivery queue the waiting jobs of proposals another job claimed
+    (a batch claim, DLV-1): each would only find its proposal claimed.
+
+    Best-effort, like enqueueing: a job missed here runs and claims nothing.
+
+    Args:
+        claimed: (proposal id, delivery cycle, attempt count, next_attempt_at) of
+            each proposal as read before its claim; they name its jobs (tags "a",
+            "s", and "w<ms>" for a deferral).
+
+    Returns:
+        How many jobs were taken off the queue.
+    """
+    from rq.job import Job
+
+    queue = delivery_queue()
+    ids = []
+    for proposal_id, cycle, attempts, due in claimed:
+        ids += [_job_id(proposal_id, cycle, attempts, tag) for tag in ("a", "s")]
+        if due is not None:
+            ids.append(_job_id(proposal_id, cycle, attempts, f"w{int(due.timestamp() * 1000)}"))
+    try:
+        with queue.connection.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                queue.remove(job_id, pipeline=pipe)
+            removed = [job_id for job_id, count in zip(ids, pipe.execute(), strict=True) if count]
+        if removed:
+            queue.connection.delete(*(Job.key_for(job_id) for job_id in removed))
+        return len(removed)
+    except redis.RedisError:
+        log.warning("could not take claimed jobs off the queue; they will claim nothing", exc_info=True)
+        return 0

@@ -128,6 +128,10 @@ def app(database_url, redis_url, tmp_path):
             "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
             "SERVER_NAME": None,
             "INSTANCE_PATH": str(tmp_path),
+            # One proposal per delivery job, so each test sees the per-delivery rules
+            # alone; tests/services/test_delivery_batch.py and the worker processes
+            # (their own configuration: 10) claim several per job.
+            "DELIVERY_BATCH_SIZE": 1,
         }
     )
     client = redis.Redis.from_url(redis_url)

@@ -471,6 +471,26 @@ def test_a_request_never_outlives_its_lease(timeout, lease, left, expected):
         assert result <= left - lease / 5 + 1e-9
 
 
+@pytest.mark.parametrize(
+    "timeout, lease, left, may_send",
+    [
+        (30, 150, 150, True),  # a fresh lease: a whole 30 s request fits
+        (30, 150, 60.0, True),  # exactly the request plus the reserve is left
+        (30, 150, 59.9, False),  # a little less: released, not sent with a shorter timeout
+        (120, 150, 149.9, False),  # the longest connection fits only a fresh lease
+        (120, 150, 150, True),
+        (5, 3, 3, True),  # a short lease: the whole request is its four fifths
+        (5, 3, 2.99, False),
+        (30, 150, -1, False),  # expired
+    ],
+)
+def test_a_batch_member_goes_only_while_a_whole_request_fits(timeout, lease, left, may_send):
+    """DLV-1, DLV-4: the proposals of one batch share a lease and go one after the
+    other; the next goes only while the connection's whole timeout still fits before
+    the lease's last fifth."""
+    assert D.batch_member_may_send(timeout, lease, left) is may_send
+
+
 def test_the_lease_setting_must_outlast_the_longest_connection(monkeypatch):
     """DLV-1: DELIVERY_LEASE_SECONDS shorter than 150 s (120 s of request, a fifth
     kept for recording) is refused at start; 150 s and longer are fine."""

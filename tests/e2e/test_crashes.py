@@ -12,6 +12,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select, update
 
 from app.domain.clock import utcnow
@@ -27,7 +28,7 @@ PROPOSALS = 16
 MAX_ROUNDS = 60
 
 
-def run_crashing_worker(app, tmp_path, failpoints: str) -> int:
+def run_crashing_worker(app, tmp_path, failpoints: str, batch_size: int) -> int:
     """One worker in burst mode that kills itself at the given failpoints (point:chance,...)."""
     env = {
         **os.environ,
@@ -37,6 +38,7 @@ def run_crashing_worker(app, tmp_path, failpoints: str) -> int:
         "INSTANCE_PATH": str(tmp_path / "worker"),
         "LOG_LEVEL": "ERROR",
         "FAILPOINTS": failpoints,
+        "DELIVERY_BATCH_SIZE": str(batch_size),
     }
     worker = subprocess.run(
         [sys.executable, str(ROOT / "worker.py"), "--burst"],
@@ -61,7 +63,10 @@ def time_passes() -> None:
     db.session.commit()
 
 
-def test_killed_workers_lose_and_duplicate_nothing(app, platform, tmp_path):
+@pytest.mark.parametrize("batch_size", [1, 10], ids=["one-per-job", "batch-claims"])
+def test_killed_workers_lose_and_duplicate_nothing(app, platform, tmp_path, batch_size):
+    """DLV-1..7: one proposal per job, and batch claims of up to 10 (a kill then
+    strands every proposal of the batch until its lease expires)."""
     random.seed(7)
     world = make_world(platform.url, approval_mode="bounded_auto")
     platform.configure_for(world)
@@ -74,7 +79,7 @@ def test_killed_workers_lose_and_duplicate_nothing(app, platform, tmp_path):
     kills = 0
     for round_number in range(MAX_ROUNDS):
         failpoints = schedule[round_number] if round_number < len(schedule) else ",".join(f"{p}:0.1" for p in POINTS)
-        returncode = run_crashing_worker(app, tmp_path, failpoints)
+        returncode = run_crashing_worker(app, tmp_path, failpoints, batch_size)
         kills += returncode == -signal.SIGKILL
         db.session.rollback()
         open_ = db.session.scalar(

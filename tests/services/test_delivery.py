@@ -403,7 +403,7 @@ def test_eight_failures_exhaust_the_cycle(app, approved, scripted):
 def test_failure_write_is_guarded_by_lease(app, approved, scripted):
     """DLV-6: a stale worker's failure write changes nothing."""
     from app.domain.errors import ActionError
-    from app.services.lifecycle.delivery import _fail
+    from app.services.lifecycle.outcomes import fail as _fail
 
     now = utcnow()
     stale_lease = now + timedelta(seconds=150)

@@ -4,6 +4,7 @@ attempts, receipts, audit rows or proposals."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import timedelta
 
 from sqlalchemy import event
 
@@ -33,6 +34,7 @@ def counting(app):
 
 def grow_history(world, proposal, n: int) -> None:
     """n attempts, receipts and audit rows more on one proposal."""
+    start = utcnow()
     with unit_of_work() as uow:
         for i in range(n):
             uow.session.add(
@@ -63,6 +65,8 @@ def grow_history(world, proposal, n: int) -> None:
                     status="accepted",
                     receipt={},
                     receipt_digest=f"sha256:{i}",
+                    # arrival order is explicit: one transaction's default times are equal
+                    received_at=start + timedelta(milliseconds=i),
                 )
             )
             uow.audit(

@@ -180,6 +180,28 @@ def request_timeout(connection_timeout: float, lease_seconds: float, lease_left:
     return min(connection_timeout, MAX_TIMEOUT_SECONDS, lease_seconds * REQUEST_SHARE_OF_LEASE, room)
 
 
+BATCH_RELEASED = "delivery_batch_released"
+
+
+def batch_member_may_send(connection_timeout: float, lease_seconds: float, lease_left: float) -> bool:
+    """Whether the next proposal of a batch claim may still be sent (DLV-1, DLV-4).
+
+    The proposals one job claims together share one lease and are sent one after
+    the other. The next one goes only while its request could still take the
+    connection's whole timeout before the lease's last fifth; otherwise it is
+    released unsent (``BATCH_RELEASED``, no attempt used) rather than sent with a
+    shorter timeout than its connection allows.
+
+    Args:
+        connection_timeout: the connection's timeout (seconds).
+        lease_seconds: the lease's full length (seconds).
+        lease_left: seconds until the shared lease expires.
+    """
+    whole = min(connection_timeout, MAX_TIMEOUT_SECONDS, lease_seconds * REQUEST_SHARE_OF_LEASE)
+    allowed = request_timeout(connection_timeout, lease_seconds, lease_left)
+    return allowed is not None and allowed >= whole
+
+
 def pre_send_problem(d: Delivery, now: datetime) -> str | None:
     """Why a claimed attempt must not send, from the proposal alone (DLV-2), or None.
 

@@ -3,27 +3,32 @@
 `deliver` is what an RQ worker runs for a proposal id. The database decides what
 is due: a job that claims nothing returns at once, so duplicate or early jobs are
 harmless and losing every job in Redis loses no action (the sweep re-enqueues).
+
+Where a burst is queued for one connection, the job claims up to
+``DELIVERY_BATCH_SIZE`` due proposals of the same component version in one
+transaction, sends them one after the other, and records their outcomes in one
+more: two commits for the batch instead of two per proposal. Each proposal keeps
+its own claim, attempt row, budget reservation, guarded receipt write and audit
+row; the jobs of the proposals it took along are taken off the queue.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import requests
 from flask import current_app
-from sqlalchemy import func, select, update
+from sqlalchemy import or_, select
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app import egress
 from app.domain.attempts import webhook_message_id
 from app.domain.clock import iso, utcnow
-from app.domain.digests import canonical_json, sha256_digest
+from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
 from app.domain.expressions import schema_errors
 from app.domain.preconditions import check_preconditions
@@ -31,37 +36,39 @@ from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.receipts import ProposalIdentity, parse_receipt
-from app.domain.states import LEASE_SECONDS, ProposalState
+from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.domain.states import target as target_state
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
-from app.models import ActionApproval, ActionProposal, ConnectionAttempt, move_proposal, new_id
+from app.models import ActionApproval, ActionProposal, move_proposal
 from app.observability import bind
+from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot
 from app.services.lifecycle import budgets, connection_health, platforms
 from app.services.lifecycle.components import load_delivery_target, parse_operation
+from app.services.lifecycle.outcomes import (
+    AttemptRow,
+    BatchReleased,
+    DeliveryOutcome,
+    EgressFailed,
+    fail,
+    http_session,
+    lease_seconds,
+    request_timeout,
+    unexpected,
+    write_failure,
+    write_receipt,
+)
 from app.services.lifecycle.proposals import delivery_of, guard
-from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
-from app.services.uow import Actor, unit_of_work
+from app.services.lifecycle.receipts import DEFERRAL_CODES
+from app.services.uow import unit_of_work
 
 log = logging.getLogger(__name__)
 S = ProposalState
 P = ActionProposal
-UNEXPECTED_FAILURE = "action_delivery_failed"
-_http = threading.local()
+DEFAULT_BATCH_SIZE = 10
 
-
-@dataclass
-class DeliveryOutcome:
-    """What one delivery job did (for logs, metrics and tests)."""
-
-    claimed: bool
-    proposal_id: str
-    state: str | None = None
-    attempt_number: int | None = None
-    error_code: str | None = None
-    terminal: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+__all__ = ["DeliveryOutcome", "claim", "deliver", "request_body", "take_lease"]
 
 
 def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime | None = None) -> Lease | None:
@@ -75,10 +82,14 @@ def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime |
     proposal = session.get(ActionProposal, proposal_id, populate_existing=True)
     if proposal is None:
         return None
+    return _claim_loaded(session, proposal, now, lease_expires_at)
+
+
+def _claim_loaded(session, proposal: ActionProposal, now: datetime, lease_expires_at) -> Lease | None:
     current = delivery_of(proposal)
     change = rules.claim(current, now, lease_expires_at)
     if change is None or not move_proposal(
-        session, proposal_id, change.move, where=guard(change), values=change.values
+        session, proposal.id, change.move, where=guard(change), values=change.values
     ):
         return None
     _as_written(proposal, change)
@@ -126,8 +137,12 @@ class _Target:
     health: connection_health.Settings = connection_health.Settings()
 
 
-def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Target:
+def _pre_send_checks(session, proposal: ActionProposal, now: datetime, known: _Target | None = None) -> _Target:
     """Everything that must still hold before a request may leave (DLV-2, PRE, CORR-3).
+
+    Args:
+        known: the target of another proposal of the same component version and
+            installation in this batch (checked in this transaction): not loaded again.
 
     Raises:
         ActionError: action_confirmation_timed_out, action_delivery_attempts_exhausted,
@@ -145,15 +160,10 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
     snapshot = report_snapshot(session, proposal.report_id)
     # a reversal ends a temporary action even on an appealed or closed case (TEMP-2)
     check_preconditions(proposal.preconditions, snapshot, proposal.is_correction or proposal.is_reversal)
-    approved = session.scalar(
-        select(ActionApproval.id).where(
-            ActionApproval.proposal_id == proposal.id,
-            ActionApproval.decision == "approved",
-            ActionApproval.payload_digest == proposal.payload_digest,
-        )
-    )
-    if rules.approval_missing(delivery_of(proposal), approved is not None):
+    if rules.approval_missing(delivery_of(proposal), _approved(session, proposal)):
         raise ActionError(rules.APPROVAL_MISSING)
+    if known is not None:
+        return replace(known, queue_id=snapshot.queue_id)
     component, connection = load_delivery_target(session, proposal.component_version_id, proposal.installation_id)
     if platforms.handles(component.implementation_kind):  # its first request is decided in `_plan`
         method, url = "", connection.base_url
@@ -175,6 +185,20 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime) -> _Targe
         connection_id=connection.connection_id,
         health=connection_health.settings_of(connection),
     )
+
+
+def _approved(session, proposal: ActionProposal) -> bool:
+    """Whether an approval of exactly this digest exists; only human mode asks (DLV-2)."""
+    if proposal.approval_mode != "human":
+        return False
+    approved = session.scalar(
+        select(ActionApproval.id).where(
+            ActionApproval.proposal_id == proposal.id,
+            ActionApproval.decision == "approved",
+            ActionApproval.payload_digest == proposal.payload_digest,
+        )
+    )
+    return approved is not None
 
 
 def request_body(proposal: ActionProposal) -> dict[str, Any]:
@@ -203,127 +227,174 @@ def _budget_scopes(proposal: ActionProposal, queue_id: str | None) -> list[budge
     return scopes
 
 
-def _http_session() -> requests.Session:
-    if getattr(_http, "session", None) is None:
-        _http.session = requests.Session()
-    return _http.session
-
-
 @dataclass
 class _Plan:
     """What one claimed attempt will send, decided inside the claim's transaction."""
 
     target: _Target
     body: bytes
-    attempt: _Attempt
+    attempt: AttemptRow
     reservations: list[str]
     gate: connection_health.Gate | None = None
 
 
-class _Attempt:
-    """The connection_attempts row of this delivery: written (with the claim) before
-    the request leaves, finished after it, whatever happened (DLV-4)."""
+@dataclass
+class _Claimed:
+    """A proposal this job claimed and may send, as plain values (the rows expire at
+    the claim's commit)."""
 
-    def __init__(self, session, proposal: ActionProposal, attempt_number: int, target: _Target, body: bytes) -> None:
-        self.id = new_id("att")
-        self.finish: dict[str, Any] = {}
-        session.add(
-            ConnectionAttempt(
-                id=self.id,
-                installation_id=proposal.installation_id,
-                proposal_id=proposal.id,
-                attempt_number=attempt_number,
-                purpose=target.purpose,
-                delivery_cycle=proposal.delivery_cycle,
-                connection_version_id=target.connection_version_id,
-                method=target.method,
-                url=target.url,
-                request_digest=sha256_digest(body),
-                started_at=utcnow(),
-            )
-        )
-
-    def record(self, **values: Any) -> None:
-        self.finish.update(values)
-
-    @property
-    def seconds(self) -> float | None:
-        """How long the HTTP request took, once it finished."""
-        duration = self.finish.get("duration_ms")
-        return None if duration is None else duration / 1000
-
-    def write(self, session) -> None:
-        """Finish the row with one UPDATE (no read: the row is ours since the claim)."""
-        if not self.finish:
-            return
-        session.execute(
-            update(ConnectionAttempt)
-            .where(ConnectionAttempt.id == self.id)
-            .values(**self.finish, finished_at=func.coalesce(ConnectionAttempt.finished_at, utcnow()))
-            .execution_options(synchronize_session=False)
-        )
+    identity: ProposalIdentity
+    plan: _Plan
+    attempt_number: int
+    cycle: int
+    lease: datetime
 
 
 def deliver(proposal_id: str) -> DeliveryOutcome:
-    """Run one delivery attempt of a proposal, if it is due (DLV-1..7).
+    """Run one delivery attempt of a proposal, if it is due, and of the other due
+    proposals of its component version this job can take along (DLV-1..7).
 
-    Two transactions around the HTTP request: the first claims the proposal, checks
-    it, reserves budgets and records the attempt; the second records the outcome,
-    settles the budgets and resolves the run. No transaction is held while the
-    platform answers.
+    Two transactions around the HTTP requests: the first claims, checks, reserves
+    budgets and records the attempt rows; the second records the outcomes, settles
+    the budgets and resolves the runs. No transaction is held while a platform
+    answers.
 
     Args:
         proposal_id: the proposal to deliver.
 
     Returns:
-        A `DeliveryOutcome`; ``claimed`` is False when nothing was due.
+        The `DeliveryOutcome` of `proposal_id`; ``claimed`` is False when nothing was
+        due. ``extra["batch"]`` holds the outcomes of the others taken along.
     """
     now = utcnow()
     started = time.monotonic()
     waiting = connection_health.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
     if waiting is not None:
         return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
+    lease = now + timedelta(seconds=lease_seconds())
+    log_fields: dict[str, dict] = {}  # what each claimed proposal's log lines name
     with unit_of_work() as uow:
-        held = claim(uow.session, proposal_id, now, now + timedelta(seconds=_lease_seconds()))
-        if held is None:
+        proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
+        first = _claim_and_plan(uow, proposal, now, lease, log_fields)
+        if first is None:
             log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
             return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
-        proposal = uow.session.get(ActionProposal, proposal_id)  # as the claim wrote it (`_as_written`)
-        attempt_number, cycle, lease = held.attempt_number, held.delivery_cycle, held.expires_at
-        with bind(proposal_id=proposal_id, operation_id=proposal.operation_id, attempt=attempt_number, cycle=cycle):
-            log.info("delivery attempt claimed")
-            try:
-                with uow.savepoint():
-                    plan = _plan(uow, proposal, attempt_number, now)
-            except Exception as caught:  # nothing leaves: claim and failure commit together
-                error = caught if isinstance(caught, ActionError) else _unexpected(caught, "checking")
-                outcome = _fail(uow, proposal_id, error, None, attempt_number, cycle, lease, [], sent=False)
-                uow.commit()
-                _observe(outcome, time.monotonic() - started)
-                return outcome
-            identity = proposal.identity  # plain values: the row expires at commit
-            uow.commit()
-    with bind(proposal_id=proposal_id, operation_id=identity.operation_id, attempt=attempt_number, cycle=cycle):
-        outcome = _send_and_record(identity, plan, attempt_number, cycle, lease)
-        _observe(outcome, time.monotonic() - started)
-        return outcome
+        batch = [first]
+        if _batchable(first, proposal):
+            companions, jobs = _claim_companions(uow, proposal, first.plan.target, now, lease, log_fields)
+            batch += companions
+            if jobs:  # their jobs would only find them claimed: take them off the queue
+                uow.after_commit(lambda: discard_delivery_jobs(jobs))
+        uow.commit()
+    outcomes = _send_and_record([c for c in batch if isinstance(c, _Claimed)])
+    outcomes.update({c.proposal_id: c for c in batch if isinstance(c, DeliveryOutcome)})
+    seconds = (time.monotonic() - started) / len(outcomes)
+    for pid, outcome in outcomes.items():
+        with bind(**log_fields[pid]):
+            _observe(outcome, seconds)
+    named = outcomes.pop(proposal_id)
+    if outcomes:
+        named.extra["batch"] = list(outcomes.values())
+    return named
 
 
-def _lease_seconds() -> float:
-    """How long a claim holds the proposal (DLV-1; DELIVERY_LEASE_SECONDS, 150 s)."""
-    return current_app.config.get("DELIVERY_LEASE_SECONDS", LEASE_SECONDS)
+def _claim_and_plan(uow, proposal: ActionProposal | None, now: datetime, lease: datetime, log_fields, known=None):
+    """Claim one proposal and plan its attempt in the claim's transaction.
+
+    Returns:
+        None when nothing was due; a `_Claimed` to send; or the `DeliveryOutcome` of
+        a claim whose checks failed (recorded in this transaction: nothing leaves).
+    """
+    if proposal is None:
+        return None
+    held = _claim_loaded(uow.session, proposal, now, lease)
+    if held is None:
+        return None
+    attempt_number, cycle = held.attempt_number, held.delivery_cycle
+    fields = dict(proposal_id=proposal.id, operation_id=proposal.operation_id, attempt=attempt_number, cycle=cycle)
+    log_fields[proposal.id] = fields
+    with bind(**fields):
+        log.info("delivery attempt claimed")
+        try:
+            with uow.savepoint():
+                plan = _plan(uow, proposal, attempt_number, now, known)
+        except Exception as caught:  # nothing leaves: claim and failure commit together
+            error = caught if isinstance(caught, ActionError) else unexpected(caught, "checking")
+            return fail(uow, proposal.id, error, None, attempt_number, cycle, held.expires_at, [], sent=False)
+    return _Claimed(proposal.identity, plan, attempt_number, cycle, held.expires_at)
 
 
-def _unexpected(error: Exception, stage: str) -> ActionError:
-    """An unexpected error in a claimed attempt counts as a failed, retryable attempt
-    with backoff (EDGE-4): it never leaves the proposal to be claimed again at once."""
-    log.error("delivery %s failed unexpectedly", stage, exc_info=error)
-    return ActionError(UNEXPECTED_FAILURE, True, 15)
+def _batch_size() -> int:
+    """``DELIVERY_BATCH_SIZE``: how many due proposals of one component version a job
+    claims together (1: one per job)."""
+    return max(1, int(current_app.config.get("DELIVERY_BATCH_SIZE", DEFAULT_BATCH_SIZE)))
 
 
-def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> _Plan:
+def _batchable(first, head: ActionProposal) -> bool:
+    """Others are taken along only behind an ordinary proposal's plain webhook
+    attempt: not the half-open probe (CONN-1: exactly one request then), not a
+    platform kind's attempt of several requests (PLAT-4), and not an appeal
+    correction, compensation or reversal, whose checks span other proposals
+    (CORR-3, TEMP-3): those go one per job."""
+    if not isinstance(first, _Claimed) or _batch_size() == 1 or not _ordinary(head):
+        return False
+    plan = first.plan
+    return not platforms.handles(plan.target.kind) and not (plan.gate is not None and plan.gate.probe)
+
+
+def _ordinary(proposal: ActionProposal) -> bool:
+    return not (proposal.is_correction or proposal.is_reversal or proposal.compensates_proposal_id)
+
+
+def _claim_companions(uow, head: ActionProposal, target: _Target, now: datetime, lease: datetime, log_fields):
+    """Claim and plan the other due proposals of `head`'s component version and
+    installation, oldest due first, stopping at the first that its connection or a
+    budget defers (DLV-1, DLV-3, CONN-1..3).
+
+    Rows another worker is claiming are skipped, not waited for (``SKIP LOCKED``
+    on PostgreSQL; SQLite's write lock serialises claims anyway).
+
+    Returns:
+        (the members: `_Claimed` or `DeliveryOutcome` as `_claim_and_plan`, the
+        (id, cycle, attempts, due) of each claimed one, naming its waiting jobs).
+    """
+    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
+    rows = uow.session.scalars(
+        select(P)
+        .where(
+            P.installation_id == head.installation_id,
+            P.component_version_id == head.component_version_id,
+            P.id != head.id,
+            P.appeal_id.is_(None),
+            P.reverses_proposal_id.is_(None),
+            P.compensates_proposal_id.is_(None),
+            P.delivery_terminal.is_(False),
+            P.state.in_([S.QUEUED, S.FAILED]),
+            P.accepted_at.is_(None),  # an accepted action waits for its confirmation deadline alone
+            P.next_attempt_at <= now,
+            or_(P.not_before.is_(None), P.not_before <= now),  # TEMP-4
+            attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE,
+        )
+        .order_by(P.next_attempt_at, P.id)
+        .limit(_batch_size() - 1)
+        .with_for_update(skip_locked=True)
+    ).all()
+    members, jobs = [], []
+    for proposal in rows:
+        waiting_job = (proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count, proposal.next_attempt_at)
+        member = _claim_and_plan(uow, proposal, now, lease, log_fields, target)
+        if member is None:
+            continue
+        members.append(member)
+        jobs.append(waiting_job)
+        if isinstance(member, DeliveryOutcome) and member.error_code in DEFERRAL_CODES:
+            break  # the connection or a budget holds the rest back: leave them unclaimed
+    return members, jobs
+
+
+def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, known: _Target | None = None) -> _Plan:
     """Checks, budget reservation and the attempt row, in the claim's transaction."""
-    target = _pre_send_checks(uow.session, proposal, now)
+    target = _pre_send_checks(uow.session, proposal, now, known)
     # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
     # defer the delivery here, before any budget is reserved (ConnectionHeld).
     gate = connection_health.admit(
@@ -341,20 +412,63 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime) -> 
     body = canonical_json(request_body(proposal)).encode("utf-8")
     if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
         target, body = platforms.first_request(target, proposal, request_body(proposal), attempt_number)
-    attempt = _Attempt(uow.session, proposal, attempt_number, target, body)
+    attempt = AttemptRow(uow.session, proposal, attempt_number, target, body)
     return _Plan(target, body, attempt, reservations, gate)
 
 
-def _send_and_record(
-    identity: ProposalIdentity, plan: _Plan, attempt_number: int, cycle: int, lease
-) -> DeliveryOutcome:
-    """Send the request, then record what came back (DLV-4..7)."""
-    if platforms.handles(plan.target.kind):
-        return platforms.send_and_record(identity, plan, attempt_number, cycle, lease)
+@dataclass
+class _Sent:
+    """What one request came to: the platform's receipt, or the error and whether
+    the request may have reached the platform."""
+
+    receipt: Any = None
+    error: ActionError | None = None
+    sent: bool = False
+
+
+def _send_and_record(claimed: list[_Claimed]) -> dict[str, DeliveryOutcome]:
+    """Send each claimed attempt in turn, then record every outcome in one
+    transaction (DLV-4..7). A platform kind's attempt (always alone) records its own.
+
+    After a failure the rest are released unsent (the breaker, a 429 pause or the
+    backoff then decide when they go), as are those for which too little of the
+    shared lease is left (`rules.batch_member_may_send`).
+    """
+    if len(claimed) == 1 and platforms.handles(claimed[0].plan.target.kind):
+        c = claimed[0]
+        with _bound(c):
+            outcome = platforms.send_and_record(c.identity, c.plan, c.attempt_number, c.cycle, c.lease)
+        return {c.identity.action_id: outcome}
+    results: list[tuple[_Claimed, _Sent]] = []
+    stopped = False
+    for n, c in enumerate(claimed):
+        lease_left = (c.lease - utcnow()).total_seconds()
+        in_time = rules.batch_member_may_send(c.plan.target.timeout_seconds, lease_seconds(), lease_left)
+        if n and (stopped or not in_time):
+            results.append((c, _Sent(error=BatchReleased())))
+            continue
+        with _bound(c):
+            result = _send_one(c)
+        stopped = stopped or result.error is not None
+        results.append((c, result))
+    return _record(results)
+
+
+def _bound(c: _Claimed):
+    """Log lines name the proposal, operation, attempt and cycle."""
+    identity = c.identity
+    return bind(
+        proposal_id=identity.action_id, operation_id=identity.operation_id, attempt=c.attempt_number, cycle=c.cycle
+    )
+
+
+def _send_one(c: _Claimed) -> _Sent:
+    """Send one claimed attempt's request and read the platform's receipt (DLV-4, DLV-5)."""
+    plan = c.plan
     try:
         connection_health.before_send(plan.gate)
         failpoint("before_send")
-        response = _send(identity.operation_id, plan, lease)
+        response = _send(c.identity.operation_id, plan, c.lease)
         failpoint("after_response")
         plan.attempt.record(
             response_status=response.status,
@@ -362,22 +476,46 @@ def _send_and_record(
             response_class="success",
             duration_ms=response.duration_ms,
         )
-        receipt = _read_receipt(response.body, plan.target.output_schema, identity, plan.attempt)
+        return _Sent(receipt=_read_receipt(response.body, plan.target.output_schema, c.identity, plan.attempt))
     except ActionError as error:
         # A request can have reached the platform even when its response was lost.
-        sent = error.sent if isinstance(error, _EgressFailed) else True
-        return _record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, sent)
+        return _Sent(error=error, sent=error.sent if isinstance(error, EgressFailed) else True)
     except Exception as caught:
-        error = _unexpected(caught, "sending")
-        return _record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, True)
-    return _save_sync_receipt(identity.action_id, receipt, plan, lease, attempt_number)
+        return _Sent(error=unexpected(caught, "sending"), sent=True)
+
+
+def _record(results: list[tuple[_Claimed, _Sent]]) -> dict[str, DeliveryOutcome]:
+    """Write every outcome of the batch in one transaction, each in a savepoint: one
+    that fails unexpectedly is left to its lease (the sweep re-enqueues it, and the
+    idempotency key makes a resend harmless), the others still commit."""
+    outcomes: dict[str, DeliveryOutcome] = {}
+    with unit_of_work() as uow:
+        for c, result in results:
+            try:
+                with uow.savepoint(), _bound(c):
+                    outcomes[c.identity.action_id] = _write(uow, c, result)
+            except Exception:
+                log.exception("recording the outcome of %s failed; its lease will expire", c.identity.action_id)
+                outcomes[c.identity.action_id] = DeliveryOutcome(
+                    claimed=True, proposal_id=c.identity.action_id, state=S.APPLYING, attempt_number=c.attempt_number
+                )
+        failpoint("before_receipt_write")
+        uow.commit()
+    return outcomes
+
+
+def _write(uow, c: _Claimed, result: _Sent) -> DeliveryOutcome:
+    pid = c.identity.action_id
+    if result.error is None:
+        return write_receipt(uow, pid, result.receipt, c.plan, c.lease, c.attempt_number)
+    return write_failure(uow, pid, result.error, c.plan, c.attempt_number, c.cycle, c.lease, result.sent)
 
 
 def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
     """Log and count the outcome of one claimed attempt."""
     if outcome.state == S.APPLIED:
         result = "applied"
-    elif outcome.error_code == "budget_exhausted" or outcome.error_code in connection_health.rules.WAIT_CODES:
+    elif outcome.error_code in DEFERRAL_CODES:
         result = "deferred"
     elif outcome.state == S.FAILED:
         result = "failed" if outcome.terminal else "retry"
@@ -393,22 +531,6 @@ def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
             "duration_ms": round(seconds * 1000, 1),
         },
     )
-
-
-def request_timeout(connection_timeout: float, lease: datetime) -> float:
-    """Seconds the next request of a claimed attempt may take (DLV-1, DLV-4): the
-    connection's timeout, within what is left of the lease less its last fifth
-    (`rules.request_timeout`). Every request of an attempt asks again, so an attempt
-    of several requests (platform kinds: update, then read-back) also ends in time.
-
-    Raises:
-        egress.EgressError: ``action_lease_too_short`` (retryable, class ``refused``,
-            nothing sent) when too little of the lease is left.
-    """
-    timeout = rules.request_timeout(connection_timeout, _lease_seconds(), (lease - utcnow()).total_seconds())
-    if timeout is None:
-        raise egress.EgressError(rules.LEASE_TOO_SHORT, retryable=True, response_class="refused", sent=False)
-    return timeout
 
 
 def _send(operation_id: str, plan: _Plan, lease: datetime):
@@ -443,7 +565,7 @@ def _send(operation_id: str, plan: _Plan, lease: datetime):
                 allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
                 max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
             ),
-            session=_http_session(),
+            session=http_session(),
         )
     except egress.EgressError as error:
         plan.attempt.record(
@@ -453,20 +575,12 @@ def _send(operation_id: str, plan: _Plan, lease: datetime):
             error_code=error.code,
             duration_ms=error.duration_ms,
         )
-        raise _EgressFailed(error) from error
+        raise EgressFailed(error) from error
     finally:
         in_flight.cancel()
 
 
-class _EgressFailed(ActionError):
-    """An egress error as a delivery failure; remembers whether anything was sent."""
-
-    def __init__(self, error: egress.EgressError) -> None:
-        super().__init__(error.code, error.retryable, error.delay_seconds)
-        self.sent = error.sent
-
-
-def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, attempt: _Attempt):
+def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, attempt: AttemptRow):
     """Decode, schema-check and parse the platform's answer (DLV-5, RCPT-1)."""
     try:
         try:
@@ -479,97 +593,3 @@ def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, 
     except ActionError as error:
         attempt.record(response_class="invalid_response", error_code=error.code)
         raise
-
-
-def _save_sync_receipt(
-    proposal_id: str, receipt, plan: _Plan, lease, attempt_number: int, source: str | None = None
-) -> DeliveryOutcome:
-    """Record the receipt, guarded by attempt and lease, with its run's resolution (DLV-5, DLV-7);
-    ``source="observed"`` for a receipt the console wrote from a read-back (PLAT-2)."""
-    attempt = plan.attempt
-    guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
-    with unit_of_work() as uow:
-        proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
-        attempt.write(uow.session)
-        budgets.settle(uow, plan.reservations, consumed=True)
-        connection_health.record_success(uow, plan.gate)  # CONN-1
-        try:
-            changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), guard, source=source)
-        except ActionError as error:  # an appeal correction stopped being eligible (CORR-3)
-            outcome = _fail(uow, proposal_id, error, attempt, attempt_number, proposal.delivery_cycle, lease, [], True)
-            uow.commit()
-            return outcome
-        if changed:
-            after_result(uow, proposal)
-        outcome = DeliveryOutcome(
-            claimed=True,
-            proposal_id=proposal.id,
-            state=proposal.state,
-            attempt_number=attempt_number,
-            error_code=proposal.last_error_code,
-            terminal=proposal.delivery_terminal,
-            extra={"receipt_status": receipt.status, "changed": changed, "http_seconds": attempt.seconds},
-        )
-        failpoint("before_receipt_write")
-        uow.commit()
-    return outcome
-
-
-def _record_failure(proposal_id, error: ActionError, plan: _Plan, attempt_number, cycle, lease, sent: bool):
-    with unit_of_work() as uow:
-        # CONN-1..3: what the failure says about the connection (breaker, 429 pause, 410).
-        status = plan.attempt.finish.get("response_status")
-        error = connection_health.record_failure(uow, plan.gate, error, status, isinstance(error, _EgressFailed))
-        outcome = _fail(uow, proposal_id, error, plan.attempt, attempt_number, cycle, lease, plan.reservations, sent)
-        uow.commit()
-    return outcome
-
-
-def _fail(
-    uow, proposal_id, error: ActionError, attempt, attempt_number, cycle, lease, reservations, sent
-) -> DeliveryOutcome:
-    """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6)."""
-    deferred = isinstance(error, budgets.BudgetExhausted | connection_health.ConnectionHeld)
-    proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
-    change = rules.failure(
-        delivery_of(proposal),
-        Lease(attempt_number, cycle, lease),
-        code=error.code,
-        retryable=error.retryable,
-        delay_seconds=error.delay_seconds,
-        deferred=deferred,  # nothing was sent: the deferral does not use up an attempt
-        now=utcnow(),
-    )
-    changed = move_proposal(uow.session, proposal_id, change.move, where=guard(change), values=change.values)
-    if attempt is not None:
-        attempt.write(uow.session)
-    budgets.settle(uow, reservations, consumed=sent)
-    uow.session.refresh(proposal)
-    if changed:
-        uow.audit(
-            proposal.installation_id,
-            f"action-attempt-failed:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
-            + (f":{iso(change.values['next_attempt_at'])}" if deferred else ""),
-            "action.delivery_failed",
-            Actor.system(proposal.run_id),
-            "action_proposal",
-            proposal.id,
-            {
-                "attempt_number": attempt_number,
-                "delivery_cycle": cycle,
-                "error_code": error.code,
-                "terminal": change.terminal,
-                "retry_in_seconds": None if change.terminal else round(change.delay_seconds, 3),
-            },
-        )
-    if changed:
-        after_result(uow, proposal)
-    return DeliveryOutcome(
-        claimed=True,
-        proposal_id=proposal_id,
-        state=proposal.state,
-        attempt_number=attempt_number,
-        error_code=error.code,
-        terminal=proposal.delivery_terminal,
-        extra={"http_seconds": attempt.seconds if attempt else None},
-    )

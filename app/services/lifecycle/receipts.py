@@ -194,8 +194,8 @@ def after_result(uow: UnitOfWork, proposal: ActionProposal) -> None:
 
 
 # Deferred without using an attempt: an exhausted budget (DLV-3), a connection holding
-# its deliveries back (CONN-1..3).
-DEFERRAL_CODES = frozenset({"budget_exhausted"}) | WAIT_CODES
+# its deliveries back (CONN-1..3), a batch member released unsent (DLV-1).
+DEFERRAL_CODES = frozenset({"budget_exhausted", rules.BATCH_RELEASED}) | WAIT_CODES
 
 
 def schedule_next_attempt(uow: UnitOfWork, proposal: ActionProposal) -> None:

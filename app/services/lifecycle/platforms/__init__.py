@@ -12,7 +12,7 @@ its own attempt row (``purpose``), written before it leaves and finished after:
 2. ``update``: the change itself (``updateSubjectStatus``, or the REST request);
 3. ``read-back``: the observation that confirms it (PLAT-2). Only then the console
    writes a receipt of its own, marked ``observed``, through the same guarded write
-   as platform receipts (`delivery._save_sync_receipt`).
+   as platform receipts (`outcomes.save_sync_receipt`).
 
 A read-back that disagrees is a retryable failure; the kinds' terminal errors are
 decided by `app.domain.platform_kinds`.
@@ -42,6 +42,8 @@ from app.domain.platform_kinds import (
 from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.faults import failpoint
 from app.models import ConnectionAttempt, new_id
+from app.services.lifecycle import connection_health
+from app.services.lifecycle.outcomes import http_session, record_failure, request_timeout, save_sync_receipt, unexpected
 from app.services.uow import unit_of_work
 
 from .kinds import Request
@@ -180,8 +182,6 @@ def _send(plan, request: Request, operation_id: str, lease):
     Raises:
         _Sent: nothing usable came back (refused, timeout, network, too large).
     """
-    from app.services.lifecycle.delivery import request_timeout
-
     target, row = plan.target, plan.attempt
     try:
         timeout = request_timeout(target.timeout_seconds, lease)
@@ -202,7 +202,7 @@ def _send(plan, request: Request, operation_id: str, lease):
                 allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
                 max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
             ),
-            session=_http_session(),
+            session=http_session(),
         )
     except egress.EgressError as error:
         row.record(
@@ -238,12 +238,6 @@ class _Answer:
         return ActionError(error.code, error.retryable, error.delay_seconds)
 
 
-def _http_session():
-    from app.services.lifecycle.delivery import _http_session as shared
-
-    return shared()
-
-
 def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle: int, lease):
     """Run a platform kind's attempt: recheck, update, read-back (PLAT-1..4).
 
@@ -255,8 +249,6 @@ def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle
     Returns:
         The delivery's `DeliveryOutcome`.
     """
-    from app.services.lifecycle import connection_health, delivery
-
     call = plan.target.call
     try:
         connection_health.before_send(plan.gate)  # CONN-2: the connection's rate-limit slot
@@ -284,31 +276,27 @@ def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle
             raise _Sent(read_back_disagrees(), True)
         return _observed(identity, plan, lease, attempt_number, "read-back")
     except _Sent as error:
-        return delivery._record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, error.sent)
+        return record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, error.sent)
     except ActionError as error:
         if plan.attempt.finish.get("error_code") is None:
             plan.attempt.record(error_code=error.code)
-        return delivery._record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, True)
+        return record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, True)
     except Exception as caught:  # noqa: BLE001 - counted as a failed, retryable attempt (EDGE-4)
-        error = delivery._unexpected(caught, "sending")
-        return delivery._record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, True)
+        error = unexpected(caught, "sending")
+        return record_failure(identity.action_id, error, plan, attempt_number, cycle, lease, True)
 
 
 def _observed(identity: ProposalIdentity, plan, lease, attempt_number: int, purpose: str):
     """The console's own receipt, marked ``observed``, through the guarded receipt write (PLAT-2)."""
-    from app.services.lifecycle.delivery import _save_sync_receipt
-
     fields = observed_receipt_fields(
         identity.action_id, identity.operation_id, identity.payload_digest, f"{purpose}:{plan.attempt.id}"
     )
     receipt = parse_receipt(fields, identity)
-    return _save_sync_receipt(identity.action_id, receipt, plan, lease, attempt_number, source="observed")
+    return save_sync_receipt(identity.action_id, receipt, plan, lease, attempt_number, source="observed")
 
 
 def _receipt(identity: ProposalIdentity, plan, lease, attempt_number: int, outcome: str):
     """A receipt read from the update's answer (PLAT-3, no read-back declared)."""
-    from app.services.lifecycle.delivery import _save_sync_receipt
-
     fields = {
         "action_id": identity.action_id,
         "operation_id": identity.operation_id,
@@ -318,4 +306,4 @@ def _receipt(identity: ProposalIdentity, plan, lease, attempt_number: int, outco
     if outcome == "failed":
         fields["error_code"] = PLATFORM_REFUSED
     receipt = parse_receipt(fields, identity)
-    return _save_sync_receipt(identity.action_id, receipt, plan, lease, attempt_number)
+    return save_sync_receipt(identity.action_id, receipt, plan, lease, attempt_number)

@@ -1,0 +1,282 @@
+"""What a claimed delivery attempt came to, written after its request (SPEC DLV-4..7).
+
+Below both the delivery job (`delivery`) and the platform kinds (`platforms`): each
+sends its own requests, and both record the outcome here, so the two never import
+each other. Every write is guarded by the attempt, the delivery cycle and the lease,
+so a late worker cannot overwrite a newer attempt.
+
+`write_receipt` and `write_failure` run in the caller's unit of work (a batch
+records several proposals in one commit); `save_sync_receipt` and `record_failure`
+open their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import requests
+from flask import current_app
+from sqlalchemy import delete, func, update
+
+from app import egress
+from app.domain.clock import iso, utcnow
+from app.domain.digests import sha256_digest
+from app.domain.errors import ActionError
+from app.domain.proposal import delivery as rules
+from app.domain.proposal.delivery import Lease
+from app.domain.states import LEASE_SECONDS
+from app.faults import failpoint
+from app.models import ActionProposal, ConnectionAttempt, move_proposal, new_id
+from app.services.lifecycle import budgets, connection_health
+from app.services.lifecycle.proposals import delivery_of, guard
+from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
+from app.services.uow import Actor, UnitOfWork, unit_of_work
+
+log = logging.getLogger(__name__)
+UNEXPECTED_FAILURE = "action_delivery_failed"
+_http = threading.local()
+
+
+@dataclass
+class DeliveryOutcome:
+    """What one delivery job did for one proposal (for logs, metrics and tests)."""
+
+    claimed: bool
+    proposal_id: str
+    state: str | None = None
+    attempt_number: int | None = None
+    error_code: str | None = None
+    terminal: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class AttemptRow:
+    """The connection_attempts row of one request: written (with the claim) before the
+    request leaves, finished after it, whatever happened (DLV-4)."""
+
+    def __init__(self, session, proposal: ActionProposal, attempt_number: int, target, body: bytes) -> None:
+        self.id = new_id("att")
+        self.finish: dict[str, Any] = {}
+        session.add(
+            ConnectionAttempt(
+                id=self.id,
+                installation_id=proposal.installation_id,
+                proposal_id=proposal.id,
+                attempt_number=attempt_number,
+                purpose=target.purpose,
+                delivery_cycle=proposal.delivery_cycle,
+                connection_version_id=target.connection_version_id,
+                method=target.method,
+                url=target.url,
+                request_digest=sha256_digest(body),
+                started_at=utcnow(),
+            )
+        )
+
+    def record(self, **values: Any) -> None:
+        self.finish.update(values)
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the HTTP request took, once it finished."""
+        duration = self.finish.get("duration_ms")
+        return None if duration is None else duration / 1000
+
+    def discard(self, session) -> None:
+        """Delete the row of a request that certainly never left (a batch member
+        released unsent): its attempt is given back, and the next claim writes the
+        row for that attempt number again."""
+        session.execute(
+            delete(ConnectionAttempt)
+            .where(ConnectionAttempt.id == self.id, ConnectionAttempt.finished_at.is_(None))
+            .execution_options(synchronize_session=False)
+        )
+
+    def write(self, session) -> None:
+        """Finish the row with one UPDATE (no read: the row is ours since the claim)."""
+        if not self.finish:
+            return
+        session.execute(
+            update(ConnectionAttempt)
+            .where(ConnectionAttempt.id == self.id)
+            .values(**self.finish, finished_at=func.coalesce(ConnectionAttempt.finished_at, utcnow()))
+            .execution_options(synchronize_session=False)
+        )
+
+
+class EgressFailed(ActionError):
+    """An egress error as a delivery failure; remembers whether anything was sent."""
+
+    def __init__(self, error: egress.EgressError) -> None:
+        super().__init__(error.code, error.retryable, error.delay_seconds)
+        self.sent = error.sent
+
+
+def http_session() -> requests.Session:
+    """This thread's HTTP session (kept-alive connections to the platforms)."""
+    if getattr(_http, "session", None) is None:
+        _http.session = requests.Session()
+    return _http.session
+
+
+def lease_seconds() -> float:
+    """How long a claim holds the proposal (DLV-1; DELIVERY_LEASE_SECONDS, 150 s)."""
+    return current_app.config.get("DELIVERY_LEASE_SECONDS", LEASE_SECONDS)
+
+
+def request_timeout(connection_timeout: float, lease: datetime) -> float:
+    """Seconds the next request of a claimed attempt may take (DLV-1, DLV-4): the
+    connection's timeout, within what is left of the lease less its last fifth
+    (`rules.request_timeout`). Every request of an attempt asks again, so an attempt
+    of several requests (platform kinds: update, then read-back) also ends in time.
+
+    Raises:
+        egress.EgressError: ``action_lease_too_short`` (retryable, class ``refused``,
+            nothing sent) when too little of the lease is left.
+    """
+    timeout = rules.request_timeout(connection_timeout, lease_seconds(), (lease - utcnow()).total_seconds())
+    if timeout is None:
+        raise egress.EgressError(rules.LEASE_TOO_SHORT, retryable=True, response_class="refused", sent=False)
+    return timeout
+
+
+def unexpected(error: Exception, stage: str) -> ActionError:
+    """An unexpected error in a claimed attempt counts as a failed, retryable attempt
+    with backoff (EDGE-4): it never leaves the proposal to be claimed again at once."""
+    log.error("delivery %s failed unexpectedly", stage, exc_info=error)
+    return ActionError(UNEXPECTED_FAILURE, True, 15)
+
+
+def write_receipt(
+    uow: UnitOfWork, proposal_id: str, receipt, plan, lease, attempt_number: int, source: str | None = None
+) -> DeliveryOutcome:
+    """Record a platform's receipt in `uow`, guarded by attempt and lease, with its
+    run's resolution (DLV-5, DLV-7); ``source="observed"`` for a receipt the console
+    wrote from a read-back (PLAT-2).
+
+    Args:
+        plan: the claimed attempt's plan (its ``attempt`` row, ``reservations`` and
+            connection ``gate``).
+    """
+    attempt = plan.attempt
+    attempt_guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
+    proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
+    attempt.write(uow.session)
+    budgets.settle(uow, plan.reservations, consumed=True)
+    connection_health.record_success(uow, plan.gate)  # CONN-1
+    try:
+        changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), attempt_guard, source=source)
+    except ActionError as error:  # an appeal correction stopped being eligible (CORR-3)
+        return fail(uow, proposal_id, error, attempt, attempt_number, proposal.delivery_cycle, lease, [], True)
+    if changed:
+        after_result(uow, proposal)
+    return DeliveryOutcome(
+        claimed=True,
+        proposal_id=proposal.id,
+        state=proposal.state,
+        attempt_number=attempt_number,
+        error_code=proposal.last_error_code,
+        terminal=proposal.delivery_terminal,
+        extra={"receipt_status": receipt.status, "changed": changed, "http_seconds": attempt.seconds},
+    )
+
+
+def save_sync_receipt(
+    proposal_id: str, receipt, plan, lease, attempt_number: int, source: str | None = None
+) -> DeliveryOutcome:
+    """`write_receipt` in a transaction of its own (DLV-5, DLV-7)."""
+    with unit_of_work() as uow:
+        outcome = write_receipt(uow, proposal_id, receipt, plan, lease, attempt_number, source)
+        failpoint("before_receipt_write")
+        uow.commit()
+    return outcome
+
+
+def write_failure(
+    uow: UnitOfWork, proposal_id: str, error: ActionError, plan, attempt_number: int, cycle: int, lease, sent: bool
+) -> DeliveryOutcome:
+    """Record a failed attempt in `uow`, with what it says about the connection
+    (CONN-1..3: breaker, 429 pause, 410) and its backoff (DLV-6).
+
+    Args:
+        sent: whether the request may have reached the platform (budgets consumed).
+    """
+    # CONN-1..3: what the failure says about the connection (breaker, 429 pause, 410).
+    status = plan.attempt.finish.get("response_status")
+    reached = isinstance(error, EgressFailed)
+    error = connection_health.record_failure(uow, plan.gate, error, status, reached)
+    return fail(uow, proposal_id, error, plan.attempt, attempt_number, cycle, lease, plan.reservations, sent)
+
+
+def record_failure(proposal_id, error: ActionError, plan, attempt_number, cycle, lease, sent: bool) -> DeliveryOutcome:
+    """`write_failure` in a transaction of its own (DLV-6)."""
+    with unit_of_work() as uow:
+        outcome = write_failure(uow, proposal_id, error, plan, attempt_number, cycle, lease, sent)
+        uow.commit()
+    return outcome
+
+
+def fail(
+    uow, proposal_id, error: ActionError, attempt, attempt_number, cycle, lease, reservations, sent
+) -> DeliveryOutcome:
+    """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6). A deferral
+    (an exhausted budget, a connection holding back, a batch member released unsent)
+    gives its attempt back."""
+    deferred = isinstance(error, budgets.BudgetExhausted | connection_health.ConnectionHeld | BatchReleased)
+    proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
+    change = rules.failure(
+        delivery_of(proposal),
+        Lease(attempt_number, cycle, lease),
+        code=error.code,
+        retryable=error.retryable,
+        delay_seconds=error.delay_seconds,
+        deferred=deferred,  # nothing was sent: the deferral does not use up an attempt
+        now=utcnow(),
+    )
+    changed = move_proposal(uow.session, proposal_id, change.move, where=guard(change), values=change.values)
+    if isinstance(error, BatchReleased) and changed:
+        attempt.discard(uow.session)
+    elif attempt is not None:
+        attempt.write(uow.session)
+    budgets.settle(uow, reservations, consumed=sent)
+    uow.session.refresh(proposal)
+    if changed:
+        uow.audit(
+            proposal.installation_id,
+            f"action-attempt-failed:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
+            + (f":{iso(change.values['next_attempt_at'])}" if deferred else ""),
+            "action.delivery_failed",
+            Actor.system(proposal.run_id),
+            "action_proposal",
+            proposal.id,
+            {
+                "attempt_number": attempt_number,
+                "delivery_cycle": cycle,
+                "error_code": error.code,
+                "terminal": change.terminal,
+                "retry_in_seconds": None if change.terminal else round(change.delay_seconds, 3),
+            },
+        )
+        after_result(uow, proposal)
+    return DeliveryOutcome(
+        claimed=True,
+        proposal_id=proposal_id,
+        state=proposal.state,
+        attempt_number=attempt_number,
+        error_code=error.code,
+        terminal=proposal.delivery_terminal,
+        extra={"http_seconds": attempt.seconds if attempt else None},
+    )
+
+
+class BatchReleased(ActionError):
+    """A proposal claimed with others of its connection but not sent: an earlier one
+    failed, or too little of the shared lease was left for a whole request. It is
+    deferred without using an attempt and delivered by a job of its own (DLV-1)."""
+
+    def __init__(self) -> None:
+        super().__init__(rules.BATCH_RELEASED, retryable=True, delay_seconds=0)
