@@ -390,3 +390,24 @@ def test_plat3_path_placeholders_need_a_text_value():
         assert (missing.value.code, missing.value.retryable) == (SUBJECT_INVALID, False), fields
     fields = {"operation_id": "op 1", "action_id": "act_1", "target": {"reference": "p", "kind": "post"}}
     assert fill_path("/{target.kind}/{action_id}/{operation_id}", fields) == "/post/act_1/op%201"
+
+
+def test_plat3_an_outcome_expression_that_fails_on_the_body_is_retryable_like_any_unreadable_outcome():
+    """PLAT-3: an outcome expression that cannot be evaluated on this answer (a type
+    error: the platform answered an unexpected shape) gives no outcome, as one giving
+    "done" does: ``platform_outcome_unreadable``, retryable, the same code and meaning."""
+    reference = {**REST, "outcome": {"2xx": "abs(state) > `0` && 'applied' || 'failed'"}}
+    operation = parse_rest_reference(json.dumps(reference))
+    assert rest_outcome(operation, 200, b'{"state": 1}') == "applied"
+    with pytest.raises(ActionError) as unreadable:
+        rest_outcome(operation, 200, b'{"state": "done"}')
+    assert (unreadable.value.code, unreadable.value.retryable) == ("platform_outcome_unreadable", True)
+
+
+def test_plat3_an_outcome_expression_past_the_limits_is_not_run_and_is_unreadable():
+    """PLAT-3, SEC-5: an outcome expression stored before the limits held is not run:
+    ``platform_outcome_unreadable``, retryable like every unreadable outcome."""
+    operation = RestOperation("POST", "/x", None, {"2xx": "[" * 40 + "'applied'" + "]" * 40}, None)
+    with pytest.raises(ActionError) as unreadable:
+        rest_outcome(operation, 200, b"{}")
+    assert (unreadable.value.code, unreadable.value.retryable) == ("platform_outcome_unreadable", True)
