@@ -341,13 +341,13 @@ def rest_body(operation: RestOperation, fields: dict[str, Any], standard: dict[s
     return _search(operation.body, fields, "action_configuration_invalid")
 
 
-def _search(expression: str, value: Any, code: str) -> Any:
+def _search(expression: str, value: Any, code: str, retryable: bool = False) -> Any:
     if expression_problem(expression) is not None:  # the limits hold before every run (SEC-5)
-        raise ActionError(code)
+        raise ActionError(code, retryable)
     try:
         return jmespath.search(expression, value)
     except JMESPathError as error:
-        raise ActionError(code) from error
+        raise ActionError(code, retryable) from error
 
 
 def outcome_expression(operation: RestOperation, status: int) -> str | None:
@@ -369,13 +369,14 @@ def rest_outcome(operation: RestOperation, status: int, body: bytes) -> str | No
 
     Raises:
         ActionError: ``platform_outcome_unreadable`` (retryable) when the declared
-            expression gives anything but the three outcomes, or the body is not JSON.
+            expression gives anything but the three outcomes or fails on the body
+            (a type error), or the body is not JSON.
     """
     expression = outcome_expression(operation, status)
     if expression is None:
         return None
     value = _json_or_none(body)
-    outcome = _search(expression, value, OUTCOME_UNREADABLE)
+    outcome = _search(expression, value, OUTCOME_UNREADABLE, True)
     if outcome not in OUTCOMES:
         raise ActionError(OUTCOME_UNREADABLE, True)
     return outcome

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.domain.digests import payload_digest
 from app.domain.errors import ActionError
 from app.domain.proposal import temporary as T
 from app.domain.proposal.delivery import Delivery
-from app.domain.proposal.identity import RunFacts, digest_material, workflow_proposal
+from app.domain.proposal.identity import NewProposal, RunFacts, digest_material, workflow_proposal
 from app.domain.states import Move
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -233,3 +234,299 @@ def test_temp1_a_workflow_node_with_a_bad_duration_is_refused_when_saved():
         "Node 'n': config.temporary.duration_seconds must be 60 s to 366 days."
     ]
     assert graph_errors(graph("7 days")) == ["Node 'n': config.temporary must be an object."]
+
+
+# --- Exact values (each field a reviewer, a worker or the audit log reads) -------------
+
+REVERSAL = {**PLAN["reversal"], "target": TARGET}
+SEVEN_DAYS = NOW + timedelta(days=7)
+
+
+def test_temp1_a_node_setting_alone_is_the_config():
+    """TEMP-1: with no component settings, the node's are taken as they are."""
+    assert T.temporary_config(None, {"duration_seconds": 120}) == {"duration_seconds": 120}
+    assert T.temporary_config({"duration_seconds": 60}, {"reversal": REVERSAL}) == {
+        "duration_seconds": 60,
+        "reversal": REVERSAL,
+    }
+
+
+def test_temp1_the_plan_holds_exactly_what_was_configured():
+    """TEMP-1: the duration, component, code, target and payload are kept as given; a
+    missing payload is an empty object."""
+    other = {"reference": "user:2", "kind": "account"}
+    config = {"duration_seconds": 3600.0, "reversal": {**PLAN["reversal"], "target": other}}
+    assert T.plan(config, TARGET) == T.TemporaryPlan(
+        3600, T.ReversalPlan("cmv_restore", "restore", other, {"reason_code": "end"})
+    )
+    bare = T.plan({"duration_seconds": 60, "reversal": {"component_version_id": "c", "action_code": "r"}}, TARGET)
+    assert bare == T.TemporaryPlan(60, T.ReversalPlan("c", "r", TARGET, {}))
+    assert bare.as_dict() == {
+        "duration_seconds": 60,
+        "reversal": {"component_version_id": "c", "action_code": "r", "target": TARGET, "payload": {}},
+    }
+
+
+@pytest.mark.parametrize("length", [1, 200])
+def test_temp1_reversal_action_codes_of_1_to_200_characters(length):
+    """TEMP-1: the bounds of the reversal's action code are inclusive."""
+    config = {"duration_seconds": 60, "reversal": {"component_version_id": "c", "action_code": "a" * length}}
+    assert T.plan(config, TARGET).reversal.action_code == "a" * length
+
+
+@pytest.mark.parametrize(
+    "reversal",
+    [
+        {"component_version_id": "", "action_code": "restore"},
+        {"component_version_id": 7, "action_code": "restore"},
+        {"component_version_id": "c", "action_code": "a" * 201},
+        {"component_version_id": "c", "action_code": 5},
+        {"component_version_id": "c", "action_code": "restore", "target": "user:1"},
+    ],
+)
+def test_temp1_a_reversal_without_a_component_or_a_sane_code_is_refused(reversal):
+    """TEMP-1: an empty or non-text component, a code past 200 characters or not text,
+    a target that is not an object: ``action_reversal_invalid``."""
+    with pytest.raises(ActionError) as refused:
+        T.plan({"duration_seconds": 600, "reversal": reversal}, TARGET)
+    assert refused.value.code == "action_reversal_invalid"
+
+
+def test_temp1_a_plan_with_a_bad_duration_is_refused_before_the_reversal():
+    """TEMP-1: the duration is checked too: ``action_duration_invalid``."""
+    with pytest.raises(ActionError) as refused:
+        T.plan({"duration_seconds": 30, "reversal": REVERSAL}, TARGET)
+    assert refused.value.code == "action_duration_invalid"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0 seconds"),
+        (-5, "0 seconds"),
+        (1, "1 second"),
+        (2, "2 seconds"),
+        (61, "1 minute 1 second"),
+        (90_061, "1 day 1 hour"),
+        (2 * 86_400 + 59, "2 days 59 seconds"),
+    ],
+)
+def test_temp1_durations_read_in_their_two_largest_units(seconds, text):
+    """TEMP-1: what the reviewer reads; nothing or less is "0 seconds"."""
+    assert T.format_duration(seconds) == text
+
+
+def _digest_of(proposal):
+    """The digest ID-2/TEMP-1 give for the proposal's fields, recomputed by hand."""
+    return payload_digest(
+        digest_material(
+            action_id=proposal.id,
+            action_code="restore",
+            target=TARGET,
+            payload={"reason_code": "end"},
+            preconditions={},
+            component_version_id="cmv_restore",
+            expires_at=proposal.expires_at,
+            installation_id="ins_1",
+            workflow_version_id="wfv_1",
+            policy_version_id="pol_1",
+            not_before=proposal.not_before,
+            reverses_proposal_id="p1",
+        )
+    )
+
+
+def test_temp2_the_scheduled_reversal_field_by_field():
+    """TEMP-2: the reversal acts with the plan's component, code, target and payload,
+    under the action's run, versions, decision and modes; it is queued for applied +
+    duration, made by the system, authorized by the action's approval and digest, and
+    stays authorized 30 days past its time."""
+    original = _facts(authority_mode="bounded_auto", approval_mode="bounded_auto", policy_version_id="pol_1")
+    applied = NOW + timedelta(minutes=3, milliseconds=250)
+    due = applied + timedelta(days=7)
+    expiry = due + timedelta(days=30)
+    reversal = T.reversal_proposal(original, applied, None)
+    authorized = {"authorized_by_approval_id": None, "authorized_by_digest": "sha256:" + "0" * 64}
+    digest = _digest_of(reversal)
+    assert asdict(reversal) == asdict(
+        NewProposal(
+            id="p1:reversal",
+            operation_id="reversal:action:run_1:suspend:main:k",
+            installation_id="ins_1",
+            report_id="rep_1",
+            run_id="run_1",
+            step_run_id="run_1:suspend:main",
+            action_code="restore",
+            target=TARGET,
+            payload={"reason_code": "end"},
+            preconditions={},
+            component_version_id="cmv_restore",
+            workflow_version_id="wfv_1",
+            policy_version_id="pol_1",
+            authority_mode="bounded_auto",
+            approval_mode="bounded_auto",
+            approval_policy={
+                "mode": "bounded_auto",
+                "expires_at": "2027-01-07T12:03:00.250Z",
+                "reversal": authorized,
+            },
+            expires_at=expiry,
+            state="queued",
+            created_by_type="system",
+            created_by_id="reversal-of:p1",
+            created_at=applied,
+            payload_digest=digest,
+            decision_id="dec_1",
+            next_attempt_at=due,
+            not_before=due,
+            reverses_proposal_id="p1",
+            audit_details={
+                "action_code": "restore",
+                "payload_digest": digest,
+                "operation_id": "reversal:action:run_1:suspend:main:k",
+                "reverses_proposal_id": "p1",
+                "not_before": "2026-12-08T12:03:00.250Z",
+                **authorized,
+            },
+        )
+    )
+
+
+def _replacement(kind, new_end, **changes):
+    return T.replacement_proposal(
+        _facts(policy_version_id="pol_1", **changes),
+        kind=kind,
+        new_end=new_end,
+        token="tok",
+        idempotency_key="key-1",
+        operator_id="op_1",
+        now=NOW,
+    )
+
+
+def _expected_replacement(kind, proposal, *, not_before, expiry, expiry_text, not_before_text):
+    digest = _digest_of(proposal)
+    operation = f"reversal:action:run_1:suspend:main:k:{kind}:key-1"
+    return NewProposal(
+        id="rvs_tok",
+        operation_id=operation,
+        installation_id="ins_1",
+        report_id="rep_1",
+        run_id="run_1",
+        step_run_id="run_1:suspend:main",
+        action_code="restore",
+        target=TARGET,
+        payload={"reason_code": "end"},
+        preconditions={},
+        component_version_id="cmv_restore",
+        workflow_version_id="wfv_1",
+        policy_version_id="pol_1",
+        authority_mode="assist",
+        approval_mode="human",
+        approval_policy={"mode": "human", "expires_at": expiry_text, "temporary_change": kind},
+        expires_at=expiry,
+        state="approval_required",
+        created_by_type="operator",
+        created_by_id="op_1",
+        created_at=NOW,
+        payload_digest=digest,
+        decision_id="dec_1",
+        not_before=not_before,
+        reverses_proposal_id="p1",
+        task_id="rvs_tok:approval-task",
+        audit_details={
+            "action_code": "restore",
+            "payload_digest": digest,
+            "operation_id": operation,
+            "reverses_proposal_id": "p1",
+            "change": kind,
+            "not_before": not_before_text,
+        },
+    )
+
+
+def test_temp3_end_now_field_by_field():
+    """TEMP-3: "end now" is a reversal with no not_before, under four-eyes (assist,
+    human approval, operator-made: FOUR-1), that waits 7 days for its checker; the
+    original's automation modes are not inherited."""
+    end_now = _replacement("end_now", None, authority_mode="bounded_auto", approval_mode="bounded_auto")
+    expected = _expected_replacement(
+        "end_now",
+        end_now,
+        not_before=None,
+        expiry=NOW + timedelta(days=7),
+        expiry_text="2026-12-08T12:00:00.000Z",
+        not_before_text=None,
+    )
+    assert asdict(end_now) == asdict(expected)
+    assert end_now.needs_person
+
+
+def test_temp3_end_now_is_never_scheduled_whatever_end_it_is_given():
+    """TEMP-3: "end now" is sent as soon as it is approved: a `new_end` passed along
+    sets neither its not_before nor its expiry."""
+    end_now = _replacement("end_now", NOW + timedelta(days=3))
+    assert (end_now.not_before, end_now.expires_at) == (None, NOW + timedelta(days=7))
+    assert end_now.audit_details["not_before"] is None
+
+
+def test_temp3_extend_field_by_field():
+    """TEMP-3: "extend" is a reversal at the new end, under four-eyes, authorized until
+    30 days past that end (as the scheduled reversal is, TEMP-2)."""
+    new_end = NOW + timedelta(days=10, milliseconds=500)
+    extend = _replacement("extend", new_end)
+    expected = _expected_replacement(
+        "extend",
+        extend,
+        not_before=new_end,
+        expiry=new_end + timedelta(days=30),
+        expiry_text="2027-01-10T12:00:00.500Z",
+        not_before_text="2026-12-11T12:00:00.500Z",
+    )
+    assert asdict(extend) == asdict(expected)
+
+
+def test_temp3_extension_bounds_are_inclusive():
+    """TEMP-3: a new end exactly a minute away, or exactly 366 days after the action was
+    applied, is allowed; one microsecond less or more is ``action_duration_invalid``."""
+    applied = NOW - timedelta(days=1)
+    minute = NOW + timedelta(seconds=60)
+    limit = applied + timedelta(days=366)
+    tick = timedelta(microseconds=1)
+    assert T.replacement_refusal("extend", applied, minute, NOW) is None
+    assert T.replacement_refusal("extend", applied, limit, NOW) is None
+    assert T.replacement_refusal("extend", applied, minute - tick, NOW) == "action_duration_invalid"
+    assert T.replacement_refusal("extend", applied, limit + tick, NOW) == "action_duration_invalid"
+    assert T.replacement_refusal("extend", applied, None, NOW) == "action_duration_invalid"
+    assert T.replacement_refusal("end_now", applied, None, NOW) is None
+    assert T.replacement_refusal("extend", None, minute, NOW) == "action_not_temporary"
+
+
+def test_temp4_cancelling_sets_exactly_the_terminal_columns():
+    """TEMP-4: a cancelled proposal is terminal, keeps no lease, and records why (the
+    code given, ``action_cancelled`` by default)."""
+    d = Delivery(state="approved", expires_at=NOW + timedelta(days=1), not_before=NOW + timedelta(hours=1))
+    assert T.cancel(d).values == {
+        "delivery_terminal": True,
+        "lease_expires_at": None,
+        "last_error_code": "action_cancelled",
+    }
+    undone = T.cancel(d, T.UNDONE)
+    assert undone.values["last_error_code"] == "action_reversal_undone_by_correction"
+    assert undone.expect == {"state": "approved", "delivery_attempt_count": 0, "delivery_terminal": False}
+    assert T.cancel(replace(d, delivery_terminal=True)) is None
+
+
+def test_temp4_cancel_refused_once_accepted_or_out_of_the_cancellable_states():
+    """TEMP-4: accepted by the platform, or claimed (applying): ``action_already_sent``."""
+    d = Delivery(state="approval_required", expires_at=NOW + timedelta(days=1))
+    assert T.cancel_refusal(d, NOW, is_reversal=False) is None
+    assert T.cancel_refusal(replace(d, accepted_at=NOW), NOW, is_reversal=False) == "action_already_sent"
+    assert T.cancel_refusal(replace(d, state="applying"), NOW, is_reversal=False) == "action_already_sent"
+
+
+def test_temp2_overdue_only_past_five_minutes():
+    """TEMP-2: exactly five minutes late is not yet overdue; a second more is."""
+    assert not T.is_overdue(NOW - timedelta(minutes=5), NOW)
+    assert T.is_overdue(NOW - timedelta(minutes=5, seconds=1), NOW)
+    assert not T.is_overdue(None, NOW)
