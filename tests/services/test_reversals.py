@@ -352,3 +352,17 @@ def test_temp1_input_mapping_computes_the_duration(app, world, platform):
     proposal = decide_report(world, code="suspend_account")
     assert proposal.temporary["duration_seconds"] == 604800
     assert proposal.temporary["reversal"]["action_code"] == "unsuspend_account"
+
+
+def test_temp3_extend_while_an_approved_end_now_waits_is_a_clear_answer_not_a_500(app, world, platform):
+    """TEMP-3: an approved "end now" waits unsent (worker down, connection paused or
+    disabled: CONN-1..3); proposing an extension then answers (from now, as the end is
+    now), never a TypeError over the end-now reversal's missing ``not_before``."""
+    original = suspended(world, platform)
+    end_now = _replacement(world, original, "end_now")
+    approve(world, end_now, reviewer="reviewer")
+    assert (reload(end_now).state, reload(end_now).not_before) == ("queued", None)
+    before = utcnow()
+    extension = _replacement(world, original, "extend", extend_seconds=3600)
+    assert extension.state == "approval_required"
+    assert before + timedelta(hours=1) <= extension.not_before <= utcnow() + timedelta(hours=1)

@@ -353,7 +353,8 @@ def propose_change(
                 seconds = rules.check_duration(extend_seconds)
             except ActionError as error:
                 raise ApiError(400, error.code, REFUSALS[error.code], "extend_seconds") from error
-            new_end = current.not_before + timedelta(seconds=seconds)
+            # An approved "end now" waiting to be sent ends the action now: extend from now.
+            new_end = (current.not_before or now) + timedelta(seconds=seconds)
         refusal = rules.replacement_refusal(kind, original.confirmed_at, new_end, now)
         if refusal is not None:
             raise ApiError(400, refusal, REFUSALS[refusal], "extend_seconds")
