@@ -388,11 +388,13 @@ def _pin(session: requests.Session, url: str, address: str) -> None:
 
 
 def retry_after_seconds(value: str | None, default: float = 15) -> float:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date)."""
+    """Seconds from a Retry-After header (delta-seconds or HTTP date); `default` for
+    anything else. Delta-seconds are ASCII digits only: ``²`` is a digit to
+    `str.isdigit` but not to `float` (DLV-6)."""
     if not value:
         return default
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = parsedate_to_datetime(value)

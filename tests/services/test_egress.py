@@ -398,3 +398,11 @@ def test_a_body_trickled_within_the_timeout_arrives_whole(trickling):
     trickling.gap = 0.2
     response = egress.send(request(trickling.url + "x", timeout=2), policy())
     assert response.status == 200 and response.body.endswith(b"}")
+
+
+def test_dlv6_retry_after_of_non_ascii_digits_or_odd_values_is_a_delay_never_an_error():
+    """DLV-6: ``²`` (a digit to `str.isdigit`, not to `float`) and other odd values give
+    the default or a number; reading the header never raises."""
+    assert egress.retry_after_seconds("\u00b2", default=15) == 15
+    assert egress.retry_after_seconds("-5", default=15) == 15
+    assert egress.retry_after_seconds("Fri, 31 Dec 9999 23:59:59 GMT") > 21_600  # clamped by DLV-6 and CONN-2
