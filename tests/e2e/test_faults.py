@@ -209,4 +209,3 @@ def test_404_with_a_superscript_digit_retry_after_is_still_terminal(app, approve
     row = reload(approved)
     assert (row.state, row.delivery_terminal, row.last_error_code) == ("failed", True, "platform_client_error")
     assert attempts(approved) == [(1, 1, 404, "client_error", "platform_client_error")]
-
