@@ -394,7 +394,7 @@ def _json_or_none(body: bytes) -> Any:
         return None
     try:
         return json.loads(body)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # not JSON, or nested too deep to decode
         raise ActionError(OUTCOME_UNREADABLE, True) from error
 
 

@@ -175,3 +175,12 @@ def test_plat3_read_back_agreement_and_path_templates():
     with pytest.raises(ActionError) as missing:
         fill_path("/x/{target.reference}", {"target": {}})
     assert missing.value.code == SUBJECT_INVALID
+
+
+def test_plat3_json_nested_too_deep_is_an_unreadable_outcome_not_a_crash():
+    """PLAT-3: an answer nested too deep to decode (RecursionError, not ValueError) is
+    ``platform_outcome_unreadable`` like any body that is not JSON; a read-back of it disagrees."""
+    operation = parse_rest_reference(json.dumps(REST))
+    with pytest.raises(ActionError) as unreadable:
+        rest_outcome(operation, 200, b"[" * 200_000)
+    assert (unreadable.value.code, unreadable.value.retryable) == ("platform_outcome_unreadable", True)

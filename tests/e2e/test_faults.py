@@ -209,3 +209,15 @@ def test_404_with_a_superscript_digit_retry_after_is_still_terminal(app, approve
     row = reload(approved)
     assert (row.state, row.delivery_terminal, row.last_error_code) == ("failed", True, "platform_client_error")
     assert attempts(approved) == [(1, 1, 404, "client_error", "platform_client_error")]
+
+
+def test_200_with_absurdly_deep_json_is_terminal_not_retried(app, approved, scripted):
+    """§5, DLV-5: a body that is not a receipt is terminal, and so is JSON nested too deep
+    to decode (`json.loads` raises RecursionError, not ValueError): it was once taken for
+    an unexpected, retryable failure and sent again."""
+    script = scripted(s.raw("[" * 200_000))
+    run_worker(app)
+    row = reload(approved)
+    assert (row.state, row.delivery_terminal, row.last_error_code) == ("failed", True, "action_response_invalid")
+    assert attempts(approved) == [(1, 1, 200, "invalid_response", "action_response_invalid")]
+    assert len(script.requests) == 1
