@@ -51,6 +51,7 @@ REFUSALS = {
     "action_already_sent": "The proposal was already sent (or is being sent); it can no longer be cancelled.",
     "action_reversal_not_cancellable": "A scheduled reversal is ended early or extended, with a second person, "
     "never cancelled.",
+    "action_reversal_superseded": "An approved end now or extension replaced this reversal; retry that one instead.",
 }
 
 
@@ -297,6 +298,15 @@ def active_reversal(session, original_id: str) -> ActionProposal | None:
         if reversal.state not in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED):
             return reversal
     return None
+
+
+def superseded(session, reversal: ActionProposal) -> bool:
+    """Whether an approved "end now" or "extend" replaced this reversal (TEMP-3): then
+    retrying it would end the temporary action on one person's say (FOUR-1)."""
+    if not reversal.reverses_proposal_id:
+        return False
+    current = active_reversal(session, reversal.reverses_proposal_id)
+    return current is not None and current.id != reversal.id
 
 
 def propose_change(
