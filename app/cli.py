@@ -12,9 +12,12 @@ from sqlalchemy import select
 
 def register_cli(app: Flask) -> None:
     @app.cli.command("demo")
-    @click.option("--port", default=lambda: int(os.environ.get("DEMO_PORT", "5000")), show_default="5000")
+    @click.option("--port", type=int, default=lambda: int(os.environ.get("DEMO_PORT", "5000")), show_default="5000")
     @click.option(
-        "--platform-port", default=lambda: int(os.environ.get("DEMO_PLATFORM_PORT", "5050")), show_default="5050"
+        "--platform-port",
+        type=int,
+        default=lambda: int(os.environ.get("DEMO_PLATFORM_PORT", "5050")),
+        show_default="5050",
     )
     @click.option(
         "--platform",

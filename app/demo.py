@@ -411,6 +411,10 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
         "INSTANCE_PATH": app.instance_path,
     }
     root = Path(__file__).resolve().parent.parent
+    app.config["EGRESS_ALLOW_PRIVATE"] = True
+    # Bind the console's port first: a port in use stops the command here, before it
+    # starts a worker or a platform that would outlive it.
+    server = make_server("127.0.0.1", console_port, app, threaded=True)
     pds = _start_pds_demo(app) if platform == "atproto" else None
     children = [
         subprocess.Popen(
@@ -420,8 +424,6 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
         ),
         subprocess.Popen([sys.executable, str(root / "worker.py")], env=env, cwd=root),
     ]
-    app.config["EGRESS_ALLOW_PRIVATE"] = True
-    server = make_server("127.0.0.1", console_port, app, threaded=True)
     print(f"\n  Console:        {console_url}  (log in as below)")
     print(f"  Demo platform:  {platform_url}/content")
     for email, _name, roles in DEMO_USERS:

@@ -388,11 +388,13 @@ def _pin(session: requests.Session, url: str, address: str) -> None:
 
 
 def retry_after_seconds(value: str | None, default: float = 15) -> float:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date)."""
+    """Seconds from a Retry-After header (delta-seconds or HTTP date); `default` for
+    anything else. Delta-seconds are ASCII digits only: ``²`` is a digit to
+    `str.isdigit` but not to `float` (DLV-6)."""
     if not value:
         return default
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = parsedate_to_datetime(value)
@@ -552,7 +554,9 @@ def _send_pinned(
     if deadline.expired:  # what was read may be cut short: the answer did not arrive in time
         raise _timed_out(True, started, response.status_code)
     status = response.status_code
-    if body is None:
+    # 408, 429 and 5xx are retried whatever their body's size (a proxy's big error page
+    # during an outage); any other answer too large to read is terminal (§5, DLV-6).
+    if body is None and not (status in (408, 429) or status >= 500):
         raise EgressError(
             "platform_response_too_large",
             retryable=False,
@@ -561,7 +565,7 @@ def _send_pinned(
             status=status,
             duration_ms=elapsed(),
         )
-    digest = sha256_digest(body)
+    digest = sha256_digest(body) if body is not None else None
     common = dict(sent=True, status=status, digest=digest, duration_ms=elapsed(), body=body)
     if 200 <= status < 300:
         return EgressResponse(status=status, body=body, digest=digest, duration_ms=elapsed())

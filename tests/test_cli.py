@@ -135,3 +135,18 @@ def test_verify_audit_says_ok_for_every_installation(app, runner):
     }
     lines = [line for line in result.output.splitlines() if not line.startswith("warning: no checkpoints")]
     assert lines == [f"{slug}: ok ({rows[slug]} rows; 0 checkpoints agree)" for slug in sorted(rows)]
+
+
+def test_demo_ports_are_integers_checked_before_anything_starts(app, runner, monkeypatch):
+    """README's `--port 5600 --platform-port 5650`: a port that is not a number is a usage
+    error naming the option (exit 2), before migrating, seeding or starting anything —
+    not a traceback from the web server after all of that."""
+    from app import demo
+
+    started = []
+    monkeypatch.setattr(demo, "run_demo", lambda *args: started.append(args))
+    for option in ("--port", "--platform-port"):
+        result = runner.invoke(args=["demo", option, "abc"])
+        assert result.exit_code == 2 and "is not a valid integer" in result.output and option in result.output
+    assert runner.invoke(args=["demo", "--port", "5600", "--platform-port", "5650"]).exit_code == 0
+    assert [args[1:] for args in started] == [(5600, 5650, "demo")]

@@ -166,7 +166,8 @@ def pds_read_back_agrees(answer: Any, operation: PdsOperation, operation_id: str
         return not operation.applied and isinstance(answer, dict) and "subject" in answer
     if operation.applied:
         return takedown.get("applied") is True and takedown.get("ref") == operation_id
-    return takedown.get("applied") is not True
+    applied = takedown.get("applied")
+    return applied is None or applied is False  # "true", 1: not plainly off, the takedown may hold
 
 
 def pds_error(status: int | None, body: Any) -> ActionError | None:
@@ -395,7 +396,7 @@ def _json_or_none(body: bytes) -> Any:
         return None
     try:
         return json.loads(body)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # not JSON, or nested too deep to decode
         raise ActionError(OUTCOME_UNREADABLE, True) from error
 
 

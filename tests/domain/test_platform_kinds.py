@@ -411,3 +411,23 @@ def test_plat3_an_outcome_expression_past_the_limits_is_not_run_and_is_unreadabl
     with pytest.raises(ActionError) as unreadable:
         rest_outcome(operation, 200, b"{}")
     assert (unreadable.value.code, unreadable.value.retryable) == ("platform_outcome_unreadable", True)
+
+
+def test_plat3_json_nested_too_deep_is_an_unreadable_outcome_not_a_crash():
+    """PLAT-3: an answer nested too deep to decode (RecursionError, not ValueError) is
+    ``platform_outcome_unreadable`` like any body that is not JSON; a read-back of it disagrees."""
+    operation = parse_rest_reference(json.dumps(REST))
+    with pytest.raises(ActionError) as unreadable:
+        rest_outcome(operation, 200, b"[" * 200_000)
+    assert (unreadable.value.code, unreadable.value.retryable) == ("platform_outcome_unreadable", True)
+
+
+def test_plat2_a_reversal_does_not_agree_with_a_takedown_that_is_not_plainly_off():
+    """PLAT-2: a read-back must show the intended state. ``applied`` given as ``"true"``
+    or ``1`` is no boolean false: the PDS may still hold the takedown, so a reversal's
+    read-back disagrees (retryable) instead of recording an observed ``applied``."""
+    reversal = PdsOperation(False, "account")
+    for odd in ("true", 1, "yes", [True]):
+        assert not pds_read_back_agrees({"subject": {}, "takedown": {"applied": odd, "ref": "x"}}, reversal, "op-2")
+    assert pds_read_back_agrees({"subject": {}, "takedown": {"applied": False}}, reversal, "op-2")
+    assert pds_read_back_agrees({"subject": {}, "takedown": {}}, reversal, "op-2")

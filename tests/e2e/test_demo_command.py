@@ -153,3 +153,48 @@ def test_the_demo_command_runs_readme_walkthrough_stops_everything_and_restarts(
     assert demo.query("SELECT state FROM action_proposals WHERE id = :p", p=proposal_id)[0] == "applied"
     enforce(demo, "R-DEMO02", "post:1002")  # the worker and the platform share the saved secrets again
     assert demo.stop() == 0
+
+
+def _processes_of(instance: Path) -> list[int]:
+    """Processes started for this demo (they carry its INSTANCE_PATH), still alive."""
+    marker = f"INSTANCE_PATH={instance}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
+def test_a_console_port_in_use_stops_the_demo_without_leaving_its_worker_behind(demo):
+    """README ("until Ctrl-C, which stops all three"): when the console's port is taken
+    the command says so and exits, and starts no worker or platform that would outlive
+    it (once an orphaned worker kept retrying the embedded Redis that had gone)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", demo.port))
+        taken.listen()
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
+        env["INSTANCE_PATH"] = str(demo.instance)
+        log = demo.instance.parent / "demo.log"
+        with open(log, "w") as output:  # a file, not a pipe: an orphan would hold a pipe open
+            ports = ["--port", str(demo.port), "--platform-port", str(demo.platform_port)]
+            code = subprocess.call(
+                [str(FLASK), "--app", "app", "demo", *ports],
+                env=env,
+                cwd=ROOT,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                timeout=120,
+            )
+    assert code != 0 and "in use" in log.read_text()
+    left = _processes_of(demo.instance)
+    for pid in left:  # do not leave them running for the next test either
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+    assert refused(demo.platform + "/content")

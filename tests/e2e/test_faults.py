@@ -198,3 +198,26 @@ def test_eight_failures_then_operator_retry_in_cycle_two(app, client, approved, 
     assert [c for c, *_ in attempts(approved)] == [1] * 8 + [2]
     assert audit_actions(approved).count("action.retry_requested") == 1
     assert script.effects == {approved.operation_id: 1}
+
+
+def test_404_with_a_superscript_digit_retry_after_is_still_terminal(app, approved, scripted):
+    """§5, DLV-6: another 4xx is terminal whatever its Retry-After says. ``Retry-After: ²``
+    (byte 0xB2, a digit to `str.isdigit` but not to `float`) once raised inside egress, so
+    the 404 became an unexpected, retryable failure without its status on the attempt."""
+    scripted(s.http_status(404, {"Retry-After": "\u00b2"}))
+    run_worker(app)
+    row = reload(approved)
+    assert (row.state, row.delivery_terminal, row.last_error_code) == ("failed", True, "platform_client_error")
+    assert attempts(approved) == [(1, 1, 404, "client_error", "platform_client_error")]
+
+
+def test_200_with_absurdly_deep_json_is_terminal_not_retried(app, approved, scripted):
+    """§5, DLV-5: a body that is not a receipt is terminal, and so is JSON nested too deep
+    to decode (`json.loads` raises RecursionError, not ValueError): it was once taken for
+    an unexpected, retryable failure and sent again."""
+    script = scripted(s.raw("[" * 200_000))
+    run_worker(app)
+    row = reload(approved)
+    assert (row.state, row.delivery_terminal, row.last_error_code) == ("failed", True, "action_response_invalid")
+    assert attempts(approved) == [(1, 1, 200, "invalid_response", "action_response_invalid")]
+    assert len(script.requests) == 1

@@ -90,6 +90,23 @@ def test_response_size_is_capped(httpserver):
     assert (caught.value.code, caught.value.response_class) == ("platform_response_too_large", "invalid_response")
 
 
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(503, "platform_server_error"), (429, "platform_rate_limited"), (408, "platform_request_timeout")],
+)
+def test_dlv6_an_oversized_error_page_of_a_retryable_status_is_still_retried(httpserver, status, code):
+    """§5, DLV-6, CONN-2: 408, 429 and 5xx are retried (honouring Retry-After) whatever
+    the size of their body: a proxy's big error page during an outage is not a terminal
+    ``platform_response_too_large`` (the cap still keeps the body out of memory)."""
+    httpserver.expect_request("/big", method="POST").respond_with_data(
+        "x" * 5000, status=status, headers={"Retry-After": "7"}
+    )
+    with pytest.raises(EgressError) as caught:
+        egress.send(request(httpserver.url_for("/big")), policy(max_response_bytes=1000))
+    error = caught.value
+    assert (error.code, error.retryable, error.status, error.delay_seconds) == (code, True, status, 7)
+
+
 def test_read_timeout_may_have_been_sent(httpserver):
     httpserver.expect_request("/slow", method="POST").respond_with_handler(
         lambda r: s.slow(1.0, s.json_body({}))({}, r, None)
@@ -398,3 +415,11 @@ def test_a_body_trickled_within_the_timeout_arrives_whole(trickling):
     trickling.gap = 0.2
     response = egress.send(request(trickling.url + "x", timeout=2), policy())
     assert response.status == 200 and response.body.endswith(b"}")
+
+
+def test_dlv6_retry_after_of_non_ascii_digits_or_odd_values_is_a_delay_never_an_error():
+    """DLV-6: ``²`` (a digit to `str.isdigit`, not to `float`) and other odd values give
+    the default or a number; reading the header never raises."""
+    assert egress.retry_after_seconds("\u00b2", default=15) == 15
+    assert egress.retry_after_seconds("-5", default=15) == 15
+    assert egress.retry_after_seconds("Fri, 31 Dec 9999 23:59:59 GMT") > 21_600  # clamped by DLV-6 and CONN-2

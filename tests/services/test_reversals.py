@@ -352,3 +352,57 @@ def test_temp1_input_mapping_computes_the_duration(app, world, platform):
     proposal = decide_report(world, code="suspend_account")
     assert proposal.temporary["duration_seconds"] == 604800
     assert proposal.temporary["reversal"]["action_code"] == "unsuspend_account"
+
+
+def test_temp3_extend_while_an_approved_end_now_waits_is_a_clear_answer_not_a_500(app, world, platform):
+    """TEMP-3: an approved "end now" waits unsent (worker down, connection paused or
+    disabled: CONN-1..3); proposing an extension then answers (from now, as the end is
+    now), never a TypeError over the end-now reversal's missing ``not_before``."""
+    original = suspended(world, platform)
+    end_now = _replacement(world, original, "end_now")
+    approve(world, end_now, reviewer="reviewer")
+    assert (reload(end_now).state, reload(end_now).not_before) == ("queued", None)
+    before = utcnow()
+    extension = _replacement(world, original, "extend", extend_seconds=3600)
+    assert extension.state == "approval_required"
+    assert before + timedelta(hours=1) <= extension.not_before <= utcnow() + timedelta(hours=1)
+
+
+def test_temp3_a_reversal_an_approved_extension_replaced_cannot_be_retried_alone(app, world, platform):
+    """TEMP-3, FOUR-1, RTRY-1: an extension is proposed, the scheduled reversal then fails
+    for good, and a second person approves the extension. Retrying that old reversal would end the suspension now on
+    one person's say, an "end now" without a second person: the retry (single or in bulk,
+    CONN-4) is refused and nothing changes; the extension stands."""
+    from app.domain.dead_letters import list_digest
+    from app.services.lifecycle.dead_letters import DeadLetterFilter, retry_dead_letters
+    from app.services.lifecycle.retry import retry_proposal
+
+    original = suspended(world, platform)
+    scheduled = reversal_of(original)
+    extension = _replacement(world, original, "extend", extend_seconds=86_400)  # proposed in time
+    time_reaches(scheduled)  # then the reversal is sent and refused for good
+    set_row(
+        ActionProposal,
+        scheduled.id,
+        state="failed",
+        delivery_terminal=True,
+        delivery_attempt_count=1,
+        last_error_code="platform_client_error",
+    )
+    approve(world, extension, reviewer="reviewer")
+    assert (reload(scheduled).state, reload(extension).state) == ("failed", "queued")
+    with pytest.raises(ApiError) as refused:
+        retry_proposal(
+            scheduled.id,
+            payload_digest=scheduled.payload_digest,
+            idempotency_key="retry-old-reversal",
+            operator=world.user("moderator"),
+        )
+    assert (refused.value.status, refused.value.code) == (409, "action_reversal_superseded")
+    assert (reload(scheduled).state, reload(scheduled).delivery_cycle) == ("failed", 1)
+    where = DeadLetterFilter()
+    listed = list_digest([(scheduled.id, 1)])
+    bulk = retry_dead_letters(world.user("reviewer"), where=where, list_digest=listed, idempotency_key="bulk-1")
+    assert bulk.retried == [] and bulk.refused == {scheduled.id: "action_reversal_superseded"}
+    assert not deliver(scheduled.id).claimed
+    assert platform.state.accounts[AUTHOR] == "suspended"

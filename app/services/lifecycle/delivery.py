@@ -585,7 +585,7 @@ def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, 
     try:
         try:
             value = json.loads(body)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # not JSON, or nested too deep to decode
             raise ActionError("action_response_invalid") from error
         if schema_errors(value, output_schema):
             raise ActionError("action_response_schema_invalid")

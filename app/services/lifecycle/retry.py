@@ -111,13 +111,20 @@ def start_new_cycle(
         ApiError: 409 ``action_retry_digest_mismatch``, ``action_not_retryable``,
             ``action_approval_expired``, ``action_precondition_changed``,
             ``action_case_no_longer_eligible``, ``action_retry_conflict`` (a
-            terminated run; `RetryConflict` when the guarded write missed).
+            terminated run; `RetryConflict` when the guarded write missed),
+            ``action_reversal_superseded`` (a reversal an approved "end now" or
+            "extend" replaced, TEMP-3).
     """
     session = uow.session
     proposal_id = proposal.id
     refusal = rules.retry_refusal(delivery_of(proposal), payload_digest, now)
     if refusal is not None:
         raise ApiError(409, refusal, RETRY_REFUSALS[refusal])
+    if proposal.reverses_proposal_id:  # TEMP-3: a replaced reversal stays replaced
+        from app.services.lifecycle.reversals import REFUSALS, superseded
+
+        if superseded(session, proposal):
+            raise ApiError(409, "action_reversal_superseded", REFUSALS["action_reversal_superseded"])
     try:
         check_preconditions(
             proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction

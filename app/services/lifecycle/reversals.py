@@ -51,6 +51,7 @@ REFUSALS = {
     "action_already_sent": "The proposal was already sent (or is being sent); it can no longer be cancelled.",
     "action_reversal_not_cancellable": "A scheduled reversal is ended early or extended, with a second person, "
     "never cancelled.",
+    "action_reversal_superseded": "An approved end now or extension replaced this reversal; retry that one instead.",
 }
 
 
@@ -299,6 +300,15 @@ def active_reversal(session, original_id: str) -> ActionProposal | None:
     return None
 
 
+def superseded(session, reversal: ActionProposal) -> bool:
+    """Whether an approved "end now" or "extend" replaced this reversal (TEMP-3): then
+    retrying it would end the temporary action on one person's say (FOUR-1)."""
+    if not reversal.reverses_proposal_id:
+        return False
+    current = active_reversal(session, reversal.reverses_proposal_id)
+    return current is not None and current.id != reversal.id
+
+
 def propose_change(
     proposal_id: str,
     *,
@@ -353,7 +363,8 @@ def propose_change(
                 seconds = rules.check_duration(extend_seconds)
             except ActionError as error:
                 raise ApiError(400, error.code, REFUSALS[error.code], "extend_seconds") from error
-            new_end = current.not_before + timedelta(seconds=seconds)
+            # An approved "end now" waiting to be sent ends the action now: extend from now.
+            new_end = (current.not_before or now) + timedelta(seconds=seconds)
         refusal = rules.replacement_refusal(kind, original.confirmed_at, new_end, now)
         if refusal is not None:
             raise ApiError(400, refusal, REFUSALS[refusal], "extend_seconds")

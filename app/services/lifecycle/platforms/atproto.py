@@ -119,5 +119,5 @@ class PdsCall:
 def _decode(body: bytes) -> Any:
     try:
         return json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to decode
         return None
