@@ -19,6 +19,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.domain.clock import utcnow
 from app.domain.receipts import ProposalIdentity
@@ -155,10 +156,30 @@ def move_proposal(
     statement = (
         update(table)
         .where(table.id == proposal_id, table.state.in_([s.value for s in sources(move)]), *where)
-        .values(state=target(move).value, updated_at=utcnow(), **(values or {}))
+        .values(**{"state": target(move).value, "updated_at": utcnow(), **(values or {})})
         .execution_options(synchronize_session=False)
     )
     return session.execute(statement).rowcount == 1
+
+
+def move_loaded(
+    session: Session, proposal: ActionProposal, move: Move, *, where: tuple = (), values: dict | None = None
+) -> bool:
+    """`move_proposal` for a row loaded in this session, kept as written: the UPDATE
+    matched the row as read, so the row is now that plus the change, and the
+    transaction goes on without reading it again. When the guard missed, another
+    writer won and the row is read again.
+
+    Returns:
+        True when the row moved.
+    """
+    written = {"state": target(move).value, "updated_at": utcnow(), **(values or {})}
+    if not move_proposal(session, proposal.id, move, where=where, values=written):
+        session.refresh(proposal)
+        return False
+    for column, value in written.items():
+        set_committed_value(proposal, column, value)
+    return True
 
 
 class ActionApproval(Base):

@@ -28,7 +28,7 @@ PROPOSALS = 16
 MAX_ROUNDS = 60
 
 
-def run_crashing_worker(app, tmp_path, failpoints: str, batch_size: int) -> int:
+def run_crashing_worker(app, tmp_path, failpoints: str, batch_size: int = 10) -> int:
     """One worker in burst mode that kills itself at the given failpoints (point:chance,...)."""
     env = {
         **os.environ,

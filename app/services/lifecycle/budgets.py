@@ -59,6 +59,7 @@ def reserve(
     *,
     required: bool = False,
     savepoint: bool = True,
+    known: dict | None = None,
 ) -> list[str]:
     """Reserve `amount` actions on every active budget of the scopes, all or none.
 
@@ -74,6 +75,8 @@ def reserve(
         required: a budget must cover the scopes (bounded automation, FOUR-3).
         savepoint: False when the caller already runs this in a savepoint that an
             exception rolls back (the delivery's checks do): one round trip pair less.
+        known: the budgets this transaction already looked up, by scopes (a batch
+            claim reserves for several proposals of one component); filled as it goes.
 
     Returns:
         The reservation ids (empty when no budget applies).
@@ -83,7 +86,13 @@ def reserve(
         BudgetMissing: ``action_budget_missing`` when `required` and no active budget
             covers any of the scopes.
     """
-    budgets = _budgets(uow, installation_id, scopes)
+    key = (installation_id, tuple(scopes))
+    if known is not None and key in known:
+        budgets = known[key]
+    else:
+        budgets = _budgets(uow, installation_id, scopes)
+        if known is not None:
+            known[key] = budgets
     if not budgets:
         if required:
             raise BudgetMissing()

@@ -172,6 +172,7 @@ def admit(
     settings: Settings,
     timeout_seconds: float,
     now: datetime | None = None,
+    read: Health | None = None,
 ) -> Gate:
     """Whether a claimed delivery to the connection may send now (CONN-1..3).
 
@@ -182,6 +183,8 @@ def admit(
         connection_id: the connection (not the version: the health is the endpoint's).
         settings: the health settings of the connection version the delivery uses.
         timeout_seconds: the request's timeout; the probe's lease is this plus a margin.
+        read: the health as this transaction already read it for another delivery of
+            a batch claim (not read again); None to read it.
 
     Returns:
         The `Gate` to pass to `before_send` and `record_success`/`record_failure`.
@@ -194,7 +197,7 @@ def admit(
     now = now or utcnow()
     ids = (connection_id, installation_id)
     for _ in range(GUARDED_WRITE_TRIES):
-        health = load(uow.session, connection_id)
+        health, read = read or load(uow.session, connection_id), None
         admission = rules.admit(health, now, timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
         if not admission.send:
             record_connection_wait(connection_id, admission.wait_code)

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from flask import current_app
 from sqlalchemy import or_, select
-from sqlalchemy.orm.attributes import set_committed_value
 
 from app import egress
 from app.domain.attempts import webhook_message_id
@@ -37,10 +36,9 @@ from app.domain.proposal.delivery import Lease
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
-from app.domain.states import target as target_state
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
-from app.models import ActionApproval, ActionProposal, move_proposal
+from app.models import ActionApproval, ActionProposal, WorkflowVersion, move_loaded
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot
@@ -88,22 +86,9 @@ def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime |
 def _claim_loaded(session, proposal: ActionProposal, now: datetime, lease_expires_at) -> Lease | None:
     current = delivery_of(proposal)
     change = rules.claim(current, now, lease_expires_at)
-    if change is None or not move_proposal(
-        session, proposal.id, change.move, where=guard(change), values=change.values
-    ):
+    if change is None or not move_loaded(session, proposal, change.move, where=guard(change), values=change.values):
         return None
-    _as_written(proposal, change)
     return rules.lease_of(change, current)
-
-
-def _as_written(proposal: ActionProposal, change) -> None:
-    """Make the loaded row what the guarded UPDATE wrote (it matched the row as read,
-    so the row is now that plus the change): the claim's transaction goes on with it
-    without reading the proposal again."""
-    set_committed_value(proposal, "state", target_state(change.move).value)
-    for column, value in change.values.items():
-        if column in rules.COLUMNS:
-            set_committed_value(proposal, column, value)
 
 
 def take_lease(proposal_id: str, now: datetime, lease_expires_at: datetime | None = None) -> Lease | None:
@@ -239,6 +224,16 @@ class _Plan:
 
 
 @dataclass
+class _Batch:
+    """What the first claim of a batch looked up, for the others in the same
+    transaction: the target, the connection's health as read, the budgets."""
+
+    target: _Target
+    health: connection_health.Health | None
+    budgets: dict = field(default_factory=dict)
+
+
+@dataclass
 class _Claimed:
     """A proposal this job claimed and may send, as plain values (the rows expire at
     the claim's commit)."""
@@ -281,7 +276,8 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
             return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
         batch = [first]
         if _batchable(first, proposal):
-            companions, jobs = _claim_companions(uow, proposal, first.plan.target, now, lease, log_fields)
+            batch_context = _Batch(first.plan.target, first.plan.gate.health if first.plan.gate else None)
+            companions, jobs = _claim_companions(uow, proposal, batch_context, now, lease, log_fields)
             batch += companions
             if jobs:  # their jobs would only find them claimed: take them off the queue
                 uow.after_commit(lambda: discard_delivery_jobs(jobs))
@@ -298,7 +294,7 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     return named
 
 
-def _claim_and_plan(uow, proposal: ActionProposal | None, now: datetime, lease: datetime, log_fields, known=None):
+def _claim_and_plan(uow, proposal: ActionProposal | None, now: datetime, lease: datetime, log_fields, batch=None):
     """Claim one proposal and plan its attempt in the claim's transaction.
 
     Returns:
@@ -317,7 +313,7 @@ def _claim_and_plan(uow, proposal: ActionProposal | None, now: datetime, lease: 
         log.info("delivery attempt claimed")
         try:
             with uow.savepoint():
-                plan = _plan(uow, proposal, attempt_number, now, known)
+                plan = _plan(uow, proposal, attempt_number, now, batch)
         except Exception as caught:  # nothing leaves: claim and failure commit together
             error = caught if isinstance(caught, ActionError) else unexpected(caught, "checking")
             return fail(uow, proposal.id, error, None, attempt_number, cycle, held.expires_at, [], sent=False)
@@ -346,7 +342,7 @@ def _ordinary(proposal: ActionProposal) -> bool:
     return not (proposal.is_correction or proposal.is_reversal or proposal.compensates_proposal_id)
 
 
-def _claim_companions(uow, head: ActionProposal, target: _Target, now: datetime, lease: datetime, log_fields):
+def _claim_companions(uow, head: ActionProposal, batch: _Batch, now: datetime, lease: datetime, log_fields):
     """Claim and plan the other due proposals of `head`'s component version and
     installation, oldest due first, stopping at the first that its connection or a
     budget defers (DLV-1, DLV-3, CONN-1..3).
@@ -382,7 +378,7 @@ def _claim_companions(uow, head: ActionProposal, target: _Target, now: datetime,
     members, jobs = [], []
     for proposal in rows:
         waiting_job = (proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count, proposal.next_attempt_at)
-        member = _claim_and_plan(uow, proposal, now, lease, log_fields, target)
+        member = _claim_and_plan(uow, proposal, now, lease, log_fields, batch)
         if member is None:
             continue
         members.append(member)
@@ -392,13 +388,19 @@ def _claim_companions(uow, head: ActionProposal, target: _Target, now: datetime,
     return members, jobs
 
 
-def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, known: _Target | None = None) -> _Plan:
+def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, batch: _Batch | None = None) -> _Plan:
     """Checks, budget reservation and the attempt row, in the claim's transaction."""
-    target = _pre_send_checks(uow.session, proposal, now, known)
+    target = _pre_send_checks(uow.session, proposal, now, batch.target if batch else None)
     # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
     # defer the delivery here, before any budget is reserved (ConnectionHeld).
     gate = connection_health.admit(
-        uow, target.connection_id, proposal.installation_id, target.health, target.timeout_seconds, now
+        uow,
+        target.connection_id,
+        proposal.installation_id,
+        target.health,
+        target.timeout_seconds,
+        now,
+        read=batch.health if batch else None,
     )
     reservations = budgets.reserve(
         uow,
@@ -408,6 +410,7 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, kno
         str(attempt_number),
         required=proposal.approval_mode != "human",  # no second person: a budget must bound it (FOUR-3)
         savepoint=False,  # `deliver` runs this in a savepoint already: an exhausted budget undoes it all
+        known=batch.budgets if batch else None,
     )
     body = canonical_json(request_body(proposal)).encode("utf-8")
     if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
@@ -490,10 +493,11 @@ def _record(results: list[tuple[_Claimed, _Sent]]) -> dict[str, DeliveryOutcome]
     idempotency key makes a resend harmless), the others still commit."""
     outcomes: dict[str, DeliveryOutcome] = {}
     with unit_of_work() as uow:
+        loaded = _load_for_outcomes(uow.session, [c.identity.action_id for c, _ in results])
         for c, result in results:
             try:
                 with uow.savepoint(), _bound(c):
-                    outcomes[c.identity.action_id] = _write(uow, c, result)
+                    outcomes[c.identity.action_id] = _write(uow, c, result, loaded.proposals.get(c.identity.action_id))
             except Exception:
                 log.exception("recording the outcome of %s failed; its lease will expire", c.identity.action_id)
                 outcomes[c.identity.action_id] = DeliveryOutcome(
@@ -504,11 +508,29 @@ def _record(results: list[tuple[_Claimed, _Sent]]) -> dict[str, DeliveryOutcome]
     return outcomes
 
 
-def _write(uow, c: _Claimed, result: _Sent) -> DeliveryOutcome:
+@dataclass
+class _Fresh:
+    """The batch's proposals as they are now, read in one query for the guarded
+    outcome writes, and their workflow versions: both stay referenced while the
+    outcomes are written, so the runs' wake-ups find them in the session."""
+
+    proposals: dict[str, ActionProposal]
+    versions: list
+
+
+def _load_for_outcomes(session, proposal_ids: list[str]) -> _Fresh:
+    fresh = select(P).where(P.id.in_(proposal_ids)).execution_options(populate_existing=True)
+    proposals = {p.id: p for p in session.scalars(fresh)}
+    version_ids = {p.workflow_version_id for p in proposals.values() if p.workflow_version_id}
+    versions = session.scalars(select(WorkflowVersion).where(WorkflowVersion.id.in_(version_ids))).all()
+    return _Fresh(proposals, list(versions))
+
+
+def _write(uow, c: _Claimed, result: _Sent, loaded: ActionProposal | None) -> DeliveryOutcome:
     pid = c.identity.action_id
     if result.error is None:
-        return write_receipt(uow, pid, result.receipt, c.plan, c.lease, c.attempt_number)
-    return write_failure(uow, pid, result.error, c.plan, c.attempt_number, c.cycle, c.lease, result.sent)
+        return write_receipt(uow, pid, result.receipt, c.plan, c.lease, c.attempt_number, loaded=loaded)
+    return write_failure(uow, pid, result.error, c.plan, c.attempt_number, c.cycle, c.lease, result.sent, loaded)
 
 
 def _observe(outcome: DeliveryOutcome, seconds: float) -> None:

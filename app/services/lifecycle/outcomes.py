@@ -30,7 +30,7 @@ from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.states import LEASE_SECONDS
 from app.faults import failpoint
-from app.models import ActionProposal, ConnectionAttempt, move_proposal, new_id
+from app.models import ActionProposal, ConnectionAttempt, move_loaded, new_id
 from app.services.lifecycle import budgets, connection_health
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
@@ -152,7 +152,14 @@ def unexpected(error: Exception, stage: str) -> ActionError:
 
 
 def write_receipt(
-    uow: UnitOfWork, proposal_id: str, receipt, plan, lease, attempt_number: int, source: str | None = None
+    uow: UnitOfWork,
+    proposal_id: str,
+    receipt,
+    plan,
+    lease,
+    attempt_number: int,
+    source: str | None = None,
+    loaded: ActionProposal | None = None,
 ) -> DeliveryOutcome:
     """Record a platform's receipt in `uow`, guarded by attempt and lease, with its
     run's resolution (DLV-5, DLV-7); ``source="observed"`` for a receipt the console
@@ -161,10 +168,11 @@ def write_receipt(
     Args:
         plan: the claimed attempt's plan (its ``attempt`` row, ``reservations`` and
             connection ``gate``).
+        loaded: the proposal as this transaction just read it (else it is read).
     """
     attempt = plan.attempt
     attempt_guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
-    proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
+    proposal = loaded or _read(uow, proposal_id)
     attempt.write(uow.session)
     budgets.settle(uow, plan.reservations, consumed=True)
     connection_health.record_success(uow, plan.gate)  # CONN-1
@@ -197,7 +205,15 @@ def save_sync_receipt(
 
 
 def write_failure(
-    uow: UnitOfWork, proposal_id: str, error: ActionError, plan, attempt_number: int, cycle: int, lease, sent: bool
+    uow: UnitOfWork,
+    proposal_id: str,
+    error: ActionError,
+    plan,
+    attempt_number: int,
+    cycle: int,
+    lease,
+    sent: bool,
+    loaded: ActionProposal | None = None,
 ) -> DeliveryOutcome:
     """Record a failed attempt in `uow`, with what it says about the connection
     (CONN-1..3: breaker, 429 pause, 410) and its backoff (DLV-6).
@@ -209,7 +225,7 @@ def write_failure(
     status = plan.attempt.finish.get("response_status")
     reached = isinstance(error, EgressFailed)
     error = connection_health.record_failure(uow, plan.gate, error, status, reached)
-    return fail(uow, proposal_id, error, plan.attempt, attempt_number, cycle, lease, plan.reservations, sent)
+    return fail(uow, proposal_id, error, plan.attempt, attempt_number, cycle, lease, plan.reservations, sent, loaded)
 
 
 def record_failure(proposal_id, error: ActionError, plan, attempt_number, cycle, lease, sent: bool) -> DeliveryOutcome:
@@ -221,13 +237,13 @@ def record_failure(proposal_id, error: ActionError, plan, attempt_number, cycle,
 
 
 def fail(
-    uow, proposal_id, error: ActionError, attempt, attempt_number, cycle, lease, reservations, sent
+    uow, proposal_id, error: ActionError, attempt, attempt_number, cycle, lease, reservations, sent, loaded=None
 ) -> DeliveryOutcome:
     """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6). A deferral
     (an exhausted budget, a connection holding back, a batch member released unsent)
     gives its attempt back."""
     deferred = isinstance(error, budgets.BudgetExhausted | connection_health.ConnectionHeld | BatchReleased)
-    proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
+    proposal = loaded or _read(uow, proposal_id)
     change = rules.failure(
         delivery_of(proposal),
         Lease(attempt_number, cycle, lease),
@@ -237,13 +253,12 @@ def fail(
         deferred=deferred,  # nothing was sent: the deferral does not use up an attempt
         now=utcnow(),
     )
-    changed = move_proposal(uow.session, proposal_id, change.move, where=guard(change), values=change.values)
+    changed = move_loaded(uow.session, proposal, change.move, where=guard(change), values=change.values)
     if isinstance(error, BatchReleased) and changed:
         attempt.discard(uow.session)
     elif attempt is not None:
         attempt.write(uow.session)
     budgets.settle(uow, reservations, consumed=sent)
-    uow.session.refresh(proposal)
     if changed:
         uow.audit(
             proposal.installation_id,
@@ -271,6 +286,11 @@ def fail(
         terminal=proposal.delivery_terminal,
         extra={"http_seconds": attempt.seconds if attempt else None},
     )
+
+
+def _read(uow: UnitOfWork, proposal_id: str) -> ActionProposal:
+    """The proposal as it is now: the guarded write decides from this read."""
+    return uow.session.get(ActionProposal, proposal_id, populate_existing=True)
 
 
 class BatchReleased(ActionError):

@@ -13,7 +13,7 @@ from app.domain.errors import ActionError, ApiError
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.receipts import Receipt, parse_receipt
-from app.models import ActionProposal, ActionReceiptRecord, Report, insert_ignore, move_proposal, new_id
+from app.models import ActionProposal, ActionReceiptRecord, Report, insert_ignore, move_loaded, new_id
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.proposals import delivery_of, guard
@@ -74,8 +74,7 @@ def save_receipt(
     change = rules.receipt(delivery_of(proposal), receipt, now, lease)
     receipt_json = canonical_json(receipt.as_sent())  # shown as the platform sent it (REV-6)
     values = {**change.values, "last_receipt": receipt.as_sent()}
-    changed = move_proposal(session, proposal.id, change.move, where=guard(change), values=values)
-    session.refresh(proposal)
+    changed = move_loaded(session, proposal, change.move, where=guard(change), values=values)
     if not changed:
         return False
     terminal = change.terminal
