@@ -4,6 +4,7 @@ proposal keeps its own claim, attempt row, budget reservation, receipt and audit
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from app.services.lifecycle.delivery import deliver
 
 from .. import scripted as s
 from ..builders import add_reports, decide_report, make_world, point_connection_at, reload, set_row
+from ..conftest import BACKEND
 
 BURST = 5
 
@@ -169,3 +171,32 @@ def test_dlv1_a_batch_size_of_one_claims_one_per_job(app, platform, burst):
     outcome = deliver(proposals[0].id)
     assert outcome.state == "applied" and "batch" not in outcome.extra
     assert {reload(p).state for p in proposals[1:]} == {"queued"}
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="row locks are PostgreSQL's; SQLite locks the whole file")
+def test_dlv1_a_proposal_another_worker_holds_is_skipped_not_waited_for(app, platform, burst):
+    """DLV-1: a job whose proposal another transaction holds (a worker's batch claim
+    or outcome) returns at once, claiming nothing; once released, a job claims it."""
+    from sqlalchemy import create_engine, text
+
+    world, proposals = burst
+    app.config["DELIVERY_BATCH_SIZE"] = 1
+    other = create_engine(app.config["SQLALCHEMY_DATABASE_URI"])
+    done: dict = {}
+
+    def job() -> None:
+        with app.app_context():
+            done["outcome"] = deliver(proposals[0].id)
+
+    with other.connect() as holder:
+        holder.execute(text("SELECT id FROM action_proposals WHERE id = :id FOR UPDATE"), {"id": proposals[0].id})
+        worker = threading.Thread(target=job)
+        worker.start()
+        worker.join(timeout=30)  # a job that waited for the lock would still be waiting
+        finished_while_held = not worker.is_alive()
+        holder.rollback()
+    worker.join()
+    other.dispose()
+    assert finished_while_held and not done["outcome"].claimed
+    assert platform.state.requests_seen == 0
+    assert deliver(proposals[0].id).state == "applied"

@@ -269,7 +269,11 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     lease = now + timedelta(seconds=lease_seconds())
     log_fields: dict[str, dict] = {}  # what each claimed proposal's log lines name
     with unit_of_work() as uow:
-        proposal = uow.session.get(ActionProposal, proposal_id, populate_existing=True)
+        # A row another worker holds (its batch claim, its outcome) is skipped, not
+        # waited for: that worker delivers it, and its lease covers a crash.
+        proposal = uow.session.get(
+            ActionProposal, proposal_id, populate_existing=True, with_for_update={"skip_locked": True}
+        )
         first = _claim_and_plan(uow, proposal, now, lease, log_fields)
         if first is None:
             log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})

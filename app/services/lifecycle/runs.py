@@ -125,7 +125,8 @@ def create_run(
 
 def _step_run(uow: UnitOfWork, run: WorkflowRun, node_id: str) -> StepRun:
     step_id = f"{run.id}:{node_id}:{run.branch_key or 'main'}"
-    step = uow.session.get(StepRun, step_id)
+    with uow.session.no_autoflush:  # a lookup by key: the run's pending changes flush once, later
+        step = uow.session.get(StepRun, step_id)
     if step is None:
         step = StepRun(
             id=step_id,
@@ -214,16 +215,15 @@ def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
 
 
 def _take_run(uow: UnitOfWork, run_id: str, from_state: str, *where) -> WorkflowRun | None:
-    """Move a run to ``running`` with one guarded UPDATE; None when someone else did."""
-    moved = uow.session.execute(
+    """Move a run to ``running`` with one guarded UPDATE, which also returns the row
+    as written; None when someone else did."""
+    return uow.session.scalar(
         update(WorkflowRun)
         .where(WorkflowRun.id == run_id, WorkflowRun.state == from_state, *where)
         .values(state="running", updated_at=utcnow())
-        .execution_options(synchronize_session=False)
-    ).rowcount
-    if moved != 1:
-        return None
-    return uow.session.get(WorkflowRun, run_id, populate_existing=True)
+        .returning(WorkflowRun)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
 
 
 def _awaits_recovery(node: dict) -> bool:
