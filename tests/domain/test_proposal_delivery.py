@@ -491,6 +491,15 @@ def test_a_batch_member_goes_only_while_a_whole_request_fits(timeout, lease, lef
     assert D.batch_member_may_send(timeout, lease, left) is may_send
 
 
+def test_the_rest_of_a_batch_waits_as_long_as_a_retryable_failure():
+    """DLV-1, DLV-6: after a retryable failure the released members wait its base
+    delay; after a terminal one (that proposal's own) they go at once."""
+    assert D.released_delay(True, 30) == 30
+    assert D.released_delay(True, 0.5) == 0.5
+    assert D.released_delay(True, -3) == 0
+    assert D.released_delay(False, 30) == 0
+
+
 def test_the_lease_setting_must_outlast_the_longest_connection(monkeypatch):
     """DLV-1: DELIVERY_LEASE_SECONDS shorter than 150 s (120 s of request, a fifth
     kept for recording) is refused at start; 150 s and longer are fine."""

@@ -18,7 +18,7 @@ from app.queueing import delivery_queue
 from app.services.lifecycle.delivery import deliver
 
 from .. import scripted as s
-from ..builders import add_reports, decide_report, make_world, point_connection_at, reload, set_row
+from ..builders import add_reports, decide_report, make_due, make_world, point_connection_at, reload, set_row
 from ..conftest import BACKEND
 
 BURST = 5
@@ -95,9 +95,11 @@ def test_dlv1_only_due_ordinary_proposals_are_taken_along(app, platform, burst):
 def test_dlv6_after_a_failure_the_rest_are_released_unsent_without_using_an_attempt(app, burst, httpserver):
     """DLV-6, CONN-1: once one request of the batch fails, the others are not sent:
     each is deferred ``delivery_batch_released`` with its attempt and budget given
-    back, and its own job delivers it."""
+    back, waits as long as the failure's base delay (here its Retry-After), and its
+    own job delivers it."""
     world, proposals = burst
-    script = scripted_platform(httpserver, world, s.applied(), s.http_status(503), s.applied())
+    struggling = s.http_status(503, headers={"Retry-After": "7"})
+    script = scripted_platform(httpserver, world, s.applied(), struggling, s.applied())
     outcome = deliver(proposals[0].id)
     by_id = {o.proposal_id: o for o in [outcome, *outcome.extra["batch"]]}
     first, failed = reload(proposals[0]), reload(proposals[1])
@@ -116,7 +118,7 @@ def test_dlv6_after_a_failure_the_rest_are_released_unsent_without_using_an_atte
             0,
             False,
         )
-        assert row.next_attempt_at <= utcnow() + timedelta(seconds=1)
+        assert utcnow() + timedelta(seconds=5) < row.next_attempt_at <= utcnow() + timedelta(seconds=7)
         assert by_id[released.id].error_code == BATCH_RELEASED
         assert count(ConnectionAttempt, ConnectionAttempt.proposal_id == released.id) == 0  # never sent: no row
         states = db.session.scalars(
@@ -126,6 +128,7 @@ def test_dlv6_after_a_failure_the_rest_are_released_unsent_without_using_an_atte
     charged = select(BudgetReservation.budget_id).where(BudgetReservation.state == "consumed")
     used = db.session.scalars(select(Budget.used_amount).where(Budget.id.in_(charged))).all()
     assert used and set(used) == {2}  # the applied one and the failed one: the released gave theirs back
+    make_due(proposals[2])
     assert deliver(proposals[2].id).state == "applied"  # the released ones go on their own
 
 

@@ -177,7 +177,7 @@ def test_lost_race_is_409_conflict(app, client, world, accepted, monkeypatch):
     """API-4: when the guarded write loses to another writer: action_result_conflict."""
     import app.services.lifecycle.receipts as receipts
 
-    monkeypatch.setattr(receipts, "move_proposal", lambda *args, **kwargs: False)
+    monkeypatch.setattr(receipts, "move_loaded", lambda *args, **kwargs: False)
     response = post(client, world.console_token, body(accepted))
     assert response.status_code == 409 and response.get_json()["error"]["code"] == "action_result_conflict"
     assert reload(accepted).state == "queued"

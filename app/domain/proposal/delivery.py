@@ -202,6 +202,19 @@ def batch_member_may_send(connection_timeout: float, lease_seconds: float, lease
     return allowed is not None and allowed >= whole
 
 
+def released_delay(retryable: bool, delay_seconds: float) -> float:
+    """How long the rest of a batch wait, released unsent after one of them failed
+    (DLV-1, DLV-6, CONN-1), in seconds: a retryable failure's base delay (the
+    platform may be struggling, so the batch does not try it again at once); none
+    after a terminal failure, which was that proposal's own.
+
+    Args:
+        retryable: whether the failure may be tried again.
+        delay_seconds: its base delay (``Retry-After``, or the error's default).
+    """
+    return max(0.0, delay_seconds) if retryable else 0.0
+
+
 def pre_send_problem(d: Delivery, now: datetime) -> str | None:
     """Why a claimed attempt must not send, from the proposal alone (DLV-2), or None.
 

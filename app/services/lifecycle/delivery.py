@@ -437,8 +437,9 @@ def _send_and_record(claimed: list[_Claimed]) -> dict[str, DeliveryOutcome]:
     """Send each claimed attempt in turn, then record every outcome in one
     transaction (DLV-4..7). A platform kind's attempt (always alone) records its own.
 
-    After a failure the rest are released unsent (the breaker, a 429 pause or the
-    backoff then decide when they go), as are those for which too little of the
+    After a failure the rest are released unsent and wait as long as the failure's
+    base delay (`rules.released_delay`; the breaker, a 429 pause or the backoff then
+    decide when they go), as are, with no wait, those for which too little of the
     shared lease is left (`rules.batch_member_may_send`).
     """
     if len(claimed) == 1 and platforms.handles(claimed[0].plan.target.kind):
@@ -447,16 +448,20 @@ def _send_and_record(claimed: list[_Claimed]) -> dict[str, DeliveryOutcome]:
             outcome = platforms.send_and_record(c.identity, c.plan, c.attempt_number, c.cycle, c.lease)
         return {c.identity.action_id: outcome}
     results: list[tuple[_Claimed, _Sent]] = []
-    stopped = False
+    failure: ActionError | None = None  # the first failure of this batch
     for n, c in enumerate(claimed):
+        if failure is not None:
+            results.append(
+                (c, _Sent(error=BatchReleased(rules.released_delay(failure.retryable, failure.delay_seconds))))
+            )
+            continue
         lease_left = (c.lease - utcnow()).total_seconds()
-        in_time = rules.batch_member_may_send(c.plan.target.timeout_seconds, lease_seconds(), lease_left)
-        if n and (stopped or not in_time):
+        if n and not rules.batch_member_may_send(c.plan.target.timeout_seconds, lease_seconds(), lease_left):
             results.append((c, _Sent(error=BatchReleased())))
             continue
         with _bound(c):
             result = _send_one(c)
-        stopped = stopped or result.error is not None
+        failure = result.error
         results.append((c, result))
     return _record(results)
 

@@ -295,8 +295,9 @@ def _read(uow: UnitOfWork, proposal_id: str) -> ActionProposal:
 
 class BatchReleased(ActionError):
     """A proposal claimed with others of its connection but not sent: an earlier one
-    failed, or too little of the shared lease was left for a whole request. It is
-    deferred without using an attempt and delivered by a job of its own (DLV-1)."""
+    failed (it waits `delay_seconds`, `rules.released_delay`), or too little of the
+    shared lease was left for a whole request (no wait). It is deferred without
+    using an attempt and delivered by a job of its own (DLV-1)."""
 
-    def __init__(self) -> None:
-        super().__init__(rules.BATCH_RELEASED, retryable=True, delay_seconds=0)
+    def __init__(self, delay_seconds: float = 0.0) -> None:
+        super().__init__(rules.BATCH_RELEASED, retryable=True, delay_seconds=delay_seconds)
