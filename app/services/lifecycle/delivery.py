@@ -419,7 +419,18 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, bat
     body = canonical_json(request_body(proposal)).encode("utf-8")
     if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
         target, body = platforms.first_request(target, proposal, request_body(proposal), attempt_number)
-    attempt = AttemptRow(uow.session, proposal, attempt_number, target, body)
+    attempt = AttemptRow(
+        uow.session,
+        installation_id=proposal.installation_id,
+        proposal_id=proposal.id,
+        attempt_number=attempt_number,
+        delivery_cycle=proposal.delivery_cycle,
+        connection_version_id=target.connection_version_id,
+        purpose=target.purpose,
+        method=target.method,
+        url=target.url,
+        body=body,
+    )
     return _Plan(target, body, attempt, reservations, gate)
 
 

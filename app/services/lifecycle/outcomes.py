@@ -55,23 +55,37 @@ class DeliveryOutcome:
 
 
 class AttemptRow:
-    """The connection_attempts row of one request: written (with the claim) before the
-    request leaves, finished after it, whatever happened (DLV-4)."""
+    """The connection_attempts row of one request: written (with the claim, or
+    before a platform kind's next request) before the request leaves, finished
+    after it, whatever happened (DLV-4, PLAT-4)."""
 
-    def __init__(self, session, proposal: ActionProposal, attempt_number: int, target, body: bytes) -> None:
+    def __init__(
+        self,
+        session,
+        *,
+        installation_id: str,
+        proposal_id: str,
+        attempt_number: int,
+        delivery_cycle: int,
+        connection_version_id: str,
+        purpose: str,
+        method: str,
+        url: str,
+        body: bytes,
+    ) -> None:
         self.id = new_id("att")
         self.finish: dict[str, Any] = {}
         session.add(
             ConnectionAttempt(
                 id=self.id,
-                installation_id=proposal.installation_id,
-                proposal_id=proposal.id,
+                installation_id=installation_id,
+                proposal_id=proposal_id,
                 attempt_number=attempt_number,
-                purpose=target.purpose,
-                delivery_cycle=proposal.delivery_cycle,
-                connection_version_id=target.connection_version_id,
-                method=target.method,
-                url=target.url,
+                purpose=purpose,
+                delivery_cycle=delivery_cycle,
+                connection_version_id=connection_version_id,
+                method=method,
+                url=url,
                 request_digest=sha256_digest(body),
                 started_at=utcnow(),
             )

@@ -28,8 +28,6 @@ from flask import current_app
 
 from app import egress
 from app.domain.attempts import webhook_message_id
-from app.domain.clock import utcnow
-from app.domain.digests import sha256_digest
 from app.domain.errors import ActionError
 from app.domain.platform_kinds import (
     PDS_KIND,
@@ -41,9 +39,15 @@ from app.domain.platform_kinds import (
 )
 from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.faults import failpoint
-from app.models import ConnectionAttempt, new_id
 from app.services.lifecycle import connection_health
-from app.services.lifecycle.outcomes import http_session, record_failure, request_timeout, save_sync_receipt, unexpected
+from app.services.lifecycle.outcomes import (
+    AttemptRow,
+    http_session,
+    record_failure,
+    request_timeout,
+    save_sync_receipt,
+    unexpected,
+)
 from app.services.uow import unit_of_work
 
 from .kinds import Request
@@ -106,59 +110,22 @@ def first_request(target, proposal, standard_body: dict[str, Any], attempt_numbe
     return changed, request.body
 
 
-class _Row:
-    """A connection_attempts row of one request after the first (same interface as
-    the delivery's first row: ``record``, ``write``, ``seconds``)."""
-
-    def __init__(self, session, call, identity: ProposalIdentity, attempt_number, cycle, cv_id, request) -> None:
-        self.id = new_id("att")
-        self.finish: dict[str, Any] = {}
-        session.add(
-            ConnectionAttempt(
-                id=self.id,
-                installation_id=call.installation_id,
-                proposal_id=identity.action_id,
-                attempt_number=attempt_number,
-                purpose=request.purpose,
-                delivery_cycle=cycle,
-                connection_version_id=cv_id,
-                method=request.method,
-                url=request.url,
-                request_digest=sha256_digest(request.body),
-                started_at=utcnow(),
-            )
-        )
-
-    def record(self, **values: Any) -> None:
-        self.finish.update(values)
-
-    @property
-    def seconds(self) -> float | None:
-        duration = self.finish.get("duration_ms")
-        return None if duration is None else duration / 1000
-
-    def write(self, session) -> None:
-        row = session.get(ConnectionAttempt, self.id)
-        if row is None or not self.finish:
-            return
-        for key, value in self.finish.items():
-            setattr(row, key, value)
-        row.finished_at = row.finished_at or utcnow()
-
-
 def _next_row(plan, identity, attempt_number: int, cycle: int, request: Request):
     """Finish the previous request's row and write the next one's, in one commit,
     before the next request leaves (DLV-4, PLAT-4)."""
     with unit_of_work() as uow:
         plan.attempt.write(uow.session)
-        row = _Row(
+        row = AttemptRow(
             uow.session,
-            plan.target.call,
-            identity,
-            attempt_number,
-            cycle,
-            plan.target.connection_version_id,
-            request,
+            installation_id=plan.target.call.installation_id,
+            proposal_id=identity.action_id,
+            attempt_number=attempt_number,
+            delivery_cycle=cycle,
+            connection_version_id=plan.target.connection_version_id,
+            purpose=request.purpose,
+            method=request.method,
+            url=request.url,
+            body=request.body,
         )
         uow.commit()
     return dataclasses.replace(plan, attempt=row)
