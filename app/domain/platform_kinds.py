@@ -215,14 +215,6 @@ class RestOperation:
     read_back: ReadBack | None
 
 
-class ReferenceProblems(ValueError):
-    """A REST reference that cannot be saved; ``problems`` lists each, for the admin."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
 def _request_problems(name: str, value: Any, methods: tuple[str, ...]) -> list[str]:
     match = REQUEST_PATTERN.match(value.strip()) if isinstance(value, str) else None
     if not match or match.group(1) not in methods:
