@@ -372,6 +372,19 @@ def _interrupt(*_args) -> None:
     raise KeyboardInterrupt
 
 
+def _port_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def run_demo(app, console_port: int, platform_port: int, platform: str = "demo") -> None:
     """Migrate, seed, and run console + worker + demo platform until Ctrl-C.
 
@@ -415,6 +428,14 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
     # Bind the console's port first: a port in use stops the command here, before it
     # starts a worker or a platform that would outlive it.
     server = make_server("127.0.0.1", console_port, app, threaded=True)
+    if not _port_free(platform_port):  # the same for the platform's: no console without it
+        server.server_close()
+        print(
+            f"Port {platform_port} (the demo platform's) is in use by another program. "
+            "Stop that program or choose another port with --platform-port.",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
     pds = _start_pds_demo(app) if platform == "atproto" else None
     children = [
         subprocess.Popen(

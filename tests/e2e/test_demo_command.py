@@ -170,14 +170,16 @@ def _processes_of(instance: Path) -> list[int]:
     return found
 
 
-def test_a_console_port_in_use_stops_the_demo_without_leaving_its_worker_behind(demo):
-    """README ("until Ctrl-C, which stops all three"): when the console's port is taken
-    the command says so and exits, and starts no worker or platform that would outlive
-    it (once an orphaned worker kept retrying the embedded Redis that had gone)."""
+@pytest.mark.parametrize("taken_port", ["console", "platform"])
+def test_a_port_in_use_stops_the_demo_without_leaving_its_worker_behind(demo, taken_port):
+    """README ("until Ctrl-C, which stops all three"): when the console's or the demo
+    platform's port is taken the command says so and exits, and starts no worker or
+    platform that would outlive it (once an orphaned worker kept retrying the embedded
+    Redis that had gone; once the console ran with no platform behind it)."""
     import socket
 
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", demo.port))
+        taken.bind(("127.0.0.1", demo.port if taken_port == "console" else demo.platform_port))
         taken.listen()
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
         env["INSTANCE_PATH"] = str(demo.instance)
@@ -197,4 +199,4 @@ def test_a_console_port_in_use_stops_the_demo_without_leaving_its_worker_behind(
     for pid in left:  # do not leave them running for the next test either
         os.kill(pid, signal.SIGKILL)
     assert left == []
-    assert refused(demo.platform + "/content")
+    assert refused(demo.platform + "/content") if taken_port == "console" else refused(demo.base + "/login")
