@@ -406,3 +406,31 @@ def test_temp3_a_reversal_an_approved_extension_replaced_cannot_be_retried_alone
     assert bulk.retried == [] and bulk.refused == {scheduled.id: "action_reversal_superseded"}
     assert not deliver(scheduled.id).claimed
     assert platform.state.accounts[AUTHOR] == "suspended"
+
+
+def test_temp3_after_the_reversal_failed_for_good_a_change_says_the_action_is_still_in_force(app, world, platform):
+    """TEMP-3: once the scheduled reversal failed for good the suspension still holds;
+    "end now" or "extend" is refused with 409 ``action_reversal_failed`` (not "already
+    ended"), which says to retry the reversal, and no proposal is made."""
+    original = suspended(world, platform)
+    scheduled = reversal_of(original)
+    time_reaches(scheduled)
+    set_row(
+        ActionProposal,
+        scheduled.id,
+        state="failed",
+        delivery_terminal=True,
+        delivery_attempt_count=1,
+        last_error_code="platform_client_error",
+    )
+    before = db.session.scalar(select(func.count()).select_from(ActionProposal))
+    for kind, extra in (("end_now", {}), ("extend", {"extend_seconds": 600})):
+        with pytest.raises(ApiError) as refused:
+            reversals.propose_change(
+                original.id, kind=kind, operator=world.user("reviewer2"), idempotency_key=f"{kind}-1", **extra
+            )
+        assert (refused.value.status, refused.value.code) == (409, "action_reversal_failed")
+        assert "still in force" in refused.value.message
+    db.session.rollback()
+    assert db.session.scalar(select(func.count()).select_from(ActionProposal)) == before
+    assert platform.state.accounts[AUTHOR] == "suspended"
