@@ -481,6 +481,8 @@ def test_a_request_never_outlives_its_lease(timeout, lease, left, expected):
         (120, 150, 150, True),
         (5, 3, 3, True),  # a short lease: the whole request is its four fifths
         (5, 3, 2.99, False),
+        (900, 300, 300, True),  # a longer lease: the whole request is still at most 120 s
+        (900, 300, 179.9, False),
         (30, 150, -1, False),  # expired
     ],
 )
