@@ -286,7 +286,8 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
             if jobs:  # their jobs would only find them claimed: take them off the queue
                 uow.after_commit(lambda: discard_delivery_jobs(jobs))
         uow.commit()
-    outcomes = _send_and_record([c for c in batch if isinstance(c, _Claimed)])
+    sendable = [c for c in batch if isinstance(c, _Claimed)]
+    outcomes = _send_and_record(sendable) if sendable else {}  # nothing to send: no empty transaction
     outcomes.update({c.proposal_id: c for c in batch if isinstance(c, DeliveryOutcome)})
     seconds = (time.monotonic() - started) / len(outcomes)
     for pid, outcome in outcomes.items():
