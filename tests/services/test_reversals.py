@@ -368,6 +368,18 @@ def test_temp3_extend_while_an_approved_end_now_waits_is_a_clear_answer_not_a_50
     assert before + timedelta(hours=1) <= extension.not_before <= utcnow() + timedelta(hours=1)
 
 
+def refused_for_good(reversal) -> None:
+    """The reversal was sent once and the platform refused it for good."""
+    set_row(
+        ActionProposal,
+        reversal.id,
+        state="failed",
+        delivery_terminal=True,
+        delivery_attempt_count=1,
+        last_error_code="platform_client_error",
+    )
+
+
 def test_temp3_a_reversal_an_approved_extension_replaced_cannot_be_retried_alone(app, world, platform):
     """TEMP-3, FOUR-1, RTRY-1: an extension is proposed, the scheduled reversal then fails
     for good, and a second person approves the extension. Retrying that old reversal would end the suspension now on
@@ -381,14 +393,7 @@ def test_temp3_a_reversal_an_approved_extension_replaced_cannot_be_retried_alone
     scheduled = reversal_of(original)
     extension = _replacement(world, original, "extend", extend_seconds=86_400)  # proposed in time
     time_reaches(scheduled)  # then the reversal is sent and refused for good
-    set_row(
-        ActionProposal,
-        scheduled.id,
-        state="failed",
-        delivery_terminal=True,
-        delivery_attempt_count=1,
-        last_error_code="platform_client_error",
-    )
+    refused_for_good(scheduled)  # ...by the platform
     approve(world, extension, reviewer="reviewer")
     assert (reload(scheduled).state, reload(extension).state) == ("failed", "queued")
     with pytest.raises(ApiError) as refused:
@@ -415,14 +420,7 @@ def test_temp3_after_the_reversal_failed_for_good_a_change_says_the_action_is_st
     original = suspended(world, platform)
     scheduled = reversal_of(original)
     time_reaches(scheduled)
-    set_row(
-        ActionProposal,
-        scheduled.id,
-        state="failed",
-        delivery_terminal=True,
-        delivery_attempt_count=1,
-        last_error_code="platform_client_error",
-    )
+    refused_for_good(scheduled)
     before = db.session.scalar(select(func.count()).select_from(ActionProposal))
     for kind, extra in (("end_now", {}), ("extend", {"extend_seconds": 600})):
         with pytest.raises(ApiError) as refused:
