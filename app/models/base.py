@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import DateTime, MetaData, String, Text, TypeDecorator
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, make_transient_to_detached, mapped_column, relationship
 
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json
@@ -153,5 +153,22 @@ def insert_ignore(session, model, values: dict[str, Any]) -> bool:
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    statement = insert(model).values(**values).on_conflict_do_nothing()
-    return session.execute(statement).rowcount == 1
+    # RETURNING tells: an ORM insert's rowcount is -1 through psycopg
+    statement = insert(model).values(**values).on_conflict_do_nothing().returning(*model.__table__.primary_key)
+    return session.execute(statement).first() is not None
+
+
+def insert_known(session, model, values: dict[str, Any]):
+    """`insert_ignore`, and when the row was inserted, that row as a persistent
+    object of `session` built from `values` (no read): the transaction changes it
+    like any loaded row, and `session.get` finds it while the caller holds it.
+
+    Returns:
+        The object, or None when a row with the same unique key existed.
+    """
+    if not insert_ignore(session, model, values):
+        return None
+    row = model(**values)
+    make_transient_to_detached(row)
+    # merge: a rolled-back try of this transaction may have left an expired copy
+    return session.merge(row, load=False)

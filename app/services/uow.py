@@ -92,9 +92,21 @@ def audit_hash_material(event: AuditEvent | PendingAudit, seq: int, details_json
     }
 
 
+class RetryWithSavepoints(BaseException):  # noqa: N818 - a signal, not an error
+    """A unit of work opened with ``savepoints=False`` met an error that a savepoint
+    would have undone. The transaction can no longer be trusted in part: the caller
+    rolls all of it back and runs the work again with savepoints.
+
+    A BaseException, so that the ``except Exception`` that would have handled the
+    error inside the savepoint does not swallow it and commit half a change."""
+
+
 class UnitOfWork:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, savepoints: bool = True) -> None:
         self.session = session
+        # Without savepoints a batch's happy path saves two round trips and a flush
+        # per member; any error inside `savepoint()` then asks for the careful rerun.
+        self.savepoints = savepoints
         self._audits: list[PendingAudit] = []
         self._before_commit: list[Callable[[], Any]] = []
         self._after_commit: list[Callable[[], Any]] = []
@@ -132,15 +144,26 @@ class UnitOfWork:
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
-        """A nested transaction: on error its rows, audit events and callbacks are undone
-        and the unit of work carries on."""
-        audits, callbacks = len(self._audits), len(self._after_commit)
+        """A nested transaction: on error its rows, audit events and callbacks (before
+        and after commit) are undone and the unit of work carries on.
+
+        Raises:
+            RetryWithSavepoints: on any error, in a unit of work without savepoints.
+        """
+        if not self.savepoints:
+            try:
+                yield
+            except Exception as error:
+                raise RetryWithSavepoints() from error
+            return
+        audits, callbacks, wake_ups = len(self._audits), len(self._after_commit), len(self._before_commit)
         try:
             with self.session.begin_nested():
                 yield
         except Exception:
             del self._audits[audits:]
             del self._after_commit[callbacks:]
+            del self._before_commit[wake_ups:]
             raise
 
     def commit(self) -> None:
@@ -318,16 +341,20 @@ def _lock_chain(session: Session, installation_id: str) -> None:
 
 
 @contextmanager
-def unit_of_work() -> Iterator[UnitOfWork]:
+def unit_of_work(savepoints: bool = True) -> Iterator[UnitOfWork]:
     """Open a unit of work on the app's session.
 
     Any read transaction still open on the session is ended first, so the writes
     start from fresh data (and take SQLite's write lock at BEGIN).
+
+    Args:
+        savepoints: False for a batch's first, optimistic try: `UnitOfWork.savepoint`
+            then opens none and turns an error into `RetryWithSavepoints`.
     """
     session = db.session
     session.rollback()
     token = write_intent.set(True)
-    uow = UnitOfWork(session)
+    uow = UnitOfWork(session, savepoints)
     try:
         yield uow
     except BaseException:

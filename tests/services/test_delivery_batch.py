@@ -203,3 +203,93 @@ def test_dlv1_a_proposal_another_worker_holds_is_skipped_not_waited_for(app, pla
     assert finished_while_held and not done["outcome"].claimed
     assert platform.state.requests_seen == 0
     assert deliver(proposals[0].id).state == "applied"
+
+
+def _fails_for(real, proposal_id: str, message: str):
+    """`real`, except that it raises for one proposal (the first argument naming it)."""
+
+    def wrapped(*args, **kwargs):
+        named = [a for a in args if getattr(a, "id", a) == proposal_id or getattr(a, "run_id", None) == proposal_id]
+        if named:
+            raise RuntimeError(message)
+        return real(*args, **kwargs)
+
+    return wrapped
+
+
+def _after(real, proposal_id: str, message: str):
+    """`real`, then an error for one proposal: what it wrote must be undone."""
+
+    def wrapped(uow, proposal, *args, **kwargs):
+        result = real(uow, proposal, *args, **kwargs)
+        if proposal.id == proposal_id:
+            raise RuntimeError(message)
+        return result
+
+    return wrapped
+
+
+@pytest.mark.parametrize("where", ["save_receipt", "after_result"])
+def test_dlv5_an_outcome_that_cannot_be_written_leaves_only_that_one_to_its_lease(
+    app, platform, burst, monkeypatch, where
+):
+    """DLV-5, EDGE-4: the batch's outcomes are first written without savepoints; when
+    one fails (before its receipt, or after its run's event was written), all are
+    written again, each in a savepoint: the others are applied with their receipts
+    and audit rows, the one that failed keeps its lease, its run is not woken, and
+    the sweep delivers it again (its idempotency key makes the resend harmless)."""
+    import app.services.lifecycle.outcomes as outcomes
+    from app.models import WorkflowDispatchOutbox, WorkflowRun
+
+    world, proposals = burst
+    broken = reload(proposals[2])
+    wrap = _fails_for if where == "save_receipt" else _after
+    monkeypatch.setattr(outcomes, where, wrap(getattr(outcomes, where), broken.id, "disk full"))
+    outcome = deliver(proposals[0].id)
+    states = {o.proposal_id: o.state for o in [outcome, *outcome.extra["batch"]]}
+    assert states == {p.id: ("applying" if p.id == broken.id else "applied") for p in proposals}
+    for proposal in proposals:
+        row = reload(proposal)
+        receipts = count(ActionReceiptRecord, ActionReceiptRecord.proposal_id == proposal.id)
+        applied_audits = count(
+            AuditEvent, AuditEvent.target_id == proposal.id, AuditEvent.action == "workflow.action_applied"
+        )
+        if proposal.id == broken.id:
+            assert (row.state, row.lease_expires_at is not None, receipts, applied_audits) == ("applying", True, 0, 0)
+            events = (WorkflowDispatchOutbox.run_id == row.run_id, WorkflowDispatchOutbox.operation == "event")
+            assert count(WorkflowDispatchOutbox, *events) == 0
+            assert db.session.get(WorkflowRun, row.run_id).state == "waiting"
+        else:
+            assert (row.state, row.lease_expires_at, receipts, applied_audits) == ("applied", None, 1, 1)
+    assert platform.state.requests_seen == BURST
+
+
+def test_evt2_a_wake_up_that_fails_in_a_batch_is_left_to_the_sweep_alone(app, platform, burst, monkeypatch):
+    """EVT-2, DLV-7: one run's wake-up fails while the batch is recorded: every
+    proposal is still applied, that run's outbox row is ``failed`` for the sweep to
+    retry, and the other runs moved on."""
+    import app.services.lifecycle.runs as runs
+    from app.models import WorkflowDispatchOutbox, WorkflowRun
+
+    world, proposals = burst
+    stuck = reload(proposals[3])
+    monkeypatch.setattr(runs, "_resume", _fails_for(runs._resume, stuck.run_id, "engine down"))
+    deliver(proposals[0].id)
+    assert {reload(p).state for p in proposals} == {"applied"}
+    db.session.rollback()
+    for proposal in proposals:
+        row = reload(proposal)
+        outbox = db.session.scalars(
+            select(WorkflowDispatchOutbox).where(
+                WorkflowDispatchOutbox.run_id == row.run_id, WorkflowDispatchOutbox.operation == "event"
+            )
+        ).one()
+        run_state = db.session.get(WorkflowRun, row.run_id).state
+        if proposal.id == stuck.id:
+            assert (outbox.state, outbox.last_error_code, run_state) == (
+                "failed",
+                "platform_event_send_failed",
+                "waiting",
+            )
+        else:
+            assert (outbox.state, run_state) == ("delivered", "completed")

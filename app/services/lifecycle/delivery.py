@@ -38,7 +38,7 @@ from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
-from app.models import ActionApproval, ActionProposal, WorkflowVersion, move_loaded
+from app.models import ActionApproval, ActionProposal, StepRun, WorkflowVersion, move_loaded
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot
@@ -59,7 +59,7 @@ from app.services.lifecycle.outcomes import (
 )
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import DEFERRAL_CODES
-from app.services.uow import unit_of_work
+from app.services.uow import RetryWithSavepoints, unit_of_work
 
 log = logging.getLogger(__name__)
 S = ProposalState
@@ -268,24 +268,14 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
         return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
     lease = now + timedelta(seconds=lease_seconds())
     log_fields: dict[str, dict] = {}  # what each claimed proposal's log lines name
-    with unit_of_work() as uow:
-        # A row another worker holds (its batch claim, its outcome) is skipped, not
-        # waited for: that worker delivers it, and its lease covers a crash.
-        proposal = uow.session.get(
-            ActionProposal, proposal_id, populate_existing=True, with_for_update={"skip_locked": True}
-        )
-        first = _claim_and_plan(uow, proposal, now, lease, log_fields)
-        if first is None:
-            log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
-            return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
-        batch = [first]
-        if _batchable(first, proposal):
-            batch_context = _Batch(first.plan.target, first.plan.gate.health if first.plan.gate else None)
-            companions, jobs = _claim_companions(uow, proposal, batch_context, now, lease, log_fields)
-            batch += companions
-            if jobs:  # their jobs would only find them claimed: take them off the queue
-                uow.after_commit(lambda: discard_delivery_jobs(jobs))
-        uow.commit()
+    try:
+        batch = _claim_batch(proposal_id, now, lease, log_fields, savepoints=False)
+    except RetryWithSavepoints:  # a check or write failed: claim again, each member in a savepoint
+        log_fields.clear()
+        batch = _claim_batch(proposal_id, now, lease, log_fields, savepoints=True)
+    if not batch:
+        log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
+        return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
     sendable = [c for c in batch if isinstance(c, _Claimed)]
     outcomes = _send_and_record(sendable) if sendable else {}  # nothing to send: no empty transaction
     outcomes.update({c.proposal_id: c for c in batch if isinstance(c, DeliveryOutcome)})
@@ -297,6 +287,39 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     if outcomes:
         named.extra["batch"] = list(outcomes.values())
     return named
+
+
+def _claim_batch(proposal_id: str, now: datetime, lease: datetime, log_fields, savepoints: bool) -> list:
+    """The claim transaction: the named proposal and, behind an ordinary one, the
+    others of its component version this job takes along (DLV-1).
+
+    Args:
+        savepoints: False for the first try, where each member's checks and writes
+            run without a savepoint (two round trips and a flush less each); any
+            error then raises `RetryWithSavepoints` and nothing of the try is kept.
+
+    Returns:
+        The members (`_Claimed` or the `DeliveryOutcome` of failed checks), empty
+        when nothing was due.
+    """
+    with unit_of_work(savepoints) as uow:
+        # A row another worker holds (its batch claim, its outcome) is skipped, not
+        # waited for: that worker delivers it, and its lease covers a crash.
+        proposal = uow.session.get(
+            ActionProposal, proposal_id, populate_existing=True, with_for_update={"skip_locked": True}
+        )
+        first = _claim_and_plan(uow, proposal, now, lease, log_fields)
+        if first is None:
+            return []
+        batch = [first]
+        if _batchable(first, proposal):
+            batch_context = _Batch(first.plan.target, first.plan.gate.health if first.plan.gate else None)
+            companions, jobs = _claim_companions(uow, proposal, batch_context, now, lease, log_fields)
+            batch += companions
+            if jobs:  # their jobs would only find them claimed: take them off the queue
+                uow.after_commit(lambda: discard_delivery_jobs(jobs))
+        uow.commit()
+    return batch
 
 
 def _claim_and_plan(uow, proposal: ActionProposal | None, now: datetime, lease: datetime, log_fields, batch=None):
@@ -509,11 +532,20 @@ def _send_one(c: _Claimed) -> _Sent:
 
 
 def _record(results: list[tuple[_Claimed, _Sent]]) -> dict[str, DeliveryOutcome]:
-    """Write every outcome of the batch in one transaction, each in a savepoint: one
-    that fails unexpectedly is left to its lease (the sweep re-enqueues it, and the
-    idempotency key makes a resend harmless), the others still commit."""
+    """Write every outcome of the batch in one transaction. The first try opens no
+    savepoints; when anything in it fails, it is rolled back and the outcomes are
+    written again, each in a savepoint: one that fails unexpectedly is then left to
+    its lease (the sweep re-enqueues it, and the idempotency key makes a resend
+    harmless), the others still commit."""
+    try:
+        return _record_in(results, savepoints=False)
+    except RetryWithSavepoints:  # one failed: write them again, each in a savepoint
+        return _record_in(results, savepoints=True)
+
+
+def _record_in(results: list[tuple[_Claimed, _Sent]], savepoints: bool) -> dict[str, DeliveryOutcome]:
     outcomes: dict[str, DeliveryOutcome] = {}
-    with unit_of_work() as uow:
+    with unit_of_work(savepoints) as uow:
         loaded = _load_for_outcomes(uow.session, [c.identity.action_id for c, _ in results])
         for c, result in results:
             try:
@@ -532,11 +564,11 @@ def _record(results: list[tuple[_Claimed, _Sent]]) -> dict[str, DeliveryOutcome]
 @dataclass
 class _Fresh:
     """The batch's proposals as they are now, read in one query for the guarded
-    outcome writes, and their workflow versions: both stay referenced while the
-    outcomes are written, so the runs' wake-ups find them in the session."""
+    outcome writes, and their workflow versions and step runs: all stay referenced
+    while the outcomes are written, so the runs' wake-ups find them in the session."""
 
     proposals: dict[str, ActionProposal]
-    versions: list
+    held: list
 
 
 def _load_for_outcomes(session, proposal_ids: list[str]) -> _Fresh:
@@ -544,7 +576,9 @@ def _load_for_outcomes(session, proposal_ids: list[str]) -> _Fresh:
     proposals = {p.id: p for p in session.scalars(fresh)}
     version_ids = {p.workflow_version_id for p in proposals.values() if p.workflow_version_id}
     versions = session.scalars(select(WorkflowVersion).where(WorkflowVersion.id.in_(version_ids))).all()
-    return _Fresh(proposals, list(versions))
+    step_ids = {p.step_run_id for p in proposals.values() if p.step_run_id}
+    steps = session.scalars(select(StepRun).where(StepRun.id.in_(step_ids))).all() if step_ids else []
+    return _Fresh(proposals, [*versions, *steps])
 
 
 def _write(uow, c: _Claimed, result: _Sent, loaded: ActionProposal | None) -> DeliveryOutcome:

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json, sha256_digest
-from app.models import ActionProposal, WorkflowEventInbox, insert_ignore
+from app.models import ActionProposal, WorkflowEventInbox, insert_known
 from app.services.lifecycle.runs import write_dispatch
 from app.services.uow import UnitOfWork
 
@@ -37,7 +37,7 @@ def write_event(
     """Write an inbox event and its outbox dispatch, once; wake the run after commit."""
     payload_json = canonical_json(payload)
     now = utcnow()
-    insert_ignore(
+    event = insert_known(
         uow.session,
         WorkflowEventInbox,
         dict(
@@ -51,7 +51,9 @@ def write_event(
             payload=payload,
             payload_digest=sha256_digest(payload_json),
             received_at=now,
+            delivered_at=None,
             delivery_attempts=0,
+            last_error_code=None,
         ),
     )
     write_dispatch(
@@ -62,6 +64,7 @@ def write_event(
         operation="event",
         event_inbox_id=event_id,
         operation_key=f"workflow-event:{run_id}:{event_type}:{event_key}",
+        event=event,
     )
 
 

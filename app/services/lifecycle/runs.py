@@ -22,7 +22,7 @@ from app.models import (
     WorkflowEventInbox,
     WorkflowRun,
     WorkflowVersion,
-    insert_ignore,
+    insert_known,
 )
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -40,11 +40,16 @@ def write_dispatch(
     operation: str,
     operation_key: str,
     event_inbox_id: str | None = None,
+    event: WorkflowEventInbox | None = None,
 ) -> None:
     """Write an outbox row once and deliver it in this transaction, just before it
-    commits (in a savepoint: a failed wake-up is recorded for the sweep, EVT-2)."""
+    commits (in a savepoint: a failed wake-up is recorded for the sweep, EVT-2).
+
+    Args:
+        event: the inbox row this transaction wrote for `event_inbox_id`, if any.
+    """
     now = utcnow()
-    insert_ignore(
+    row = insert_known(
         uow.session,
         WorkflowDispatchOutbox,
         dict(
@@ -56,12 +61,14 @@ def write_dispatch(
             operation_key=operation_key,
             state="pending",
             attempts=0,
+            last_error_code=None,
             available_at=now,
             created_at=now,
             updated_at=now,
         ),
     )
-    uow.before_commit(lambda: wake(uow, dispatch_id))
+    # The wake-up holds the rows this transaction wrote, so it finds them without a read.
+    uow.before_commit(lambda: wake(uow, dispatch_id, (row, event)))
 
 
 def create_run(
@@ -276,9 +283,15 @@ def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
             event.last_error_code = "platform_event_send_failed"
 
 
-def wake(uow: UnitOfWork, dispatch_id: str) -> None:
+def wake(uow: UnitOfWork, dispatch_id: str, held: tuple = ()) -> None:
     """Deliver an outbox row inside the caller's transaction, in a savepoint: a
-    failure rolls back only the wake-up, which is recorded for the sweep (EVT-2)."""
+    failure rolls back only the wake-up, which is recorded for the sweep (EVT-2).
+
+    Args:
+        held: rows the caller wrote in this transaction (the outbox row, its inbox
+            event), kept referenced so that they are found without a read.
+    """
+    del held  # only its references matter: the session's identity map is weak
     row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
     if row is None or row.state == "delivered":
         return
