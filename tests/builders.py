@@ -190,6 +190,16 @@ def point_connection_at(
     )
 
 
+def waits_between(when, before, low: float, high: float) -> bool:
+    """Whether `when` lies `low` to `high` seconds after a moment between `before`
+    and now (the moment the code under test decided it, however slow the machine)."""
+    from datetime import timedelta
+
+    from app.domain.clock import utcnow
+
+    return before + timedelta(seconds=low) < when < utcnow() + timedelta(seconds=high)
+
+
 def make_due(proposal) -> None:
     """Time travel: the proposal's next attempt (or its lease expiry) is now due."""
     from datetime import timedelta

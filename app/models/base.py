@@ -148,14 +148,11 @@ def insert_ignore(session, model, values: dict[str, Any]) -> bool:
     Returns:
         True when the row was inserted.
     """
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    # RETURNING tells: an ORM insert's rowcount is -1 through psycopg
-    statement = insert(model).values(**values).on_conflict_do_nothing().returning(*model.__table__.primary_key)
-    return session.execute(statement).first() is not None
+    from .statements import column_keys, insert_ignore_statement, run
+
+    statement = insert_ignore_statement(model, session.get_bind().dialect.name)
+    # RETURNING tells whether it inserted (an ORM insert's rowcount is -1 through psycopg)
+    return run(session, statement, column_keys(model, values)).first() is not None
 
 
 def insert_known(session, model, values: dict[str, Any]):

@@ -25,6 +25,7 @@ from app.domain.clock import utcnow
 from app.domain.receipts import ProposalIdentity
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, is_terminal, sources, target
 
+from . import statements
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ def move_proposal(
     *,
     where: tuple = (),
     values: dict[str, Any] | None = None,
+    expect: dict[str, Any] | None = None,
 ) -> bool:
     """Apply a state-machine move with one conditional UPDATE.
 
@@ -148,10 +150,15 @@ def move_proposal(
         move: the transition (its from- and to-states come from the state table).
         where: extra SQLAlchemy conditions (attempt, cycle and lease guards).
         values: other columns to set in the same UPDATE.
+        expect: instead of `where`, the columns that must still hold these values
+            (None as IS NULL; a domain `Change.expect`): the UPDATE is then built
+            once per shape and run with parameters (the delivery's hot path).
 
     Returns:
         True when the row moved, False when the guard did not match.
     """
+    if expect is not None and not where:
+        return _move_prebuilt(session, proposal_id, move, expect, values or {})
     table = ActionProposal
     statement = (
         update(table)
@@ -162,8 +169,29 @@ def move_proposal(
     return session.execute(statement).rowcount == 1
 
 
+def _move_prebuilt(session: Session, proposal_id: str, move: Move, expect: dict, values: dict) -> bool:
+    states = tuple(s.value for s in sources(move))
+    written = {"state": target(move).value, "updated_at": utcnow(), **values}
+    columns = tuple(sorted(written))
+    statement = statements.guarded_update(
+        ActionProposal,
+        "id",
+        statements.guard_shape(expect),
+        columns,
+        extra=(("from", states), lambda mapped: [mapped["state"].in_(states)]),
+    )
+    params = statements.guarded_update_params("id", proposal_id, expect, written)
+    return statements.run(session, statement, params).rowcount == 1
+
+
 def move_loaded(
-    session: Session, proposal: ActionProposal, move: Move, *, where: tuple = (), values: dict | None = None
+    session: Session,
+    proposal: ActionProposal,
+    move: Move,
+    *,
+    where: tuple = (),
+    values: dict | None = None,
+    expect: dict | None = None,
 ) -> bool:
     """`move_proposal` for a row loaded in this session, kept as written: the UPDATE
     matched the row as read, so the row is now that plus the change, and the
@@ -174,7 +202,7 @@ def move_loaded(
         True when the row moved.
     """
     written = {"state": target(move).value, "updated_at": utcnow(), **(values or {})}
-    if not move_proposal(session, proposal.id, move, where=where, values=written):
+    if not move_proposal(session, proposal.id, move, where=where, values=written, expect=expect):
         session.refresh(proposal)
         return False
     for column, value in written.items():

@@ -26,6 +26,7 @@ from ..builders import (
     reload,
     run_worker,
     set_row,
+    waits_between,
 )
 
 
@@ -85,7 +86,7 @@ def test_429_with_retry_after(app, approved, scripted):
     run_worker(app)
     row = reload(approved)
     assert (row.state, row.last_error_code) == ("failed", "platform_rate_limited")
-    assert timedelta(seconds=2.5) < row.next_attempt_at - before < timedelta(seconds=4)
+    assert waits_between(row.next_attempt_at, before, 2.5, 4)
     next_round(app, approved)
     assert reload(approved).state == "applied" and script.effects == {approved.operation_id: 1}
     assert [a[3] for a in attempts(approved)] == ["client_error", "success"]

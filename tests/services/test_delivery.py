@@ -29,7 +29,7 @@ from app.services.lifecycle.receipts import AttemptGuard, save_receipt
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s
-from ..builders import approve, decide_report, make_due, point_connection_at, reload, set_row
+from ..builders import approve, decide_report, make_due, point_connection_at, reload, set_row, waits_between
 
 
 @pytest.fixture
@@ -360,7 +360,7 @@ def test_server_error_backs_off_then_succeeds(app, approved, scripted):
     first = deliver(approved.id)
     row = reload(approved)
     assert (first.error_code, row.state, row.delivery_terminal) == ("platform_server_error", "failed", False)
-    assert timedelta(seconds=14) < row.next_attempt_at - before < timedelta(seconds=16)
+    assert waits_between(row.next_attempt_at, before, 14, 16)
     make_due(approved)
     assert deliver(approved.id).state == "applied"
     assert [(a.attempt_number, a.response_class) for a in attempts(approved)] == [(1, "server_error"), (2, "success")]
@@ -372,11 +372,11 @@ def test_rate_limit_honours_retry_after_and_doubles(app, approved, scripted):
     scripted(s.http_status(429, {"Retry-After": "7"}))
     before = utcnow()
     deliver(approved.id)
-    assert timedelta(seconds=6.5) < reload(approved).next_attempt_at - before < timedelta(seconds=8)
+    assert waits_between(reload(approved).next_attempt_at, before, 6.5, 8)
     make_due(approved)
     before = utcnow()
     deliver(approved.id)
-    assert timedelta(seconds=13.5) < reload(approved).next_attempt_at - before < timedelta(seconds=15)
+    assert waits_between(reload(approved).next_attempt_at, before, 13.5, 15)
 
 
 def test_client_error_is_terminal(app, approved, scripted):
@@ -474,7 +474,7 @@ def test_failed_receipt_with_terminal_false_retries(app, approved, scripted):
     first = deliver(approved.id)
     row = reload(approved)
     assert (first.state, row.delivery_terminal, row.last_error_code) == ("failed", False, "busy")
-    assert timedelta(seconds=119) < row.next_attempt_at - before < timedelta(seconds=121)
+    assert waits_between(row.next_attempt_at, before, 119, 121)
     make_due(approved)
     second = deliver(approved.id)
     assert (second.state, second.terminal, second.error_code) == ("failed", True, "action_provider_failed")

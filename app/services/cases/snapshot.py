@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.domain.clock import iso
 from app.domain.errors import ActionError
 from app.domain.preconditions import ReportSnapshot
-from app.models import Appeal, Decision, Report, ReportTarget, WorkflowRun
+from app.models import Appeal, Decision, Report, ReportTarget, WorkflowRun, statements
 
 
 def latest_decision(session: Session, report_id: str) -> Decision | None:
@@ -32,12 +32,7 @@ def first_target(session: Session, report_id: str) -> ReportTarget | None:
     )
 
 
-def report_snapshot(session: Session, report_id: str) -> ReportSnapshot:
-    """The report now, as preconditions compare it (PRE-1).
-
-    Raises:
-        ActionError: ``action_report_missing``.
-    """
+def _snapshot_statement():
     latest = (
         select(Decision.id, Decision.decision_code)
         .where(Decision.report_id == Report.id)
@@ -52,15 +47,24 @@ def report_snapshot(session: Session, report_id: str) -> ReportSnapshot:
         .limit(1)
         .correlate(Report)
     )
-    row = session.execute(  # one round trip: this runs before every delivery attempt
-        select(
-            Report.state,
-            Report.queue_id,
-            latest.with_only_columns(Decision.id).scalar_subquery(),
-            latest.with_only_columns(Decision.decision_code).scalar_subquery(),
-            first.scalar_subquery(),
-        ).where(Report.id == report_id)
-    ).one_or_none()
+    return select(
+        Report.state,
+        Report.queue_id,
+        latest.with_only_columns(Decision.id).scalar_subquery(),
+        latest.with_only_columns(Decision.decision_code).scalar_subquery(),
+        first.scalar_subquery(),
+    ).where(Report.id == bindparam("report_id"))
+
+
+def report_snapshot(session: Session, report_id: str) -> ReportSnapshot:
+    """The report now, as preconditions compare it (PRE-1): one round trip, as this
+    runs before every delivery attempt (the statement is built once).
+
+    Raises:
+        ActionError: ``action_report_missing``.
+    """
+    statement = statements.prebuilt(("report-snapshot",), _snapshot_statement)
+    row = session.execute(statement, {"report_id": report_id}).one_or_none()
     if row is None:
         raise ActionError("action_report_missing")
     return ReportSnapshot(*row)

@@ -14,11 +14,11 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, or_, select, update
+from sqlalchemy import and_, bindparam, case, or_, select, update
 
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError
-from app.models import Budget, BudgetReservation, insert_ignore, new_id
+from app.models import Budget, BudgetReservation, insert_ignore, new_id, statements
 from app.services.uow import UnitOfWork
 
 
@@ -144,25 +144,41 @@ def _budgets(uow: UnitOfWork, installation_id: str, scopes: list[Scope]) -> list
     )
 
 
-def _take(uow: UnitOfWork, budget: Budget, start: datetime, amount: int) -> bool:
-    same_window = Budget.window_start == start
-    statement = (
-        update(Budget)
+def _take_statement():
+    """Take ``:amount`` from one budget's window starting ``:start``: the same window
+    while it has room, or a new window (built once: `statements.prebuilt`)."""
+    table = Budget.__table__
+    start = bindparam("start", type_=table.c.window_start.type)
+    amount = bindparam("amount", type_=table.c.used_amount.type)
+    same_window = table.c.window_start == start
+    new_window = or_(table.c.window_start.is_(None), table.c.window_start != start)
+    return (
+        update(table)
         .where(
-            Budget.id == budget.id,
+            table.c.id == bindparam("budget_id"),
             or_(
-                and_(same_window, Budget.used_amount + amount <= Budget.limit_amount),
-                and_(or_(Budget.window_start.is_(None), Budget.window_start != start), Budget.limit_amount >= amount),
+                and_(same_window, table.c.used_amount + amount <= table.c.limit_amount),
+                and_(new_window, table.c.limit_amount >= amount),
             ),
         )
-        .values(
-            used_amount=case((same_window, Budget.used_amount + amount), else_=amount),
-            window_start=start,
-            updated_at=utcnow(),
-        )
-        .execution_options(synchronize_session=False)
+        .values(used_amount=case((same_window, table.c.used_amount + amount), else_=amount), window_start=start)
     )
-    return uow.session.execute(statement).rowcount == 1
+
+
+def _take(uow: UnitOfWork, budget: Budget, start: datetime, amount: int) -> bool:
+    statement = statements.prebuilt(("budget-take",), _take_statement)
+    params = {"budget_id": budget.id, "start": start, "amount": amount}
+    return statements.run(uow.session, statement, params).rowcount == 1
+
+
+def _settle_statement():
+    table = BudgetReservation.__table__
+    return (
+        update(table)
+        .where(table.c.id.in_(bindparam("ids", expanding=True)), table.c.state == "reserved")
+        .values(state=bindparam("state"), settled_at=bindparam("at", type_=table.c.settled_at.type))
+        .returning(table.c.budget_id, table.c.window_start, table.c.amount)
+    )
 
 
 def settle(uow: UnitOfWork, reservation_ids: list[str], consumed: bool) -> None:
@@ -173,13 +189,8 @@ def settle(uow: UnitOfWork, reservation_ids: list[str], consumed: bool) -> None:
     if not reservation_ids:
         return
     # One UPDATE settles them all; only released ones give their amounts back.
-    settled = uow.session.execute(
-        update(BudgetReservation)
-        .where(BudgetReservation.id.in_(reservation_ids), BudgetReservation.state == "reserved")
-        .values(state="consumed" if consumed else "released", settled_at=utcnow())
-        .returning(BudgetReservation.budget_id, BudgetReservation.window_start, BudgetReservation.amount)
-        .execution_options(synchronize_session=False)
-    ).all()
+    params = {"ids": reservation_ids, "state": "consumed" if consumed else "released", "at": utcnow()}
+    settled = statements.run(uow.session, statements.prebuilt(("budget-settle",), _settle_statement), params).all()
     if consumed:
         return
     for budget_id, start, amount in settled:

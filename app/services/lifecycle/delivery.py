@@ -57,7 +57,7 @@ from app.services.lifecycle.outcomes import (
     write_failure,
     write_receipt,
 )
-from app.services.lifecycle.proposals import delivery_of, guard
+from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.receipts import DEFERRAL_CODES
 from app.services.uow import RetryWithSavepoints, unit_of_work
 
@@ -86,7 +86,7 @@ def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime |
 def _claim_loaded(session, proposal: ActionProposal, now: datetime, lease_expires_at) -> Lease | None:
     current = delivery_of(proposal)
     change = rules.claim(current, now, lease_expires_at)
-    if change is None or not move_loaded(session, proposal, change.move, where=guard(change), values=change.values):
+    if change is None or not move_loaded(session, proposal, change.move, expect=change.expect, values=change.values):
         return None
     return rules.lease_of(change, current)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 from flask import current_app
-from sqlalchemy import delete, func, update
+from sqlalchemy import bindparam, delete, func, update
 
 from app import egress
 from app.domain.clock import iso, utcnow
@@ -30,9 +30,9 @@ from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.states import LEASE_SECONDS
 from app.faults import failpoint
-from app.models import ActionProposal, ConnectionAttempt, move_loaded, new_id
+from app.models import ActionProposal, ConnectionAttempt, move_loaded, new_id, statements
 from app.services.lifecycle import budgets, connection_health
-from app.services.lifecycle.proposals import delivery_of, guard
+from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -75,21 +75,20 @@ class AttemptRow:
     ) -> None:
         self.id = new_id("att")
         self.finish: dict[str, Any] = {}
-        session.add(
-            ConnectionAttempt(
-                id=self.id,
-                installation_id=installation_id,
-                proposal_id=proposal_id,
-                attempt_number=attempt_number,
-                purpose=purpose,
-                delivery_cycle=delivery_cycle,
-                connection_version_id=connection_version_id,
-                method=method,
-                url=url,
-                request_digest=sha256_digest(body),
-                started_at=utcnow(),
-            )
+        row = dict(
+            id=self.id,
+            installation_id=installation_id,
+            proposal_id=proposal_id,
+            attempt_number=attempt_number,
+            purpose=purpose,
+            delivery_cycle=delivery_cycle,
+            connection_version_id=connection_version_id,
+            method=method,
+            url=url,
+            request_digest=sha256_digest(body),
+            started_at=utcnow(),
         )
+        statements.run(session, statements.insert_statement(ConnectionAttempt), row)
 
     def record(self, **values: Any) -> None:
         self.finish.update(values)
@@ -114,12 +113,23 @@ class AttemptRow:
         """Finish the row with one UPDATE (no read: the row is ours since the claim)."""
         if not self.finish:
             return
-        session.execute(
-            update(ConnectionAttempt)
-            .where(ConnectionAttempt.id == self.id)
-            .values(**self.finish, finished_at=func.coalesce(ConnectionAttempt.finished_at, utcnow()))
-            .execution_options(synchronize_session=False)
-        )
+        columns = tuple(sorted(self.finish))
+        params = {f"v_{name}": value for name, value in self.finish.items()}
+        statements.run(session, _finish_statement(columns), {"k_id": self.id, "now": utcnow(), **params})
+
+
+def _finish_statement(columns: tuple[str, ...]):
+    """``UPDATE connection_attempts SET <columns>, finished_at = COALESCE(finished_at,
+    :now) WHERE id = :k_id``, built once per set of columns."""
+
+    def build():
+        table = ConnectionAttempt.__table__
+        values = {table.c[name]: bindparam(f"v_{name}", type_=table.c[name].type) for name in columns}
+        now = bindparam("now", type_=table.c.finished_at.type)
+        values[table.c.finished_at] = func.coalesce(table.c.finished_at, now)
+        return update(table).where(table.c.id == bindparam("k_id")).values(values)
+
+    return statements.prebuilt(("attempt-finish", columns), build)
 
 
 class EgressFailed(ActionError):
@@ -267,7 +277,7 @@ def fail(
         deferred=deferred,  # nothing was sent: the deferral does not use up an attempt
         now=utcnow(),
     )
-    changed = move_loaded(uow.session, proposal, change.move, where=guard(change), values=change.values)
+    changed = move_loaded(uow.session, proposal, change.move, expect=change.expect, values=change.values)
     if isinstance(error, BatchReleased) and changed:
         attempt.discard(uow.session)
     elif attempt is not None:

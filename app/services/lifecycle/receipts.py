@@ -16,7 +16,7 @@ from app.domain.receipts import Receipt, parse_receipt
 from app.models import ActionProposal, ActionReceiptRecord, Report, insert_ignore, move_loaded, new_id
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.events import emit_delivery_resolution
-from app.services.lifecycle.proposals import delivery_of, guard
+from app.services.lifecycle.proposals import delivery_of
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 LATE_RESULT_REFUSALS = {
@@ -74,7 +74,7 @@ def save_receipt(
     change = rules.receipt(delivery_of(proposal), receipt, now, lease)
     receipt_json = canonical_json(receipt.as_sent())  # shown as the platform sent it (REV-6)
     values = {**change.values, "last_receipt": receipt.as_sent()}
-    changed = move_loaded(session, proposal, change.move, where=guard(change), values=values)
+    changed = move_loaded(session, proposal, change.move, expect=change.expect, values=values)
     if not changed:
         return False
     terminal = change.terminal

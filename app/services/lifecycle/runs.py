@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from app.domain import workflow as wf
 from app.domain.clock import utcnow
@@ -23,6 +23,7 @@ from app.models import (
     WorkflowRun,
     WorkflowVersion,
     insert_known,
+    statements,
 )
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -221,14 +222,34 @@ def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
     )
 
 
-def _take_run(uow: UnitOfWork, run_id: str, from_state: str, *where) -> WorkflowRun | None:
+def _take_run(
+    uow: UnitOfWork, run_id: str, from_state: str, *, event_type: str | None = None, due_by=None
+) -> WorkflowRun | None:
     """Move a run to ``running`` with one guarded UPDATE, which also returns the row
-    as written; None when someone else did."""
-    return uow.session.scalar(
-        update(WorkflowRun)
-        .where(WorkflowRun.id == run_id, WorkflowRun.state == from_state, *where)
-        .values(state="running", updated_at=utcnow())
-        .returning(WorkflowRun)
+    as written; None when someone else did.
+
+    Args:
+        event_type: only while the run waits for this event.
+        due_by: only while the run's wait deadline is at or before this instant.
+    """
+    shape = (event_type is not None, due_by is not None)
+    statement = statements.prebuilt(("take-run", *shape), lambda: _take_statement(*shape))
+    params = {"run_id": run_id, "from_state": from_state, "now": utcnow(), "event_type": event_type, "due_by": due_by}
+    return uow.session.scalar(statement, {k: v for k, v in params.items() if v is not None})
+
+
+def _take_statement(by_event: bool, by_deadline: bool):
+    R = WorkflowRun
+    where = [R.id == bindparam("run_id"), R.state == bindparam("from_state")]
+    if by_event:
+        where.append(R.waiting_event_type == bindparam("event_type"))
+    if by_deadline:
+        where.append(R.wait_deadline_at <= bindparam("due_by", type_=R.wait_deadline_at.type))
+    return (
+        update(R)
+        .where(*where)
+        .values(state="running", updated_at=bindparam("now", type_=R.updated_at.type))
+        .returning(R)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
 
@@ -258,7 +279,7 @@ def _deliver_row(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
             _continue(uow, run, None)
     else:
         event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
-        run = _take_run(uow, row.run_id, "waiting", WorkflowRun.waiting_event_type == event.event_type)
+        run = _take_run(uow, row.run_id, "waiting", event_type=event.event_type)
         if run is not None:
             _resume(uow, run, timed_out=False)
         event.delivered_at = utcnow()
@@ -330,7 +351,7 @@ def time_out_run(run_id: str) -> bool:
         True when this call moved the run.
     """
     with unit_of_work() as uow:
-        run = _take_run(uow, run_id, "waiting", WorkflowRun.wait_deadline_at <= utcnow())
+        run = _take_run(uow, run_id, "waiting", due_by=utcnow())
         if run is None:
             return False
         _resume(uow, run, timed_out=True)
