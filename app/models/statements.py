@@ -41,8 +41,8 @@ def prebuilt(key: tuple, build):
     return statement
 
 
-def insert_ignore_statement(model, dialect: str):
-    """``INSERT … ON CONFLICT DO NOTHING RETURNING <key>`` for `model`; the
+def insert_ignore_statement(model, dialect: str, returning: bool = True):
+    """``INSERT … ON CONFLICT DO NOTHING [RETURNING <key>]`` for `model`; the
     columns come from the parameters it is run with."""
 
     def build():
@@ -51,9 +51,14 @@ def insert_ignore_statement(model, dialect: str):
         else:
             from sqlalchemy.dialects.sqlite import insert as dialect_insert
         table = model.__table__
-        return dialect_insert(table).on_conflict_do_nothing().returning(*table.primary_key)
+        statement = dialect_insert(table).on_conflict_do_nothing()
+        return statement.returning(*table.primary_key) if returning else statement
 
-    return prebuilt(("insert-ignore", model, dialect), build)
+    return prebuilt(("insert-ignore", model, dialect, returning), build)
+
+
+def dialect_of(session: Session) -> str:
+    return session.get_bind().dialect.name
 
 
 def insert_statement(model):

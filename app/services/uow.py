@@ -26,7 +26,7 @@ from app.domain.audit_chain import GENESIS_HASH, KEYED, RECHAINED_ACTION, hash_s
 from app.domain.clock import iso, utcnow
 from app.domain.digests import canonical_json
 from app.extensions import db
-from app.models import AuditEvent
+from app.models import AuditEvent, statements
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,7 @@ class UnitOfWork:
         # Without savepoints a batch's happy path saves two round trips and a flush
         # per member; any error inside `savepoint()` then asks for the careful rerun.
         self.savepoints = savepoints
+        self._later: dict[Any, list[dict[str, Any]]] = {}
         self._audits: list[PendingAudit] = []
         self._before_commit: list[Callable[[], Any]] = []
         self._after_commit: list[Callable[[], Any]] = []
@@ -138,6 +139,25 @@ class UnitOfWork:
         """Run `callback` once the transaction committed (enqueue jobs, wake runs)."""
         self._after_commit.append(callback)
 
+    def write_later(self, statement, params: dict[str, Any]) -> None:
+        """Run a write that nothing in this transaction reads back, at commit: every
+        such write of one prebuilt statement goes in one executemany round trip.
+        With savepoints (where a rollback must undo it with its savepoint) it runs
+        at once.
+
+        The statements run in the order each was first deferred, so a row must not
+        be written by two different deferred statements.
+        """
+        if self.savepoints:
+            statements.run(self.session, statement, params)
+        else:
+            self._later.setdefault(statement, []).append(params)
+
+    def _run_later(self) -> None:
+        later, self._later = self._later, {}
+        for statement, params in later.items():
+            statements.run(self.session, statement, params)
+
     def before_commit(self, callback: Callable[[], Any]) -> None:
         """Run `callback` inside this transaction, just before it commits (wake-ups)."""
         self._before_commit.append(callback)
@@ -167,8 +187,10 @@ class UnitOfWork:
             raise
 
     def commit(self) -> None:
+        self._run_later()
         while self._before_commit:
             self._before_commit.pop(0)()
+        self._run_later()
         self._write_audits()
         self.session.commit()
         self.committed = True

@@ -269,7 +269,7 @@ def test_evt2_a_wake_up_that_fails_in_a_batch_is_left_to_the_sweep_alone(app, pl
     proposal is still applied, that run's outbox row is ``failed`` for the sweep to
     retry, and the other runs moved on."""
     import app.services.lifecycle.runs as runs
-    from app.models import WorkflowDispatchOutbox, WorkflowRun
+    from app.models import WorkflowDispatchOutbox, WorkflowEventInbox, WorkflowRun
 
     world, proposals = burst
     stuck = reload(proposals[3])
@@ -285,11 +285,19 @@ def test_evt2_a_wake_up_that_fails_in_a_batch_is_left_to_the_sweep_alone(app, pl
             )
         ).one()
         run_state = db.session.get(WorkflowRun, row.run_id).state
+        event = db.session.get(WorkflowEventInbox, outbox.event_inbox_id)
         if proposal.id == stuck.id:
-            assert (outbox.state, outbox.last_error_code, run_state) == (
+            assert (outbox.state, outbox.last_error_code, outbox.attempts, run_state) == (
                 "failed",
                 "platform_event_send_failed",
+                1,
                 "waiting",
             )
+            assert (event.delivered_at, event.delivery_attempts, event.last_error_code) == (
+                None,
+                1,
+                "platform_event_send_failed",
+            )
         else:
-            assert (outbox.state, run_state) == ("delivered", "completed")
+            assert (outbox.state, outbox.attempts, run_state) == ("delivered", 1, "completed")
+            assert event.delivered_at is not None and event.delivery_attempts == 1

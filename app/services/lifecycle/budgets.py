@@ -18,7 +18,7 @@ from sqlalchemy import and_, bindparam, case, or_, select, update
 
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError
-from app.models import Budget, BudgetReservation, insert_ignore, new_id, statements
+from app.models import Budget, BudgetReservation, new_id, statements
 from app.services.uow import UnitOfWork
 
 
@@ -106,20 +106,22 @@ def reserve(
                 delay = (start + timedelta(seconds=budget.window_seconds) - now).total_seconds()
                 raise BudgetExhausted(budget.id, max(1.0, delay))
             reservation_id = new_id("bres")
-            insert_ignore(
-                uow.session,
-                BudgetReservation,
-                dict(
-                    id=reservation_id,
-                    installation_id=installation_id,
-                    budget_id=budget.id,
-                    window_start=start,
-                    operation_type="action_proposal",
-                    operation_id=operation_id,
-                    attempt_id=attempt_id,
-                    amount=amount,
-                    state="reserved",
-                    created_at=now,
+            uow.write_later(
+                statements.insert_ignore_statement(BudgetReservation, statements.dialect_of(uow.session), False),
+                statements.column_keys(
+                    BudgetReservation,
+                    dict(
+                        id=reservation_id,
+                        installation_id=installation_id,
+                        budget_id=budget.id,
+                        window_start=start,
+                        operation_type="action_proposal",
+                        operation_id=operation_id,
+                        attempt_id=attempt_id,
+                        amount=amount,
+                        state="reserved",
+                        created_at=now,
+                    ),
                 ),
             )
             reserved.append(reservation_id)
@@ -181,6 +183,16 @@ def _settle_statement():
     )
 
 
+def _consume_statement():
+    """One reservation consumed (run many at once: `UnitOfWork.write_later`)."""
+    table = BudgetReservation.__table__
+    return (
+        update(table)
+        .where(table.c.id == bindparam("reservation_id"), table.c.state == "reserved")
+        .values(state="consumed", settled_at=bindparam("at", type_=table.c.settled_at.type))
+    )
+
+
 def settle(uow: UnitOfWork, reservation_ids: list[str], consumed: bool) -> None:
     """Settle reservations: consumed when the request may have left, else released.
 
@@ -190,9 +202,12 @@ def settle(uow: UnitOfWork, reservation_ids: list[str], consumed: bool) -> None:
         return
     # One UPDATE settles them all; only released ones give their amounts back.
     params = {"ids": reservation_ids, "state": "consumed" if consumed else "released", "at": utcnow()}
-    settled = statements.run(uow.session, statements.prebuilt(("budget-settle",), _settle_statement), params).all()
-    if consumed:
+    if consumed:  # nothing to give back, and nothing in the transaction reads it again
+        consume = statements.prebuilt(("budget-consume",), _consume_statement)
+        for reservation_id in reservation_ids:
+            uow.write_later(consume, {"reservation_id": reservation_id, "at": params["at"]})
         return
+    settled = statements.run(uow.session, statements.prebuilt(("budget-settle",), _settle_statement), params).all()
     for budget_id, start, amount in settled:
         uow.session.execute(
             update(Budget)

@@ -444,7 +444,7 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, bat
     if platforms.handles(target.kind):  # PLAT-1..3: the kind's first request of this attempt
         target, body = platforms.first_request(target, proposal, request_body(proposal), attempt_number)
     attempt = AttemptRow(
-        uow.session,
+        uow,
         installation_id=proposal.installation_id,
         proposal_id=proposal.id,
         attempt_number=attempt_number,

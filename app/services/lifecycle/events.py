@@ -51,8 +51,8 @@ def write_event(
             payload=payload,
             payload_digest=sha256_digest(payload_json),
             received_at=now,
-            delivered_at=None,
-            delivery_attempts=0,
+            delivered_at=now,  # delivered by the wake-up before this commits (`write_dispatch`)
+            delivery_attempts=1,
             last_error_code=None,
         ),
     )

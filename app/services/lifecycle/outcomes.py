@@ -61,7 +61,7 @@ class AttemptRow:
 
     def __init__(
         self,
-        session,
+        uow: UnitOfWork,
         *,
         installation_id: str,
         proposal_id: str,
@@ -88,7 +88,7 @@ class AttemptRow:
             request_digest=sha256_digest(body),
             started_at=utcnow(),
         )
-        statements.run(session, statements.insert_statement(ConnectionAttempt), row)
+        uow.write_later(statements.insert_statement(ConnectionAttempt), row)  # committed before the request leaves
 
     def record(self, **values: Any) -> None:
         self.finish.update(values)
@@ -109,13 +109,14 @@ class AttemptRow:
             .execution_options(synchronize_session=False)
         )
 
-    def write(self, session) -> None:
-        """Finish the row with one UPDATE (no read: the row is ours since the claim)."""
+    def write(self, uow: UnitOfWork) -> None:
+        """Finish the row with one UPDATE (no read: the row is ours since the claim),
+        at the unit of work's commit with the batch's others."""
         if not self.finish:
             return
         columns = tuple(sorted(self.finish))
         params = {f"v_{name}": value for name, value in self.finish.items()}
-        statements.run(session, _finish_statement(columns), {"k_id": self.id, "now": utcnow(), **params})
+        uow.write_later(_finish_statement(columns), {"k_id": self.id, "now": utcnow(), **params})
 
 
 def _finish_statement(columns: tuple[str, ...]):
@@ -197,7 +198,7 @@ def write_receipt(
     attempt = plan.attempt
     attempt_guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
     proposal = loaded or _read(uow, proposal_id)
-    attempt.write(uow.session)
+    attempt.write(uow)
     budgets.settle(uow, plan.reservations, consumed=True)
     connection_health.record_success(uow, plan.gate)  # CONN-1
     try:
@@ -281,7 +282,7 @@ def fail(
     if isinstance(error, BatchReleased) and changed:
         attempt.discard(uow.session)
     elif attempt is not None:
-        attempt.write(uow.session)
+        attempt.write(uow)
     budgets.settle(uow, reservations, consumed=sent)
     if changed:
         uow.audit(

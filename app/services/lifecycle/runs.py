@@ -46,10 +46,17 @@ def write_dispatch(
     """Write an outbox row once and deliver it in this transaction, just before it
     commits (in a savepoint: a failed wake-up is recorded for the sweep, EVT-2).
 
+    A new row is written ``delivered`` at once, as the wake-up will leave it: no one
+    sees it before the commit, and the wake-up runs before every commit (a savepoint
+    rolled back drops both). A wake-up that fails marks it ``failed`` instead. A row
+    that existed is delivered only if it was not yet.
+
     Args:
-        event: the inbox row this transaction wrote for `event_inbox_id`, if any.
+        event: the inbox row this transaction wrote for `event_inbox_id` (written
+            delivered too: `events.write_event`); None when it existed already.
     """
     now = utcnow()
+    fresh = event_inbox_id is None or event is not None
     row = insert_known(
         uow.session,
         WorkflowDispatchOutbox,
@@ -60,8 +67,8 @@ def write_dispatch(
             operation=operation,
             event_inbox_id=event_inbox_id,
             operation_key=operation_key,
-            state="pending",
-            attempts=0,
+            state="delivered" if fresh else "pending",
+            attempts=1 if fresh else 0,
             last_error_code=None,
             available_at=now,
             created_at=now,
@@ -69,7 +76,8 @@ def write_dispatch(
         ),
     )
     # The wake-up holds the rows this transaction wrote, so it finds them without a read.
-    uow.before_commit(lambda: wake(uow, dispatch_id, (row, event)))
+    written = row if row is not None and fresh else None
+    uow.before_commit(lambda: wake(uow, dispatch_id, written, event))
 
 
 def create_run(
@@ -271,28 +279,36 @@ def _resume(uow: UnitOfWork, run: WorkflowRun, timed_out: bool) -> None:
     _continue(uow, run, outcome, version)
 
 
-def _deliver_row(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
-    """Start the row's run or hand the run its event, then mark the row delivered."""
+def _deliver_row(uow: UnitOfWork, row: WorkflowDispatchOutbox, event: WorkflowEventInbox | None, counted: bool):
+    """Start the row's run or hand the run its event, then mark the row delivered
+    (already so when `counted`: written delivered by this transaction)."""
     if row.operation == "start":
         run = _take_run(uow, row.run_id, "pending")
         if run is not None:
             _continue(uow, run, None)
     else:
-        event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
+        event = event or uow.session.get(WorkflowEventInbox, row.event_inbox_id)
         run = _take_run(uow, row.run_id, "waiting", event_type=event.event_type)
         if run is not None:
             _resume(uow, run, timed_out=False)
-        event.delivered_at = utcnow()
-        event.delivery_attempts += 1
-        event.last_error_code = None
-    row.state = "delivered"
-    row.attempts += 1
-    row.last_error_code = None
+        if not counted:
+            event.delivered_at = utcnow()
+            event.delivery_attempts += 1
+            event.last_error_code = None
+    if not counted:
+        row.state = "delivered"
+        row.attempts += 1
+        row.last_error_code = None
 
 
-def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
-    """Record a failed wake-up; the sweep retries it after a backoff (EVT-2)."""
-    row.attempts += 1
+def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox, counted: bool) -> None:
+    """Record a failed wake-up; the sweep retries it after a backoff (EVT-2).
+
+    Args:
+        counted: this attempt is already counted (a row written delivered).
+    """
+    if not counted:
+        row.attempts += 1
     delay = DISPATCH_RETRY_SECONDS[min(row.attempts - 1, len(DISPATCH_RETRY_SECONDS) - 1)]
     row.state = "failed"
     row.last_error_code = "platform_event_send_failed"
@@ -300,29 +316,36 @@ def _mark_failed(uow: UnitOfWork, row: WorkflowDispatchOutbox) -> None:
     if row.event_inbox_id:
         event = uow.session.get(WorkflowEventInbox, row.event_inbox_id)
         if event is not None:
-            event.delivery_attempts += 1
+            if not counted:
+                event.delivery_attempts += 1
+            event.delivered_at = None
             event.last_error_code = "platform_event_send_failed"
 
 
-def wake(uow: UnitOfWork, dispatch_id: str, held: tuple = ()) -> None:
+def wake(
+    uow: UnitOfWork,
+    dispatch_id: str,
+    written: WorkflowDispatchOutbox | None = None,
+    event: WorkflowEventInbox | None = None,
+) -> None:
     """Deliver an outbox row inside the caller's transaction, in a savepoint: a
     failure rolls back only the wake-up, which is recorded for the sweep (EVT-2).
 
     Args:
-        held: rows the caller wrote in this transaction (the outbox row, its inbox
-            event), kept referenced so that they are found without a read.
+        written: the row as this transaction wrote it, delivered (`write_dispatch`);
+            None to read it and deliver it unless it was delivered.
+        event: its inbox row, as this transaction wrote it.
     """
-    del held  # only its references matter: the session's identity map is weak
-    row = uow.session.get(WorkflowDispatchOutbox, dispatch_id)
-    if row is None or row.state == "delivered":
+    row = written or uow.session.get(WorkflowDispatchOutbox, dispatch_id)
+    if row is None or (written is None and row.state == "delivered"):
         return
     try:
         with uow.savepoint():
-            _deliver_row(uow, row)
+            _deliver_row(uow, row, event, counted=written is not None)
     except Exception:
         log.exception("wake-up %s failed; the sweep will retry it", dispatch_id)
         uow.session.refresh(row)
-        _mark_failed(uow, row)
+        _mark_failed(uow, row, counted=written is not None)
 
 
 def dispatch(dispatch_id: str) -> str:

@@ -114,9 +114,9 @@ def _next_row(plan, identity, attempt_number: int, cycle: int, request: Request)
     """Finish the previous request's row and write the next one's, in one commit,
     before the next request leaves (DLV-4, PLAT-4)."""
     with unit_of_work() as uow:
-        plan.attempt.write(uow.session)
+        plan.attempt.write(uow)
         row = AttemptRow(
-            uow.session,
+            uow,
             installation_id=plan.target.call.installation_id,
             proposal_id=identity.action_id,
             attempt_number=attempt_number,
