@@ -5,7 +5,8 @@ than the round trip that runs it: about 0.25 ms against 0.1 ms here. The deliver
 hot path writes the same few shapes again and again, so each shape is built once,
 with bound parameters, and run with the row's values. Core statements skip the
 ORM's bulk-write machinery too; like an ORM statement, each first flushes the
-session's pending changes, so the order of writes stays what the code says.
+session's pending changes (SQLAlchemy autoflushes before Core statements as well),
+so the order of writes stays what the code says.
 """
 
 from __future__ import annotations
@@ -26,10 +27,8 @@ def column_keys(model, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(session: Session, statement, params: dict[str, Any] | list[dict[str, Any]]):
-    """Run a prebuilt statement after flushing pending ORM changes (as an ORM
-    statement would: `session.no_autoflush` is respected)."""
-    if session.autoflush:
-        session.flush()
+    """Run a prebuilt statement (the session first flushes pending ORM changes, as
+    for any statement, unless under `session.no_autoflush`)."""
     return session.execute(statement, params)
 
 

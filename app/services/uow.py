@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from flask import current_app
@@ -26,7 +27,7 @@ from app.domain.audit_chain import GENESIS_HASH, KEYED, RECHAINED_ACTION, hash_s
 from app.domain.clock import iso, utcnow
 from app.domain.digests import canonical_json
 from app.extensions import db
-from app.models import AuditEvent, statements
+from app.models import AuditEvent, new_id, statements
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,11 @@ class PendingAudit:
     target_id: str
     details: dict[str, Any]
     created_at: datetime = field(default_factory=utcnow)
+
+    @cached_property
+    def details_json(self) -> str:
+        """The details as stored: canonical JSON (computed once: compared, hashed, written)."""
+        return canonical_json(self.details)
 
 
 def audit_row_hash(prev_hash: str, row: dict[str, Any], key: bytes) -> str:
@@ -234,18 +240,19 @@ class UnitOfWork:
             if _needs_anchor(tails[pending.installation_id], pending, key):
                 rows.append(self._append(tails, _anchor(pending.installation_id, tails), key))
             rows.append(self._append(tails, pending, key))
-        session.add_all(rows)
-        session.flush()
+        if rows:  # one executemany: no ORM objects to track, nothing reads them back here
+            statements.run(session, statements.insert_statement(AuditEvent), rows)
         self._audits.clear()
 
     @staticmethod
-    def _append(tails: dict[str, tuple[int, str]], pending: PendingAudit, key: bytes) -> AuditEvent:
+    def _append(tails: dict[str, tuple[int, str]], pending: PendingAudit, key: bytes) -> dict[str, Any]:
         seq, prev_hash = tails[pending.installation_id]
         seq += 1
-        details_json = canonical_json(pending.details)
+        details_json = pending.details_json
         row_hash = audit_row_hash(prev_hash, audit_hash_material(pending, seq, details_json), key)
         tails[pending.installation_id] = (seq, row_hash)
-        return AuditEvent(
+        return dict(
+            id=new_id("aud"),
             installation_id=pending.installation_id,
             seq=seq,
             idempotency_key=pending.key,
@@ -285,7 +292,7 @@ def _content(event: AuditEvent | PendingAudit) -> tuple:
             *actor,
             event.target_type,
             event.target_id,
-            canonical_json(event.details),
+            event.details_json,
         )
     return (
         event.installation_id,

@@ -301,3 +301,20 @@ def test_evt2_a_wake_up_that_fails_in_a_batch_is_left_to_the_sweep_alone(app, pl
         else:
             assert (outbox.state, outbox.attempts, run_state) == ("delivered", 1, "completed")
             assert event.delivered_at is not None and event.delivery_attempts == 1
+
+
+def test_pre1_a_member_whose_case_changed_fails_its_checks_and_the_rest_go(app, platform, burst):
+    """PRE-1, DLV-2: the batch's reports are read together before the claims; a
+    member whose case was appealed meanwhile fails ``action_case_no_longer_eligible``
+    without a request, and the others are sent and applied."""
+    from app.models import Report
+
+    world, proposals = burst
+    changed = reload(proposals[2])
+    set_row(Report, changed.report_id, state="appealed")
+    outcome = deliver(proposals[0].id)
+    by_id = {o.proposal_id: o for o in [outcome, *outcome.extra["batch"]]}
+    assert by_id[changed.id].error_code == "action_case_no_longer_eligible"
+    assert count(ConnectionAttempt, ConnectionAttempt.proposal_id == changed.id) == 0
+    assert {reload(p).state for p in proposals if p.id != changed.id} == {"applied"}
+    assert platform.state.requests_seen == BURST - 1

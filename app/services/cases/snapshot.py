@@ -32,7 +32,7 @@ def first_target(session: Session, report_id: str) -> ReportTarget | None:
     )
 
 
-def _snapshot_statement():
+def _snapshot_statement(many: bool = False):
     latest = (
         select(Decision.id, Decision.decision_code)
         .where(Decision.report_id == Report.id)
@@ -47,13 +47,16 @@ def _snapshot_statement():
         .limit(1)
         .correlate(Report)
     )
-    return select(
+    columns = (
         Report.state,
         Report.queue_id,
         latest.with_only_columns(Decision.id).scalar_subquery(),
         latest.with_only_columns(Decision.decision_code).scalar_subquery(),
         first.scalar_subquery(),
-    ).where(Report.id == bindparam("report_id"))
+    )
+    if many:
+        return select(Report.id, *columns).where(Report.id.in_(bindparam("report_ids", expanding=True)))
+    return select(*columns).where(Report.id == bindparam("report_id"))
 
 
 def report_snapshot(session: Session, report_id: str) -> ReportSnapshot:
@@ -68,6 +71,16 @@ def report_snapshot(session: Session, report_id: str) -> ReportSnapshot:
     if row is None:
         raise ActionError("action_report_missing")
     return ReportSnapshot(*row)
+
+
+def report_snapshots(session: Session, report_ids: list[str]) -> dict[str, ReportSnapshot]:
+    """`report_snapshot` of several reports in one round trip (a batch claim's),
+    by report id; a missing report is left out."""
+    if not report_ids:
+        return {}
+    statement = statements.prebuilt(("report-snapshots",), lambda: _snapshot_statement(many=True))
+    rows = session.execute(statement, {"report_ids": sorted(set(report_ids))})
+    return {row[0]: ReportSnapshot(*row[1:]) for row in rows}
 
 
 def report_json(report: Report) -> dict[str, Any]:

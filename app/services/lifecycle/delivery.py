@@ -38,10 +38,10 @@ from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
-from app.models import ActionApproval, ActionProposal, StepRun, WorkflowVersion, move_loaded
+from app.models import ActionApproval, ActionProposal, StepRun, WorkflowRun, WorkflowVersion, move_loaded
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
-from app.services.cases.snapshot import report_snapshot
+from app.services.cases.snapshot import report_snapshot, report_snapshots
 from app.services.lifecycle import budgets, connection_health, platforms
 from app.services.lifecycle.components import load_delivery_target, parse_operation
 from app.services.lifecycle.outcomes import (
@@ -122,12 +122,13 @@ class _Target:
     health: connection_health.Settings = connection_health.Settings()
 
 
-def _pre_send_checks(session, proposal: ActionProposal, now: datetime, known: _Target | None = None) -> _Target:
+def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: _Batch | None = None) -> _Target:
     """Everything that must still hold before a request may leave (DLV-2, PRE, CORR-3).
 
     Args:
-        known: the target of another proposal of the same component version and
-            installation in this batch (checked in this transaction): not loaded again.
+        batch: what this batch's claim transaction looked up: the target of another
+            proposal of the same component version and installation (not loaded
+            again), and the reports' snapshots, read together just before.
 
     Raises:
         ActionError: action_confirmation_timed_out, action_delivery_attempts_exhausted,
@@ -142,13 +143,15 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, known: _T
         from app.services.lifecycle.corrections import check_correction_eligible
 
         check_correction_eligible(session, proposal)
-    snapshot = report_snapshot(session, proposal.report_id)
+    snapshot = (batch.snapshots.get(proposal.report_id) if batch else None) or report_snapshot(
+        session, proposal.report_id
+    )
     # a reversal ends a temporary action even on an appealed or closed case (TEMP-2)
     check_preconditions(proposal.preconditions, snapshot, proposal.is_correction or proposal.is_reversal)
     if rules.approval_missing(delivery_of(proposal), _approved(session, proposal)):
         raise ActionError(rules.APPROVAL_MISSING)
-    if known is not None:
-        return replace(known, queue_id=snapshot.queue_id)
+    if batch is not None:
+        return replace(batch.target, queue_id=snapshot.queue_id)
     component, connection = load_delivery_target(session, proposal.component_version_id, proposal.installation_id)
     if platforms.handles(component.implementation_kind):  # its first request is decided in `_plan`
         method, url = "", connection.base_url
@@ -231,6 +234,7 @@ class _Batch:
     target: _Target
     health: connection_health.Health | None
     budgets: dict = field(default_factory=dict)
+    snapshots: dict = field(default_factory=dict)  # report id -> ReportSnapshot
 
 
 @dataclass
@@ -404,6 +408,7 @@ def _claim_companions(uow, head: ActionProposal, batch: _Batch, now: datetime, l
         .with_for_update(skip_locked=True)
     ).all()
     members, jobs = [], []
+    batch.snapshots.update(report_snapshots(uow.session, [p.report_id for p in rows]))  # PRE-1: one read for all
     for proposal in rows:
         waiting_job = (proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count, proposal.next_attempt_at)
         member = _claim_and_plan(uow, proposal, now, lease, log_fields, batch)
@@ -418,7 +423,7 @@ def _claim_companions(uow, head: ActionProposal, batch: _Batch, now: datetime, l
 
 def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, batch: _Batch | None = None) -> _Plan:
     """Checks, budget reservation and the attempt row, in the claim's transaction."""
-    target = _pre_send_checks(uow.session, proposal, now, batch.target if batch else None)
+    target = _pre_send_checks(uow.session, proposal, now, batch)
     # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
     # defer the delivery here, before any budget is reserved (ConnectionHeld).
     gate = connection_health.admit(
@@ -564,8 +569,9 @@ def _record_in(results: list[tuple[_Claimed, _Sent]], savepoints: bool) -> dict[
 @dataclass
 class _Fresh:
     """The batch's proposals as they are now, read in one query for the guarded
-    outcome writes, and their workflow versions and step runs: all stay referenced
-    while the outcomes are written, so the runs' wake-ups find them in the session."""
+    outcome writes, and their runs, step runs and workflow versions: all stay
+    referenced while the outcomes are written, so the runs' wake-ups find them in
+    the session (and take each run guarded on it as read)."""
 
     proposals: dict[str, ActionProposal]
     held: list
@@ -578,7 +584,9 @@ def _load_for_outcomes(session, proposal_ids: list[str]) -> _Fresh:
     versions = session.scalars(select(WorkflowVersion).where(WorkflowVersion.id.in_(version_ids))).all()
     step_ids = {p.step_run_id for p in proposals.values() if p.step_run_id}
     steps = session.scalars(select(StepRun).where(StepRun.id.in_(step_ids))).all() if step_ids else []
-    return _Fresh(proposals, [*versions, *steps])
+    run_ids = {p.run_id for p in proposals.values() if p.run_id}
+    runs = session.scalars(select(WorkflowRun).where(WorkflowRun.id.in_(run_ids))).all() if run_ids else []
+    return _Fresh(proposals, [*versions, *steps, *runs])
 
 
 def _write(uow, c: _Claimed, result: _Sent, loaded: ActionProposal | None) -> DeliveryOutcome:

@@ -13,6 +13,7 @@ open their own.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -142,9 +143,18 @@ class EgressFailed(ActionError):
 
 
 def http_session() -> requests.Session:
-    """This thread's HTTP session (kept-alive connections to the platforms)."""
+    """This thread's HTTP session (kept-alive connections to the platforms).
+
+    Egress uses no proxy (one would defeat address pinning, SEC-2), so the session
+    does not look for proxy settings in the environment on every request, which
+    cost more than the rest of the request's own work; a CA bundle named by
+    ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` is still used, read once here.
+    """
     if getattr(_http, "session", None) is None:
-        _http.session = requests.Session()
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+        _http.session = session
     return _http.session
 
 

@@ -11,6 +11,8 @@ import logging
 from datetime import timedelta
 
 from sqlalchemy import bindparam, select, update
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.util import identity_key
 
 from app.domain import workflow as wf
 from app.domain.clock import utcnow
@@ -241,23 +243,40 @@ def _take_run(
         due_by: only while the run's wait deadline is at or before this instant.
     """
     shape = (event_type is not None, due_by is not None)
-    statement = statements.prebuilt(("take-run", *shape), lambda: _take_statement(*shape))
     params = {"run_id": run_id, "from_state": from_state, "now": utcnow(), "event_type": event_type, "due_by": due_by}
-    return uow.session.scalar(statement, {k: v for k, v in params.items() if v is not None})
+    params = {k: v for k, v in params.items() if v is not None}
+    session = uow.session
+    loaded = session.identity_map.get(identity_key(WorkflowRun, run_id))
+    if loaded is not None and loaded not in session.dirty:
+        # Read earlier in this transaction (a batch's outcomes): guarded on the row as
+        # read, so no read again and no flush of other rows' changes (they go together).
+        statement = statements.prebuilt(("take-loaded-run", *shape), lambda: _take_statement(*shape, loaded=True))
+        with session.no_autoflush:  # it writes only this run's row, which has no pending change
+            taken = session.execute(statement, {**params, "read_updated_at": loaded.updated_at}).rowcount == 1
+        if taken:
+            set_committed_value(loaded, "state", "running")
+            set_committed_value(loaded, "updated_at", params["now"])
+            return loaded
+    statement = statements.prebuilt(("take-run", *shape), lambda: _take_statement(*shape))
+    return session.scalar(statement, params)
 
 
-def _take_statement(by_event: bool, by_deadline: bool):
-    R = WorkflowRun
+def _take_statement(by_event: bool, by_deadline: bool, loaded: bool = False):
+    R = WorkflowRun.__table__.c if loaded else WorkflowRun
     where = [R.id == bindparam("run_id"), R.state == bindparam("from_state")]
     if by_event:
         where.append(R.waiting_event_type == bindparam("event_type"))
     if by_deadline:
         where.append(R.wait_deadline_at <= bindparam("due_by", type_=R.wait_deadline_at.type))
+    if loaded:  # unchanged since it was read (every write of a run sets updated_at)
+        where.append(R.updated_at == bindparam("read_updated_at", type_=R.updated_at.type))
+        table = WorkflowRun.__table__
+        return update(table).where(*where).values(state="running", updated_at=bindparam("now", type_=R.updated_at.type))
     return (
-        update(R)
+        update(WorkflowRun)
         .where(*where)
         .values(state="running", updated_at=bindparam("now", type_=R.updated_at.type))
-        .returning(R)
+        .returning(WorkflowRun)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
 
