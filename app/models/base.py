@@ -165,6 +165,12 @@ def insert_known(session, model, values: dict[str, Any]):
     """
     if not insert_ignore(session, model, values):
         return None
+    return attach_written(session, model, values)
+
+
+def attach_written(session, model, values: dict[str, Any]):
+    """The row `values` describe, as a persistent object of `session`, without a read
+    (the caller wrote it, or will before the transaction commits)."""
     row = model(**values)
     make_transient_to_detached(row)
     # merge: a rolled-back try of this transaction may have left an expired copy

@@ -28,6 +28,7 @@ from app.domain.clock import iso, utcnow
 from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import AuditEvent, new_id, statements
+from app.models.base import attach_written, insert_known
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,22 @@ class UnitOfWork:
             statements.run(self.session, statement, params)
         else:
             self._later.setdefault(statement, []).append(params)
+
+    def insert_known(self, model, values: dict[str, Any]):
+        """`app.models.insert_known` in this unit of work: the row, as a persistent
+        object, when it was inserted; None when its key existed.
+
+        Without savepoints (a batch's first try) the INSERT … ON CONFLICT DO NOTHING
+        goes out at commit with the others of its table (`write_later`) and the row
+        is taken as new: use it only for a row no earlier transaction can have
+        written (a delivery's resolution event: one per cycle, behind the guarded
+        receipt write). Were one there, it would stay as it was.
+        """
+        if self.savepoints:
+            return insert_known(self.session, model, values)
+        statement = statements.insert_ignore_statement(model, statements.dialect_of(self.session), False)
+        self.write_later(statement, statements.column_keys(model, values))
+        return attach_written(self.session, model, values)
 
     def _run_later(self) -> None:
         later, self._later = self._later, {}

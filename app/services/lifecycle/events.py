@@ -11,7 +11,7 @@ from typing import Any
 
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json, sha256_digest
-from app.models import ActionProposal, WorkflowEventInbox, insert_known
+from app.models import ActionProposal, WorkflowEventInbox
 from app.services.lifecycle.runs import write_dispatch
 from app.services.uow import UnitOfWork
 
@@ -37,8 +37,7 @@ def write_event(
     """Write an inbox event and its outbox dispatch, once; wake the run after commit."""
     payload_json = canonical_json(payload)
     now = utcnow()
-    event = insert_known(
-        uow.session,
+    event = uow.insert_known(
         WorkflowEventInbox,
         dict(
             id=event_id,

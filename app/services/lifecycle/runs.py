@@ -24,7 +24,6 @@ from app.models import (
     WorkflowEventInbox,
     WorkflowRun,
     WorkflowVersion,
-    insert_known,
     statements,
 )
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -59,8 +58,7 @@ def write_dispatch(
     """
     now = utcnow()
     fresh = event_inbox_id is None or event is not None
-    row = insert_known(
-        uow.session,
+    row = uow.insert_known(
         WorkflowDispatchOutbox,
         dict(
             id=dispatch_id,
