@@ -115,6 +115,8 @@ class UnitOfWork:
         # per member; any error inside `savepoint()` then asks for the careful rerun.
         self.savepoints = savepoints
         self._later: dict[Any, list[dict[str, Any]]] = {}
+        # What services add up in this transaction to write once at commit (a batch's budget takes).
+        self.scratch: dict[str, Any] = {}
         self._audits: list[PendingAudit] = []
         self._before_commit: list[Callable[[], Any]] = []
         self._after_commit: list[Callable[[], Any]] = []

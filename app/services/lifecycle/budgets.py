@@ -19,7 +19,7 @@ from sqlalchemy import and_, bindparam, case, or_, select, update
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.models import Budget, BudgetReservation, new_id, statements
-from app.services.uow import UnitOfWork
+from app.services.uow import RetryWithSavepoints, UnitOfWork
 
 
 class BudgetExhausted(ActionError):
@@ -102,7 +102,7 @@ def reserve(
     with uow.savepoint() if savepoint else contextlib.nullcontext():
         for budget in budgets:
             start = window_start(now, budget.window_seconds)
-            if not _take(uow, budget, start, amount):
+            if not _take_now_or_at_commit(uow, budget.id, start, amount):
                 delay = (start + timedelta(seconds=budget.window_seconds) - now).total_seconds()
                 raise BudgetExhausted(budget.id, max(1.0, delay))
             reservation_id = new_id("bres")
@@ -167,10 +167,36 @@ def _take_statement():
     )
 
 
-def _take(uow: UnitOfWork, budget: Budget, start: datetime, amount: int) -> bool:
+def _take(uow: UnitOfWork, budget_id: str, start: datetime, amount: int) -> bool:
     statement = statements.prebuilt(("budget-take",), _take_statement)
-    params = {"budget_id": budget.id, "start": start, "amount": amount}
+    params = {"budget_id": budget_id, "start": start, "amount": amount}
     return statements.run(uow.session, statement, params).rowcount == 1
+
+
+def _take_now_or_at_commit(uow: UnitOfWork, budget_id: str, start: datetime, amount: int) -> bool:
+    """Take `amount` from a budget's window (DLV-3).
+
+    In a batch's first try (a unit of work without savepoints) the takes of the
+    whole batch are added up and taken by one guarded UPDATE per budget just before
+    the commit, so the budget's row is written, and locked, once and briefly. If
+    the window has no room for all of them, the try is rolled back and run again
+    with savepoints, taking member by member (the first that does not fit is
+    deferred ``budget_exhausted`` and the rest are left unclaimed).
+    """
+    if uow.savepoints:
+        return _take(uow, budget_id, start, amount)
+    pending = uow.scratch.setdefault("budget_takes", {})
+    key = (budget_id, start)
+    if key not in pending:
+        uow.before_commit(lambda: _take_pending(uow, key))
+    pending[key] = pending.get(key, 0) + amount
+    return True
+
+
+def _take_pending(uow: UnitOfWork, key: tuple[str, datetime]) -> None:
+    budget_id, start = key
+    if not _take(uow, budget_id, start, uow.scratch["budget_takes"][key]):
+        raise RetryWithSavepoints()
 
 
 def _settle_statement():
