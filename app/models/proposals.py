@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    literal,
     update,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -170,18 +171,25 @@ def move_proposal(
 
 
 def _move_prebuilt(session: Session, proposal_id: str, move: Move, expect: dict, values: dict) -> bool:
+    statement, params = prebuilt_move(proposal_id, move, expect, {"updated_at": utcnow(), **values})
+    return statements.run(session, statement, params).rowcount == 1
+
+
+def prebuilt_move(proposal_id: str, move: Move, expect: dict, values: dict) -> tuple[Any, dict[str, Any]]:
+    """The prebuilt guarded UPDATE of a move and its parameters, to run now or later
+    (`UnitOfWork.write_later`): the move's source states and `expect` (None as IS
+    NULL) guard it; it sets the target state and `values`."""
     states = tuple(s.value for s in sources(move))
-    written = {"state": target(move).value, "updated_at": utcnow(), **values}
-    columns = tuple(sorted(written))
+    written = {"state": target(move).value, **values}
     statement = statements.guarded_update(
         ActionProposal,
         "id",
         statements.guard_shape(expect),
-        columns,
-        extra=(("from", states), lambda mapped: [mapped["state"].in_(states)]),
+        tuple(sorted(written)),
+        # one bound value per source state: an expanding IN cannot run as an executemany
+        extra=(("from", states), lambda mapped: [mapped["state"].in_([literal(s) for s in states])]),
     )
-    params = statements.guarded_update_params("id", proposal_id, expect, written)
-    return statements.run(session, statement, params).rowcount == 1
+    return statement, statements.guarded_update_params("id", proposal_id, expect, written)
 
 
 def move_loaded(

@@ -148,7 +148,7 @@ class UnitOfWork:
         """Run `callback` once the transaction committed (enqueue jobs, wake runs)."""
         self._after_commit.append(callback)
 
-    def write_later(self, statement, params: dict[str, Any]) -> None:
+    def write_later(self, statement, params: dict[str, Any], *, every_row: bool = False) -> None:
         """Run a write that nothing in this transaction reads back, at commit: every
         such write of one prebuilt statement goes in one executemany round trip.
         With savepoints (where a rollback must undo it with its savepoint) it runs
@@ -156,11 +156,16 @@ class UnitOfWork:
 
         The statements run in the order each was first deferred, so a row must not
         be written by two different deferred statements.
+
+        Args:
+            every_row: each write must change one row (a guarded UPDATE of a row
+                this transaction locked): at commit, if they changed fewer, the
+                transaction raises `RetryWithSavepoints` instead of committing.
         """
         if self.savepoints:
             statements.run(self.session, statement, params)
         else:
-            self._later.setdefault(statement, []).append(params)
+            self._later.setdefault((statement, every_row), []).append(params)
 
     def insert_known(self, model, values: dict[str, Any]):
         """`app.models.insert_known` in this unit of work: the row, as a persistent
@@ -180,8 +185,10 @@ class UnitOfWork:
 
     def _run_later(self) -> None:
         later, self._later = self._later, {}
-        for statement, params in later.items():
-            statements.run(self.session, statement, params)
+        for (statement, every_row), params in later.items():
+            changed = statements.run(self.session, statement, params).rowcount
+            if every_row and changed != len(params):
+                raise RetryWithSavepoints()
 
     def before_commit(self, callback: Callable[[], Any]) -> None:
         """Run `callback` inside this transaction, just before it commits (wake-ups)."""

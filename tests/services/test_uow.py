@@ -192,3 +192,51 @@ def test_each_unit_of_work_starts_from_fresh_data(app, installation_id):
         )
     with unit_of_work() as uow:
         assert uow.session.scalar(select(func.count()).select_from(Installation)) == 2
+
+
+def _rename(slug: str, to: str):
+    from sqlalchemy import bindparam, update
+
+    table = Installation.__table__
+    statement = update(table).where(table.c.slug == bindparam("from_slug")).values(name=bindparam("to_name"))
+    return statement, {"from_slug": slug, "to_name": to}
+
+
+def test_without_savepoints_an_error_in_a_savepoint_asks_for_the_careful_try(installation_id):
+    """A unit of work without savepoints (a batch's first try) turns an error inside
+    `savepoint()` into RetryWithSavepoints, which `except Exception` does not catch,
+    and nothing of the try is committed."""
+    from app.services.uow import RetryWithSavepoints
+
+    with pytest.raises(RetryWithSavepoints), unit_of_work(savepoints=False) as uow:
+        add_installation(uow, "first-try")
+        try:
+            with uow.savepoint():
+                raise ValueError("a check failed")
+        except Exception:  # what a caller does with savepoints: carry on
+            pytest.fail("the error must not be handled as if a savepoint had undone it")
+    assert "first-try" not in committed_slugs()
+
+
+def test_deferred_writes_go_out_at_commit_and_a_guard_that_missed_asks_for_the_careful_try(installation_id):
+    """`write_later` runs at commit, one executemany per statement; with
+    ``every_row`` a write that changed no row raises RetryWithSavepoints and the
+    transaction commits nothing. With savepoints the write runs at once."""
+    from app.services.uow import RetryWithSavepoints
+
+    with unit_of_work(savepoints=False) as uow:
+        uow.write_later(*_rename("uow", "renamed later"), every_row=True)
+        assert db.session.scalar(select(Installation.name).where(Installation.id == installation_id)) == "Unit of work"
+        uow.commit()
+    assert db.session.scalar(select(Installation.name).where(Installation.id == installation_id)) == "renamed later"
+    with pytest.raises(RetryWithSavepoints), unit_of_work(savepoints=False) as uow:
+        add_installation(uow, "guarded")
+        uow.write_later(*_rename("uow", "twice"), every_row=True)
+        uow.write_later(*_rename("no-such-slug", "never"), every_row=True)
+        uow.commit()
+    assert "guarded" not in committed_slugs()
+    db.session.rollback()
+    assert db.session.scalar(select(Installation.name).where(Installation.id == installation_id)) == "renamed later"
+    with unit_of_work() as uow:  # with savepoints: at once
+        uow.write_later(*_rename("uow", "at once"))
+        assert db.session.scalar(select(Installation.name).where(Installation.id == installation_id)) == "at once"
