@@ -293,6 +293,7 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     try:
         batch = _claim_batch(proposal_id, now, lease, log_fields, savepoints=False)
     except RetryWithSavepoints:  # a check or write failed: claim again, each member in a savepoint
+        log.info("batch claim tried again with savepoints", extra={"proposal_id": proposal_id})
         log_fields.clear()
         batch = _claim_batch(proposal_id, now, lease, log_fields, savepoints=True)
     if not batch:
@@ -563,6 +564,7 @@ def _record(results: list[tuple[_Claimed, _Sent]]) -> dict[str, DeliveryOutcome]
     try:
         return _record_in(results, savepoints=False)
     except RetryWithSavepoints:  # one failed: write them again, each in a savepoint
+        log.info("batch outcomes written again with savepoints", extra={"batch": len(results)})
         return _record_in(results, savepoints=True)
 
 
