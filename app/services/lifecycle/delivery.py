@@ -23,7 +23,6 @@ from typing import Any
 
 from flask import current_app
 from sqlalchemy import or_, select
-from sqlalchemy.orm.attributes import set_committed_value
 
 from app import egress
 from app.domain.attempts import webhook_message_id
@@ -40,7 +39,6 @@ from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, StepRun, WorkflowRun, WorkflowVersion, move_loaded
-from app.models.proposals import prebuilt_move
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot, report_snapshots
@@ -59,7 +57,7 @@ from app.services.lifecycle.outcomes import (
     write_failure,
     write_receipt,
 )
-from app.services.lifecycle.proposals import delivery_of
+from app.services.lifecycle.proposals import delivery_of, move_at_commit
 from app.services.lifecycle.receipts import DEFERRAL_CODES
 from app.services.uow import RetryWithSavepoints, unit_of_work
 
@@ -90,23 +88,11 @@ def _claim_loaded(session, proposal: ActionProposal, now: datetime, lease_expire
     change = rules.claim(current, now, lease_expires_at)
     if change is None:
         return None
-    if uow is not None and not uow.savepoints:
-        _claim_at_commit(uow, proposal, change)
+    if uow is not None and not uow.savepoints:  # the row is locked (FOR UPDATE): the guard holds
+        move_at_commit(uow, proposal, change.move, change.expect, change.values)
     elif not move_loaded(session, proposal, change.move, expect=change.expect, values=change.values):
         return None
     return rules.lease_of(change, current)
-
-
-def _claim_at_commit(uow, proposal: ActionProposal, change) -> None:
-    """A batch's first try: the claim's guarded UPDATE goes out at commit with the
-    batch's others. The row is locked by this transaction (``FOR UPDATE``; SQLite's
-    write lock), so the guard holds; should one not, the try is run again with
-    savepoints (`UnitOfWork.write_later` with ``every_row``)."""
-    written = {"updated_at": utcnow(), **change.values}
-    statement, params = prebuilt_move(proposal.id, change.move, change.expect, written)
-    uow.write_later(statement, params, every_row=True)
-    for column, value in {"state": params["v_state"], **written}.items():
-        set_committed_value(proposal, column, value)
 
 
 def take_lease(proposal_id: str, now: datetime, lease_expires_at: datetime | None = None) -> Lease | None:

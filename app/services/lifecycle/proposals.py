@@ -11,10 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import and_
+from sqlalchemy.orm.attributes import set_committed_value
 
+from app.domain.clock import utcnow
 from app.domain.proposal.delivery import Change, Delivery
 from app.domain.proposal.identity import NewProposal, OriginalFacts, RunFacts
 from app.models import ActionProposal, WorkflowRun
+from app.models.proposals import prebuilt_move
 
 P = ActionProposal
 
@@ -50,6 +53,19 @@ def guard(change: Change) -> tuple:
         attribute = getattr(P, column)
         clauses.append(attribute.is_(None) if value is None else attribute == value)
     return (and_(*clauses),) if clauses else ()
+
+
+def move_at_commit(uow, proposal: ActionProposal, move, expect: dict, values: dict) -> None:
+    """`move_loaded` in a batch's first try (a unit of work without savepoints): the
+    guarded UPDATE goes out at commit, one executemany with the batch's others, and
+    the loaded row is kept as it will be written. Each must change its row; one that
+    does not (another writer won) sends the batch to the careful try, where the move
+    is made at once (`UnitOfWork.write_later` with ``every_row``)."""
+    written = {"updated_at": utcnow(), **values}
+    statement, params = prebuilt_move(proposal.id, move, expect, written)
+    uow.write_later(statement, params, every_row=True)
+    for column, value in {"state": params["v_state"], **written}.items():
+        set_committed_value(proposal, column, value)
 
 
 def run_facts(run: WorkflowRun) -> RunFacts:

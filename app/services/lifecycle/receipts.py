@@ -16,7 +16,7 @@ from app.domain.receipts import Receipt, parse_receipt
 from app.models import ActionProposal, ActionReceiptRecord, Report, move_loaded, new_id, statements
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.events import emit_delivery_resolution
-from app.services.lifecycle.proposals import delivery_of
+from app.services.lifecycle.proposals import delivery_of, move_at_commit
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 LATE_RESULT_REFUSALS = {
@@ -74,9 +74,11 @@ def save_receipt(
     change = rules.receipt(delivery_of(proposal), receipt, now, lease)
     receipt_json = canonical_json(receipt.as_sent())  # shown as the platform sent it (REV-6)
     values = {**change.values, "last_receipt": receipt.as_sent()}
-    changed = move_loaded(session, proposal, change.move, expect=change.expect, values=values)
-    if not changed:
-        return False
+    if uow.savepoints:
+        if not move_loaded(session, proposal, change.move, expect=change.expect, values=values):
+            return False
+    else:  # a batch's first try: written at commit with the batch's others
+        move_at_commit(uow, proposal, change.move, change.expect, values)
     terminal = change.terminal
     receipt_hex = sha256_hex(receipt_json)
     source = source or ("sync" if attempt else "async")
