@@ -2,7 +2,7 @@
 
 from .attempts import ConnectionAttempt
 from .audit import AuditEvent
-from .base import Base, CanonicalJSON, insert_ignore, insert_known, new_id
+from .base import Base, CanonicalJSON, insert_ignore, new_id
 from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .changes import ConfigChange
@@ -55,7 +55,6 @@ __all__ = [
     "WorkflowRun",
     "WorkflowVersion",
     "insert_ignore",
-    "insert_known",
     "move_loaded",
     "move_proposal",
     "new_id",

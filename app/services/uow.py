@@ -168,7 +168,7 @@ class UnitOfWork:
             self._later.setdefault((statement, every_row), []).append(params)
 
     def insert_known(self, model, values: dict[str, Any]):
-        """`app.models.insert_known` in this unit of work: the row, as a persistent
+        """`app.models.base.insert_known` in this unit of work: the row, as a persistent
         object, when it was inserted; None when its key existed.
 
         Without savepoints (a batch's first try) the INSERT … ON CONFLICT DO NOTHING
@@ -179,9 +179,18 @@ class UnitOfWork:
         """
         if self.savepoints:
             return insert_known(self.session, model, values)
+        self.insert_ignore_later(model, values)
+        return attach_written(self.session, model, values)
+
+    def insert_ignore_later(self, model, values: dict[str, Any]) -> None:
+        """`app.models.insert_ignore` of a row nothing in this transaction reads back,
+        at commit with the others of its table (`write_later`).
+
+        Args:
+            values: keyed by the mapped attributes' names.
+        """
         statement = statements.insert_ignore_statement(model, statements.dialect_of(self.session), False)
         self.write_later(statement, statements.column_keys(model, values))
-        return attach_written(self.session, model, values)
 
     def _run_later(self) -> None:
         later, self._later = self._later, {}

@@ -106,22 +106,19 @@ def reserve(
                 delay = (start + timedelta(seconds=budget.window_seconds) - now).total_seconds()
                 raise BudgetExhausted(budget.id, max(1.0, delay))
             reservation_id = new_id("bres")
-            uow.write_later(
-                statements.insert_ignore_statement(BudgetReservation, statements.dialect_of(uow.session), False),
-                statements.column_keys(
-                    BudgetReservation,
-                    dict(
-                        id=reservation_id,
-                        installation_id=installation_id,
-                        budget_id=budget.id,
-                        window_start=start,
-                        operation_type="action_proposal",
-                        operation_id=operation_id,
-                        attempt_id=attempt_id,
-                        amount=amount,
-                        state="reserved",
-                        created_at=now,
-                    ),
+            uow.insert_ignore_later(
+                BudgetReservation,
+                dict(
+                    id=reservation_id,
+                    installation_id=installation_id,
+                    budget_id=budget.id,
+                    window_start=start,
+                    operation_type="action_proposal",
+                    operation_id=operation_id,
+                    attempt_id=attempt_id,
+                    amount=amount,
+                    state="reserved",
+                    created_at=now,
                 ),
             )
             reserved.append(reservation_id)

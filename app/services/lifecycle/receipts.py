@@ -13,7 +13,7 @@ from app.domain.errors import ActionError, ApiError
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.receipts import Receipt, parse_receipt
-from app.models import ActionProposal, ActionReceiptRecord, Report, move_loaded, new_id, statements
+from app.models import ActionProposal, ActionReceiptRecord, Report, move_loaded, new_id
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.proposals import delivery_of, move_at_commit
@@ -99,24 +99,21 @@ def save_receipt(
         proposal.id,
         details,
     )
-    uow.write_later(  # nothing in the transaction reads it back: written with the batch's others
-        statements.insert_ignore_statement(ActionReceiptRecord, statements.dialect_of(session), False),
-        statements.column_keys(
-            ActionReceiptRecord,
-            dict(
-                id=new_id("rcp"),
-                installation_id=proposal.installation_id,
-                proposal_id=proposal.id,
-                delivery_cycle=proposal.delivery_cycle,
-                attempt_number=attempt.number if attempt else None,
-                source=source,
-                status=receipt.status,
-                receipt=receipt.as_dict(),
-                receipt_digest=sha256_digest(receipt_json),
-                applied_to_proposal=True,
-                connection_attempt_id=attempt.connection_attempt_id if attempt else None,
-                received_at=now,
-            ),
+    uow.insert_ignore_later(  # nothing in the transaction reads it back: written with the others at commit
+        ActionReceiptRecord,
+        dict(
+            id=new_id("rcp"),
+            installation_id=proposal.installation_id,
+            proposal_id=proposal.id,
+            delivery_cycle=proposal.delivery_cycle,
+            attempt_number=attempt.number if attempt else None,
+            source=source,
+            status=receipt.status,
+            receipt=receipt.as_dict(),
+            receipt_digest=sha256_digest(receipt_json),
+            applied_to_proposal=True,
+            connection_attempt_id=attempt.connection_attempt_id if attempt else None,
+            received_at=now,
         ),
     )
     if receipt.status == "applied":  # the one place applied is written: TEMP-2/3 follow it here
