@@ -61,7 +61,7 @@ def run_cron(interval_seconds: int, parent_pid: int) -> None:
     RQ's cron loop stops on a Redis error; start it again once Redis answers.
     """
     die_with_parent(parent_pid)
-    app = create_app()
+    app = create_app(web=False)
     bind_app(app)
     delays = _reconnect_delays()
     while True:
@@ -87,7 +87,7 @@ def run_cron(interval_seconds: int, parent_pid: int) -> None:
 def run_sweep_worker(parent_pid: int) -> None:
     """Serve the sweeps queue in a child process of the delivery worker."""
     die_with_parent(parent_pid)
-    app = create_app()
+    app = create_app(web=False)
     bind_app(app)
     run_worker(app, ConsoleSimpleWorker, burst=False, queue_name=app.config["SWEEP_QUEUE"], scheduler=False)
 
@@ -131,7 +131,7 @@ def main() -> None:
         "--metrics-port", type=int, default=None, help="serve this worker's Prometheus metrics on 127.0.0.1:PORT"
     )
     args = parser.parse_args()
-    app = create_app()
+    app = create_app(web=False)
     bind_app(app)
     if args.metrics_port:
         from prometheus_client import start_http_server

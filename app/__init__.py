@@ -17,11 +17,14 @@ from .database import install_engine_hooks
 from .extensions import csrf, db, limiter, login_manager, migrate
 
 
-def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
+def create_app(overrides: Mapping[str, Any] | None = None, web: bool = True) -> Flask:
     """Create the console.
 
     Args:
         overrides: settings applied over the environment's (tests use this).
+        web: False for a worker process: no pages, API or login views (their imports
+            and registration cost each worker about half a second of CPU at start,
+            and no job renders a page or builds a URL).
     """
     app = Flask(
         __name__,
@@ -55,9 +58,10 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         app.config["RATELIMIT_STORAGE_URI"] = "redis+" + url if url.startswith("unix://") else url
     limiter.init_app(app)
 
-    from .web import register_web
+    if web:
+        from .web import register_web
 
-    register_web(app)
+        register_web(app)
 
     from .cli import register_cli
 

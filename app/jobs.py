@@ -27,7 +27,7 @@ def _job_context():
     if _app is None:
         from app import create_app
 
-        bind_app(create_app())
+        bind_app(create_app(web=False))
     if os.getpid() != _pid:  # a forked work horse: don't reuse the parent's connections
         from app.extensions import db
 

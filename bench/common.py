@@ -107,6 +107,48 @@ def run_workers(args: list[list[str]], env: dict) -> tuple[float, float]:
     return elapsed, peak / 1024 / 1024
 
 
+class CpuUse:
+    """CPU seconds spent while a run lasted: by the worker processes it started and
+    waited for (this process's reaped children), by the platform process, and by
+    everything else on the machine (PostgreSQL, Redis, this process).
+
+        with CpuUse(platform_pid) as cpu:
+            run_workers(...)
+        cpu.split  # {"workers": s, "platform": s, "other": s}
+    """
+
+    def __init__(self, platform_pid: int | None):
+        self.platform = psutil.Process(platform_pid) if platform_pid else None
+        self.split: dict[str, float] = {}
+
+    def _now(self) -> tuple[float, float, float]:
+        import resource
+
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        machine = psutil.cpu_times()
+        platform_cpu = sum(self.platform.cpu_times()[:2]) if self.platform else 0.0
+        busy = machine.user + machine.system + getattr(machine, "nice", 0) + getattr(machine, "irq", 0)
+        busy += getattr(machine, "softirq", 0)
+        return children.ru_utime + children.ru_stime, platform_cpu, busy
+
+    def __enter__(self) -> CpuUse:
+        self._start = self._now()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        workers, platform_cpu, busy = (b - a for a, b in zip(self._start, self._now(), strict=True))
+        self.split = {"workers": workers, "platform": platform_cpu, "other": max(0.0, busy - workers - platform_cpu)}
+
+
+def platform_pid() -> int | None:
+    """The pid of the demo platform this process started (see `demo_platform`)."""
+    for child in psutil.Process().children():
+        with suppress(psutil.Error):
+            if "app.demo_platform" in " ".join(child.cmdline()):
+                return child.pid
+    return None
+
+
 def machine() -> dict:
     return {
         "cpus": os.cpu_count(),

@@ -21,10 +21,21 @@ import statistics
 import sys
 import time
 
-from common import BENCH_DB, BENCH_REDIS, ROOT, bench_app, demo_platform, free_port, run_workers, save
+from common import (
+    BENCH_DB,
+    BENCH_REDIS,
+    ROOT,
+    CpuUse,
+    bench_app,
+    demo_platform,
+    free_port,
+    platform_pid,
+    run_workers,
+    save,
+)
 
-COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+COUNT = 2000
+ROUNDS = 3
 WORKERS = 2
 
 
@@ -85,8 +96,8 @@ def rq_worker(queue: str) -> list[str]:
     ]
 
 
-def run_minimal(platform_url: str, body: bytes, round_number: int) -> float:
-    """COUNT minimal correct deliveries by WORKERS RQ workers; the seconds they took."""
+def run_minimal(platform_url: str, body: bytes, round_number: int, timed) -> None:
+    """COUNT minimal correct deliveries by WORKERS RQ workers, run by ``timed(run)``."""
     import psycopg
     import redis
     from minimal_jobs import SCHEMA, deliver_minimal
@@ -100,15 +111,14 @@ def run_minimal(platform_url: str, body: bytes, round_number: int) -> float:
     queue = Queue("minimal", connection=redis.Redis.from_url(BENCH_REDIS))
     for delivery_id in ids:
         queue.enqueue(deliver_minimal, delivery_id, f"{platform_url}/actions/takedown", body, result_ttl=0)
-    seconds, _ = run_workers([rq_worker("minimal")] * WORKERS, {"MINIMAL_DATABASE_URL": BENCH_DB})
+    timed(lambda: run_workers([rq_worker("minimal")] * WORKERS, {"MINIMAL_DATABASE_URL": BENCH_DB}))
     with psycopg.connect(BENCH_DB.replace("postgresql+psycopg://", "postgresql://")) as conn:
         done = conn.execute("SELECT count(*) FROM minimal_deliveries WHERE state = 'applied'").fetchone()[0]
     assert done == COUNT * (round_number + 1), f"only {done} minimal deliveries applied"
-    return seconds
 
 
-def run_plain(platform_url: str, body: bytes, round_number: int) -> tuple[float, float]:
-    """COUNT plain POST jobs by WORKERS RQ workers; (seconds, peak RSS MB)."""
+def enqueue_plain(platform_url: str, body: bytes, round_number: int) -> None:
+    """COUNT plain POST jobs on the ``baseline`` queue."""
     import redis
     from baseline_jobs import post
     from rq import Queue
@@ -116,7 +126,6 @@ def run_plain(platform_url: str, body: bytes, round_number: int) -> tuple[float,
     queue = Queue("baseline", connection=redis.Redis.from_url(BENCH_REDIS))
     for n in range(COUNT):
         queue.enqueue(post, f"{platform_url}/actions/takedown", body, f"baseline-{round_number}-{n}", result_ttl=0)
-    return run_workers([rq_worker("baseline")] * WORKERS, {})
 
 
 BODY = json.dumps(
@@ -136,6 +145,17 @@ BODY = json.dumps(
 ).encode()
 
 
+def settle() -> None:
+    """Before each timed run: write out what the preparation left dirty and update
+    the planner's statistics, so no run pays for the writes before it (whichever ran
+    first after `prepare` used to meet its checkpoint and autovacuum)."""
+    import psycopg
+
+    with psycopg.connect(BENCH_DB.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        conn.execute("VACUUM ANALYZE")
+
+
 def main() -> None:
     port = free_port()
     env = {
@@ -146,25 +166,33 @@ def main() -> None:
         "INSTANCE_PATH": str(ROOT / "bench" / "out" / "worker"),
     }
     rates: dict[str, list[float]] = {"product": [], "minimal": [], "plain": []}
+    cpu: dict[str, list[dict[str, float]]] = {"product": [], "minimal": [], "plain": []}
     rss = {"product": 0.0, "plain": 0.0}
     with demo_platform(port) as platform_url:
         app = bench_app()
+        platform = platform_pid()
         worker = [sys.executable, str(ROOT / "worker.py"), "--burst"]
 
+        def timed(name: str, run) -> float:
+            settle()
+            with CpuUse(platform) as use:
+                seconds, peak = run()
+            rates[name].append(COUNT / seconds)
+            cpu[name].append({k: v * 1000 / COUNT for k, v in use.split.items()})
+            rss[name] = max(rss.get(name, 0.0), peak)
+            return seconds
+
         def product(round_number: int) -> None:
-            seconds, peak = run_workers([worker] * WORKERS, env)
+            timed("product", lambda: run_workers([worker] * WORKERS, env))
             applied = all_applied(app)
             assert applied == COUNT * (round_number + 1), f"only {applied} applied"
-            rates["product"].append(COUNT / seconds)
-            rss["product"] = max(rss["product"], peak)
 
         def minimal(round_number: int) -> None:
-            rates["minimal"].append(COUNT / run_minimal(platform_url, BODY, round_number))
+            run_minimal(platform_url, BODY, round_number, lambda run: timed("minimal", run))
 
         def plain(round_number: int) -> None:
-            seconds, peak = run_plain(platform_url, BODY, round_number)
-            rates["plain"].append(COUNT / seconds)
-            rss["plain"] = max(rss["plain"], peak)
+            enqueue_plain(platform_url, BODY, round_number)
+            timed("plain", lambda: run_workers([rq_worker("baseline")] * WORKERS, {}))
 
         order = [product, minimal, plain]
         for round_number in range(ROUNDS):
@@ -175,6 +203,7 @@ def main() -> None:
                 run(round_number)
             print("  rates so far:", {k: [round(r, 1) for r in v] for k, v in rates.items()}, flush=True)
     median = {k: statistics.median(v) for k, v in rates.items()}
+    cpu_ms = {k: {part: round(statistics.median(r[part] for r in v), 2) for part in v[0]} for k, v in cpu.items()}
     figures = {
         "delivery_count": COUNT,
         "delivery_rounds": ROUNDS,
@@ -185,6 +214,14 @@ def main() -> None:
         "delivery_ratio": round(median["product"] / median["plain"], 3),
         "delivery_ratio_minimal": round(median["product"] / median["minimal"], 3),
         "delivery_round_rates_per_s": {k: [round(r, 1) for r in v] for k, v in rates.items()},
+        # each round's own ratios: the product against the baselines of the same round
+        "delivery_round_ratios": {
+            base: [round(p / b, 3) for p, b in zip(rates["product"], rates[base], strict=True)]
+            for base in ("plain", "minimal")
+        },
+        # CPU milliseconds per delivery (medians of the rounds): the worker processes,
+        # the platform, and the rest of the machine (PostgreSQL, Redis)
+        "delivery_cpu_ms_per_delivery": cpu_ms,
         "worker_peak_rss_mb": round(rss["product"], 1),
         "baseline_worker_peak_rss_mb": round(rss["plain"], 1),
     }
@@ -193,4 +230,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else COUNT
+    ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else ROUNDS
     main()

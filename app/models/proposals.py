@@ -16,7 +16,9 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    bindparam,
     literal,
+    text,
     update,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -24,7 +26,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.domain.clock import utcnow
 from app.domain.receipts import ProposalIdentity
-from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, is_terminal, sources, target
+from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState, is_terminal, sources, target
 
 from . import statements
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
     from .attempts import ConnectionAttempt
     from .cases import Decision, Report
     from .workflows import HumanTask, WorkflowRun
+
+
+# The rows of `ix_action_proposals_waiting`. A query meets the partial index only when
+# its WHERE names these states as literals (`is_waiting`), not as bound parameters.
+WAITING_STATES = (ProposalState.QUEUED.value, ProposalState.FAILED.value)
+WAITING_PREDICATE = "state IN (" + ", ".join(f"'{state}'" for state in WAITING_STATES) + ")"
 
 
 class ActionProposal(Base):
@@ -46,6 +54,17 @@ class ActionProposal(Base):
         # delivery sweep: due deliveries and expired leases (DLV-1, EVT-3)
         Index("ix_action_proposals_due", "delivery_terminal", "state", "next_attempt_at"),
         Index("ix_action_proposals_lease", "state", "lease_expires_at"),
+        # a batch claim's companions (DLV-1): the waiting proposals of one component
+        # version, oldest due first, read in order so LIMIT stops the scan (without it
+        # every batch sorted all due rows). Partial: a row leaves it once claimed.
+        Index(
+            "ix_action_proposals_waiting",
+            "component_version_id",
+            "next_attempt_at",
+            "id",
+            postgresql_where=text(WAITING_PREDICATE),
+            sqlite_where=text(WAITING_PREDICATE),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(700), primary_key=True)  # {step_run_id}:proposal
@@ -129,6 +148,13 @@ class ActionProposal(Base):
     @property
     def is_reversal(self) -> bool:
         return self.reverses_proposal_id is not None
+
+
+def is_waiting():
+    """``state IN ('queued', 'failed')`` with the states rendered inline, so the planner
+    can use `ix_action_proposals_waiting` (DLV-1's batch claim)."""
+    states = bindparam("waiting_states", list(WAITING_STATES), expanding=True, literal_execute=True)
+    return ActionProposal.state.in_(states)
 
 
 def move_proposal(

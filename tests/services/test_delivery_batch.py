@@ -209,6 +209,33 @@ def test_dlv1_a_proposal_another_worker_holds_is_skipped_not_waited_for(app, pla
     assert deliver(proposals[0].id).state == "applied"
 
 
+@pytest.mark.skipif(BACKEND != "postgresql", reason="reads PostgreSQL's plan (EXPLAIN)")
+def test_dlv1_companions_are_read_in_order_from_the_waiting_index_not_sorted(app, platform, burst):
+    """DLV-1: the companions' SELECT can be answered by `ix_action_proposals_waiting`
+    in due order, so its LIMIT ends the scan (with 2,000 due, 0.15 ms); before, every batch claim sorted every
+    due row of the table (7.6 ms per batch with 2,000 due)."""
+    from sqlalchemy import text
+
+    from app.services.lifecycle.delivery import companions_query
+
+    world, proposals = burst
+    query = companions_query(proposals[0], utcnow(), 9)
+    compiled = query.compile(db.engine, compile_kwargs={"render_postcompile": True})  # as sent
+    connection = db.session.connection()
+    # A few rows: the planner would rather scan and sort. Penalise both, and see
+    # whether an index can give the rows in due order at all.
+    connection.execute(text("SET LOCAL enable_seqscan = off"))
+    connection.execute(text("SET LOCAL enable_sort = off"))
+    plan = "\n".join(row[0] for row in connection.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params))
+    db.session.rollback()
+    assert "ix_action_proposals_waiting" in plan and "Sort" not in plan, plan
+    # inline, not bound: a prepared statement's generic plan could not prove the
+    # partial index's predicate from parameters
+    assert "action_proposals.state IN ('queued', 'failed')" in str(compiled)
+    assert len(db.session.scalars(query).all()) == BURST - 1
+    db.session.rollback()
+
+
 def _fails_for(real, proposal_id: str, message: str):
     """`real`, except that it raises for one proposal (the first argument naming it)."""
 

@@ -38,7 +38,7 @@ from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
-from app.models import ActionApproval, ActionProposal, StepRun, WorkflowRun, WorkflowVersion, move_loaded
+from app.models import ActionApproval, ActionProposal, StepRun, WorkflowRun, WorkflowVersion, is_waiting, move_loaded
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot, report_snapshots
@@ -391,27 +391,7 @@ def _claim_companions(uow, head: ActionProposal, batch: _Batch, now: datetime, l
         (the members: `_Claimed` or `DeliveryOutcome` as `_claim_and_plan`, the
         (id, cycle, attempts, due) of each claimed one, naming its waiting jobs).
     """
-    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
-    rows = uow.session.scalars(
-        select(P)
-        .where(
-            P.installation_id == head.installation_id,
-            P.component_version_id == head.component_version_id,
-            P.id != head.id,
-            P.appeal_id.is_(None),
-            P.reverses_proposal_id.is_(None),
-            P.compensates_proposal_id.is_(None),
-            P.delivery_terminal.is_(False),
-            P.state.in_([S.QUEUED, S.FAILED]),
-            P.accepted_at.is_(None),  # an accepted action waits for its confirmation deadline alone
-            P.next_attempt_at <= now,
-            or_(P.not_before.is_(None), P.not_before <= now),  # TEMP-4
-            attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE,
-        )
-        .order_by(P.next_attempt_at, P.id)
-        .limit(_batch_size() - 1)
-        .with_for_update(skip_locked=True)
-    ).all()
+    rows = uow.session.scalars(companions_query(head, now, _batch_size() - 1)).all()
     members, jobs = [], []
     batch.snapshots.update(report_snapshots(uow.session, [p.report_id for p in rows]))  # PRE-1: one read for all
     for proposal in rows:
@@ -424,6 +404,36 @@ def _claim_companions(uow, head: ActionProposal, batch: _Batch, now: datetime, l
         if isinstance(member, DeliveryOutcome) and member.error_code in DEFERRAL_CODES:
             break  # the connection or a budget holds the rest back: leave them unclaimed
     return members, jobs
+
+
+def companions_query(head: ActionProposal, now: datetime, limit: int):
+    """The SELECT … FOR UPDATE SKIP LOCKED of the due ordinary proposals a batch
+    claim takes along behind `head` (DLV-1), at most `limit`, oldest due first.
+
+    It reads `ix_action_proposals_waiting` in order, so LIMIT ends the scan: the
+    states are rendered inline (`is_waiting`), which the partial index needs.
+    """
+    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
+    return (
+        select(P)
+        .where(
+            P.installation_id == head.installation_id,
+            P.component_version_id == head.component_version_id,
+            P.id != head.id,
+            P.appeal_id.is_(None),
+            P.reverses_proposal_id.is_(None),
+            P.compensates_proposal_id.is_(None),
+            P.delivery_terminal.is_(False),
+            is_waiting(),
+            P.accepted_at.is_(None),  # an accepted action waits for its confirmation deadline alone
+            P.next_attempt_at <= now,
+            or_(P.not_before.is_(None), P.not_before <= now),  # TEMP-4
+            attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE,
+        )
+        .order_by(P.next_attempt_at, P.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
 
 
 def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, batch: _Batch | None = None) -> _Plan:
