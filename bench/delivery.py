@@ -11,8 +11,10 @@ in a rotating order, and each rate is the median of its rounds: on this machine 
 run of the same jobs measured anywhere from 234 to 362 per second from one minute to
 the next, so a ratio of two single runs said more about the minute than the code.
 `delivery_ratio` is the product's median rate over the plain jobs',
-`delivery_ratio_minimal` over the minimal delivery's; every round's rates are kept
-too. Also the workers' peak RSS."""
+`delivery_ratio_minimal` over the minimal delivery's; every round's rates and its own
+ratios are kept too. Each timed run starts after a CHECKPOINT and VACUUM ANALYZE
+(`settle`), and reports its CPU milliseconds per delivery: the workers, the platform and
+the rest of the machine (PostgreSQL, Redis). Also the workers' peak RSS."""
 
 from __future__ import annotations
 
