@@ -23,8 +23,8 @@ def create_app(overrides: Mapping[str, Any] | None = None, web: bool = True) -> 
     Args:
         overrides: settings applied over the environment's (tests use this).
         web: False for a worker process: no pages, API or login views (their imports
-            and registration cost each worker about half a second of CPU at start,
-            and no job renders a page or builds a URL).
+            and registration cost each worker about 0.3 s of CPU at start, and no
+            job renders a page or builds a URL).
     """
     app = Flask(
         __name__,

@@ -55,8 +55,8 @@ __all__ = [
     "WorkflowRun",
     "WorkflowVersion",
     "insert_ignore",
-    "move_loaded",
     "is_waiting",
+    "move_loaded",
     "move_proposal",
     "new_id",
 ]

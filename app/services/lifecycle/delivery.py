@@ -408,7 +408,12 @@ def _claim_companions(uow, head: ActionProposal, batch: _Batch, now: datetime, l
 
 def companions_query(head: ActionProposal, now: datetime, limit: int):
     """The SELECT … FOR UPDATE SKIP LOCKED of the due ordinary proposals a batch
-    claim takes along behind `head` (DLV-1), at most `limit`, oldest due first.
+    claim takes along behind `head` (DLV-1), oldest due first.
+
+    Args:
+        head: the proposal the job claimed; its installation and component version.
+        now: the claim's time (UTC); only proposals due by then.
+        limit: at most this many rows.
 
     It reads `ix_action_proposals_waiting` in order, so LIMIT ends the scan: the
     states are rendered inline (`is_waiting`), which the partial index needs.
