@@ -10,6 +10,18 @@ from flask import Flask
 from sqlalchemy import select
 
 
+def _invoked_by() -> dict[str, str]:
+    """Who runs a command that acts without a second person: OS user and host (FOUR-10)."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment nor the password database
+        user = f"uid {os.getuid()}"
+    return {"os_user": user, "host": socket.gethostname()}
+
+
 def register_cli(app: Flask) -> None:
     @app.cli.command("demo")
     @click.option("--port", type=int, default=lambda: int(os.environ.get("DEMO_PORT", "5000")), show_default="5000")
@@ -36,16 +48,42 @@ def register_cli(app: Flask) -> None:
     @click.option("--email", required=True)
     @click.option("--name", "display_name", required=True)
     @click.option("--installation", "installation_slug", default="default", show_default=True)
+    @click.option("--roles", default="admin", show_default=True, help="comma-separated: admin,reviewer,...")
+    @click.option(
+        "--reason",
+        default=None,
+        help="why, when the installation has an admin already (12+ visible characters, 2+ words)",
+    )
     @click.password_option()
-    def create_admin(email: str, display_name: str, installation_slug: str, password: str) -> None:
-        """Create the first administrator (and the installation if it is new)."""
+    def create_admin(
+        email: str, display_name: str, installation_slug: str, roles: str, reason: str | None, password: str
+    ) -> None:
+        """Create an administrator (and the installation if it is new), as the system.
+
+        An admin is not a reviewer unless ``--roles`` asks for it (FOUR-6). Once the
+        installation has an admin, a reason of substance is needed (FOUR-10): admins
+        then add people by invitation in the console. The OS user and host are
+        recorded in the ``operator.created`` audit row and printed.
+        """
         from .domain.errors import ApiError
+        from .domain.reasons import reason_problem
         from .extensions import db
-        from .models import Installation
+        from .models import Installation, OperatorUser
         from .services.admin.operators import create_operator
         from .services.uow import Actor, unit_of_work
 
+        invoked_by = _invoked_by()
         installation = db.session.scalar(select(Installation).where(Installation.slug == installation_slug))
+        has_admin = installation is not None and any(
+            operator.has_role("admin")
+            for operator in db.session.scalars(
+                select(OperatorUser).where(OperatorUser.installation_id == installation.id, OperatorUser.active)
+            )
+        )
+        problem = reason_problem(reason) if has_admin or reason is not None else None
+        if problem:
+            click.echo(f"create_admin_reason_invalid: {installation_slug} has an admin already. {problem}", err=True)
+            sys.exit(1)
         if installation is None:
             with unit_of_work() as uow:
                 installation = Installation(name=installation_slug, slug=installation_slug)
@@ -57,13 +95,17 @@ def register_cli(app: Flask) -> None:
                 email=email,
                 password=password,
                 display_name=display_name,
-                roles=["admin", "reviewer"],
+                roles=[role.strip() for role in roles.split(",") if role.strip()],
                 actor=Actor.system("cli"),
+                details={"reason": reason.strip() if reason else None, **invoked_by},
             )
         except ApiError as error:
             click.echo(f"{error.code}: {error.message}", err=True)
             sys.exit(1)
-        click.echo(f"created {operator.email} ({operator.id})")
+        click.echo(f"created {operator.email} ({operator.id}) with roles: {', '.join(sorted(operator.roles))}")
+        click.echo(f"recorded as the system, run by OS user {invoked_by['os_user']} on host {invoked_by['host']}")
+        if reason:
+            click.echo(f"reason: {reason.strip()}")
 
     @app.cli.command("create-integration-token")
     @click.option("--installation", "installation_slug", required=True)
@@ -275,21 +317,31 @@ def register_cli(app: Flask) -> None:
 
     @app.cli.command("config-break-glass")
     @click.argument("change_id")
-    @click.option("--reason", required=True, help="why no second admin can approve it (at least 10 characters)")
+    @click.option(
+        "--reason",
+        required=True,
+        help="why no second admin can approve it (12+ visible characters, 2+ words; invisible ones do not count)",
+    )
     @click.option("--digest", default=None, help="the change's digest (sha256:…), to apply only that exact change")
     def config_break_glass(change_id: str, reason: str, digest: str | None) -> None:
         """Apply a pending configuration change without a second admin (SPEC FOUR-2).
 
-        The only way round four-eyes for configuration: it needs a reason and writes a
-        ``config.break_glass`` audit row naming the change, its digest and the reason.
+        The only way round four-eyes for configuration: it needs a reason of substance
+        and writes a ``config.break_glass`` audit row naming the change, its digest,
+        the reason, and the OS user and host that ran it (FOUR-10).
         """
         from .domain.errors import ApiError
         from .services.admin.reviews import break_glass
 
+        invoked_by = _invoked_by()
         try:
-            change = break_glass(change_id, reason, digest=digest)
+            outcome = break_glass(change_id, reason, digest=digest, invoked_by=invoked_by)
         except ApiError as error:
             click.echo(f"{error.code}: {error.message}", err=True)
             sys.exit(1)
+        change = outcome.change
         click.echo(f"applied {change.id} ({change.kind}: {change.summary})")
         click.echo(f"  digest {change.digest}; recorded as config.break_glass with your reason")
+        click.echo(f"  run by OS user {invoked_by['os_user']} on host {invoked_by['host']}")
+        for name, value in outcome.delivered.items():  # an account's invitation (FOUR-6)
+            click.echo(f"  {name.replace('_', ' ')}: {value}")

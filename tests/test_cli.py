@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import getpass
+import json
+import socket
+
 from sqlalchemy import func, select
 
 from app.extensions import db
@@ -19,36 +23,77 @@ def count(model) -> int:
     return db.session.scalar(select(func.count()).select_from(model))
 
 
-def create_admin(runner, email="ada@example.org", installation="trust-safety", password=PASSWORD):
+REASON = "Onboarding Grace, ticket OPS-4711"
+
+
+def create_admin(runner, email="ada@example.org", installation="trust-safety", password=PASSWORD, extra=()):
     args = ["create-admin", "--email", email, "--name", "Ada", "--installation", installation]
-    return runner.invoke(args=[*args, "--password", password])
+    return runner.invoke(args=[*args, "--password", password, *extra])
 
 
-def test_create_admin_makes_the_installation_and_an_admin_reviewer(app, runner):
+def who() -> dict[str, str]:
+    return {"os_user": getpass.getuser(), "host": socket.gethostname()}
+
+
+def test_create_admin_makes_the_installation_and_an_admin_who_is_not_a_reviewer(app, runner):
+    """FOUR-6: the bootstrap admin is an admin only; FOUR-10: the OS user and host are recorded."""
     result = create_admin(runner)
     assert result.exit_code == 0, result.output
     db.session.rollback()
     operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "ada@example.org"))
-    assert result.output.strip() == f"created ada@example.org ({operator.id})"
-    assert operator.roles == {"admin", "reviewer"} and operator.check_password(PASSWORD)
+    assert result.output.splitlines()[0] == f"created ada@example.org ({operator.id}) with roles: admin"
+    assert f"OS user {who()['os_user']} on host {who()['host']}" in result.output
+    assert operator.roles == {"admin"} and operator.check_password(PASSWORD)
     installation = db.session.get(Installation, operator.installation_id)
     assert installation.slug == "trust-safety"
     created = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "operator.created"))
     assert (created.actor_type, created.actor_id, created.target_id) == ("system", "cli", operator.id)
+    details = json.loads(created.details_json)
+    assert {key: details[key] for key in ("os_user", "host")} == who() and details["reason"] is None
 
 
-def test_create_admin_joins_an_existing_installation(app, runner):
+def test_create_admin_grants_more_roles_only_when_asked(app, runner):
+    """FOUR-6: --roles asks for more than admin; bad roles are refused."""
+    result = create_admin(runner, extra=["--roles", "admin,reviewer"])
+    assert result.exit_code == 0, result.output
+    db.session.rollback()
+    assert db.session.scalar(select(OperatorUser.roles_text)) == "admin,reviewer"
+    bad = create_admin(runner, email="bob@example.org", extra=["--roles", "root", "--reason", REASON])
+    assert bad.exit_code == 1 and bad.output.startswith("roles_invalid: ")
+
+
+def test_create_admin_needs_a_reason_of_substance_once_an_admin_exists(app, runner):
+    """FOUR-10: a second admin from the shell needs a reason of substance, recorded with the OS user and host."""
     assert create_admin(runner).exit_code == 0
-    assert create_admin(runner, email="grace@example.org").exit_code == 0
+    for extra in ([], ["--reason", "\u200b" * 10], ["--reason", "\u200b" * 30 + " x y"], ["--reason", "because"]):
+        refused = create_admin(runner, email="grace@example.org", extra=extra)
+        assert refused.exit_code == 1 and refused.output.startswith("create_admin_reason_invalid: "), refused.output
+    assert count(OperatorUser) == 1
+    joined = create_admin(runner, email="grace@example.org", extra=["--reason", REASON])
+    assert joined.exit_code == 0, joined.output
     assert count(Installation) == 1 and count(OperatorUser) == 2
+    db.session.rollback()
+    [_, event] = db.session.scalars(
+        select(AuditEvent).where(AuditEvent.action == "operator.created").order_by(AuditEvent.seq)
+    ).all()
+    assert json.loads(event.details_json) | who() == json.loads(event.details_json)
+    assert json.loads(event.details_json)["reason"] == REASON
+    assert REASON in joined.output and who()["host"] in joined.output
+
+
+def test_create_admin_refuses_a_lookalike_email(app, runner):
+    """FOUR-10: a Cyrillic а in an e-mail is refused from the shell too."""
+    refused = create_admin(runner, email="\u0430da@example.org")
+    assert refused.exit_code == 1 and refused.output.startswith("operator_email_not_ascii: ")
+    assert count(OperatorUser) == 0
 
 
 def test_create_admin_refuses_a_taken_email_or_a_short_password(app, runner):
     """A refusal names its code, exits 1 and creates nobody."""
     assert create_admin(runner).exit_code == 0
-    taken = create_admin(runner)
+    taken = create_admin(runner, extra=["--reason", REASON])
     assert taken.exit_code == 1 and taken.output.startswith("email_taken: ")
-    short = create_admin(runner, email="bob@example.org", password="short")
+    short = create_admin(runner, email="bob@example.org", password="short", extra=["--reason", REASON])
     assert short.exit_code == 1 and short.output.startswith("password_invalid: ")
     assert count(OperatorUser) == 1
 

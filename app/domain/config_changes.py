@@ -39,6 +39,7 @@ class ChangeKind(StrEnum):
     BUDGET_ACTIVE = "budget.active"
     OPERATOR_CREATE = "operator.create"
     OPERATOR_ROLES = "operator.roles"
+    OPERATOR_INVITE = "operator.invite"
 
 
 class ChangeState(StrEnum):
@@ -92,7 +93,8 @@ def second_admin_reasons(
             component.* ``approval_mode``; connection.version ``base_url``,
             ``allowed_hosts`` (list), ``bearer_token`` and ``signing_secret`` (the
             action: keep, set/generate, none); budget.limit ``limit_amount``;
-            budget.active ``active``; operator.create and operator.roles ``roles``.
+            budget.active ``active``; operator.create and operator.roles ``roles``;
+            operator.invite ``delivery`` (``mail`` to the invitee, or ``approver``).
         current: what the change replaces, in the same terms (None for a creation).
             connection.version: ``base_url``, ``allowed_hosts``, and ``bearer_token``
             / ``signing_secret`` as booleans (set or not); budget.*: ``limit_amount``,
@@ -125,11 +127,18 @@ def second_admin_reasons(
         if current.get("active") and not proposed.get("active"):
             return ["It deactivates a budget: its scope is no longer bounded."]
         return []
+    if kind is ChangeKind.OPERATOR_INVITE:  # FOUR-6: a link someone other than the invitee sees
+        if proposed.get("delivery") != "mail":
+            return ["It issues a new invitation link, shown to the approving admin: whoever holds it sets the password."]
+        return []
     # operator.create and operator.roles: what the change adds of the privileged roles
     granted = PRIVILEGED_ROLES.intersection(proposed.get("roles") or ()) - set(current.get("roles") or ())
+    reasons = []
+    if kind is ChangeKind.OPERATOR_CREATE:  # FOUR-6: every account is created by two admins
+        reasons.append("It creates an account, which a second admin confirms.")
     if granted:
-        return [f"It grants the {' and '.join(sorted(granted))} role{'s' if len(granted) > 1 else ''}."]
-    return []
+        reasons.append(f"It grants the {' and '.join(sorted(granted))} role{'s' if len(granted) > 1 else ''}.")
+    return reasons
 
 
 def _connection_reasons(proposed: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

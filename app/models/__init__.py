@@ -13,7 +13,7 @@ from .labels import CodeLabel
 from .operations import SweepRun
 from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
 from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, is_waiting, move_loaded, move_proposal
-from .tenancy import Installation, OperatorUser
+from .tenancy import Installation, OperatorInvitation, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "Installation",
     "Integration",
     "IntegrationToken",
+    "OperatorInvitation",
     "OperatorUser",
     "Queue",
     "Report",

@@ -69,3 +69,23 @@ class OperatorUser(UserMixin, Base):
 
     def get_id(self) -> str:
         return f"{self.id}:{self.session_version}"
+
+
+class OperatorInvitation(Base):
+    """A one-time link with which an invited operator sets their own password (FOUR-6).
+
+    Only the SHA-256 of the token is kept. An invitation is usable while it is
+    neither used, nor revoked (a newer one replaced it), nor past ``expires_at``.
+    """
+
+    __tablename__ = "operator_invitations"
+
+    id: Mapped[str] = id_column("inv")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
+    operator_id: Mapped[str] = mapped_column(ForeignKey("operator_users.id"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(100), unique=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = created_at_column()
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

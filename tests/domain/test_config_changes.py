@@ -19,6 +19,7 @@ CONNECTION_NOW = {
     "bearer_token": True,
     "signing_secret": True,
 }
+CREATES = "It creates an account, which a second admin confirms."  # FOUR-6
 SAME_PLACE = {
     "base_url": "https://api.example.com/v2",
     "allowed_hosts": ["api.example.com"],
@@ -44,7 +45,9 @@ SAME_PLACE = {
         (K.BUDGET_ACTIVE, {"active": False}, {"active": True}, True),
         (K.BUDGET_ACTIVE, {"active": True}, {"active": False}, False),
         (K.BUDGET_ACTIVE, {"active": False}, {"active": False}, False),
-        (K.OPERATOR_CREATE, {"roles": ["moderator", "auditor"]}, None, False),
+        (K.OPERATOR_CREATE, {"roles": ["moderator", "auditor"]}, None, True),  # FOUR-6: every account
+        (K.OPERATOR_INVITE, {"delivery": "approver"}, None, True),  # FOUR-6: the link is seen by an admin
+        (K.OPERATOR_INVITE, {"delivery": "mail"}, None, False),  # FOUR-6: the link goes to the invitee only
         (K.OPERATOR_CREATE, {"roles": ["moderator", "reviewer"]}, None, True),
         (K.OPERATOR_CREATE, {"roles": ["admin"]}, None, True),
         (K.OPERATOR_ROLES, {"roles": ["moderator", "reviewer"]}, {"roles": ["moderator"]}, True),
@@ -184,8 +187,9 @@ def test_a_new_origin_needs_the_secrets_again(previous, new, reentry):
         ),
         (K.BUDGET_ACTIVE, {}, {"active": True}, ["It deactivates a budget: its scope is no longer bounded."]),
         (K.BUDGET_ACTIVE, {"active": False}, None, []),
-        (K.OPERATOR_CREATE, {"roles": ["reviewer"]}, None, ["It grants the reviewer role."]),
-        (K.OPERATOR_CREATE, {"roles": ["reviewer", "admin"]}, None, ["It grants the admin and reviewer roles."]),
+        (K.OPERATOR_CREATE, {"roles": ["moderator"]}, None, [CREATES]),
+        (K.OPERATOR_CREATE, {"roles": ["reviewer"]}, None, [CREATES, "It grants the reviewer role."]),
+        (K.OPERATOR_CREATE, {"roles": ["reviewer", "admin"]}, None, [CREATES, "It grants the admin and reviewer roles."]),
         (K.OPERATOR_ROLES, {"roles": ["admin", "reviewer"]}, {"roles": ["reviewer"]}, ["It grants the admin role."]),
         (K.OPERATOR_ROLES, {"roles": None}, {"roles": ["admin"]}, []),
         (K.OPERATOR_ROLES, {"roles": ["admin"]}, {"roles": None}, ["It grants the admin role."]),

@@ -4,7 +4,9 @@ applying in the same transaction), rejected, or applied by the CLI break-glass."
 
 from __future__ import annotations
 
+import getpass
 import json
+import socket
 
 import pytest
 from sqlalchemy import func, select
@@ -328,26 +330,24 @@ def test_nobody_approves_a_role_granted_to_themselves(app, world):
     assert db.session.get(OperatorUser, moderator.id).roles == {"moderator", "admin"}
 
 
-def test_a_new_privileged_user_waits_with_only_a_password_hash(app, world):
-    """FOUR-2: adding a reviewer stores the user pending; no password is kept in clear."""
-    password = "a-long-password-for-nina"
-    pending = operators.add_operator(
-        world.user("admin"), email="nina@example.com", password=password, display_name="Nina", roles=["reviewer"]
-    )
-    assert isinstance(pending, PendingChange)
-    row = change_row(pending)
-    assert password not in canonical_json(row.content) and password not in canonical_json(row.secrets)
-    assert db.session.scalar(select(OperatorUser).where(OperatorUser.email == "nina@example.com")) is None
-    result = approve_change(world, pending)
-    created = db.session.get(OperatorUser, result["operator_id"])
-    assert created.roles == {"reviewer"} and created.check_password(password)
-    assert operators.add_operator(
-        world.user("admin"), email="max@example.com", password=password, display_name="Max", roles=["moderator"]
-    ).roles == {"moderator"}  # no privileged role: at once
+def test_a_new_user_waits_for_a_second_admin_without_a_password(app, world):
+    """FOUR-2, FOUR-6: adding a user (any roles) stores it pending, with no password at all."""
+    for roles in (["reviewer"], ["moderator"]):
+        pending = operators.add_operator(
+            world.user("admin"), email=f"{roles[0]}-nina@example.com", display_name="Nina", roles=roles
+        )
+        assert isinstance(pending, PendingChange)
+        row = change_row(pending)
+        assert row.secrets is None and "password" not in canonical_json(row.content)
+        assert db.session.scalar(select(OperatorUser).where(OperatorUser.email == f"{roles[0]}-nina@example.com")) is None
+        result = approve_change(world, pending)
+        created = db.session.get(OperatorUser, result["operator_id"])
+        assert created.roles == set(roles) and "invitation_link" in result
 
 
 def test_break_glass_applies_without_a_second_admin_and_says_so(app, world):
-    """FOUR-2: the CLI break-glass needs a reason (10+ characters), writes config.break_glass."""
+    """FOUR-2, FOUR-10: the CLI break-glass needs a reason of substance (invisible characters do
+    not count), writes config.break_glass with the OS user and host, and prints them."""
     budget_id = add_budget(world)
     pending = budgets.change_budget_limit(world.user("admin"), budget_id, 50)
     runner = app.test_cli_runner()
@@ -356,6 +356,8 @@ def test_break_glass_applies_without_a_second_admin_and_says_so(app, world):
     before = counts()
     for args, code in (
         (["--reason", "urgent"], "break_glass_reason_invalid"),
+        (["--reason", "\u200b" * 10], "break_glass_reason_invalid"),  # issue 22
+        (["--reason", "\u2067\u200b" * 20 + "ok ok"], "break_glass_reason_invalid"),
         (["--reason", "the second admin is on leave", "--digest", "sha256:x"], "config_change_digest_mismatch"),
     ):
         result = runner.invoke(args=["config-break-glass", pending.change_id, *args])
@@ -370,12 +372,14 @@ def test_break_glass_applies_without_a_second_admin_and_says_so(app, world):
     )
     assert result.exit_code == 0, result.output
     assert pending.change_id in result.output
+    assert f"OS user {getpass.getuser()} on host {socket.gethostname()}" in result.output
     assert reload_budget(budget_id).limit_amount == 50
     row = change_row(pending)
     assert (row.state, row.decided_via, row.decided_by, row.reason) == ("applied", "break_glass", None, reason)
     [event] = audits("config.break_glass")
     assert (event.idempotency_key, event.actor_type) == (f"config:break-glass:{row.id}", "system")
-    assert json.loads(event.details_json)["reason"] == reason
+    details = json.loads(event.details_json)
+    assert (details["reason"], details["os_user"], details["host"]) == (reason, getpass.getuser(), socket.gethostname())
     assert audits("config.change_approved") == []
     assert "nothing waits" in runner.invoke(args=["config-changes"]).output
 

@@ -57,6 +57,9 @@ class ChangeType:
         hidden: content keys the diff leaves out (ids in the subject, secret digests).
         display: (content, current) -> (now, proposed) for the diff, when the
             content's terms are not the page's (a connection's secrets).
+        deliver: (shown_once) -> what to tell the approving admin, for a change whose
+            `apply` returns a ``shown_once`` entry (an invitation token, FOUR-6): run
+            after the change committed; ``shown_once`` itself is never stored.
     """
 
     kind: ChangeKind
@@ -67,6 +70,7 @@ class ChangeType:
     apply: Callable[[UnitOfWork, ApplyContext, dict[str, Any], dict[str, str]], dict[str, Any]]
     hidden: tuple[str, ...] = ()
     display: Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], dict[str, Any]]] | None = None
+    deliver: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def diff_sides(self, content: dict[str, Any], current: dict[str, Any] | None) -> tuple[dict, dict]:
         """(now, proposed) as the change page compares them."""

@@ -13,13 +13,15 @@ from flask import current_app
 from sqlalchemy import func, select, update
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from app.domain.accounts import email_lookalike_problem
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.models.tenancy import ROLES
-from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, secret_digests, submit
+from app.services.admin import invitations
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import change_key, has_control_characters, plausible_id
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -99,12 +101,23 @@ def validate_roles(roles) -> list[str]:
     return roles
 
 
-def _clean_new_operator(email: Any, password: Any, display_name: Any, roles) -> tuple[str, str, list[str]]:
+def check_new_password(password: Any) -> str:
+    """The project's password rule: 12 to 500 characters.
+
+    Raises:
+        ApiError: 400 ``password_invalid``.
+    """
+    if not isinstance(password, str) or not 12 <= len(password) <= 500:
+        raise ApiError(400, "password_invalid", "Passwords need 12 to 500 characters.", "password")
+    return password
+
+
+def _clean_new_operator(email: Any, display_name: Any, roles) -> tuple[str, str, list[str]]:
+    if isinstance(email, str) and email_lookalike_problem(email):  # FOUR-10
+        raise ApiError(400, "operator_email_not_ascii", email_lookalike_problem(email), "email")
     email = email.strip().lower() if isinstance(email, str) else ""
     if not EMAIL_PATTERN.match(email) or has_control_characters(email):
         raise ApiError(400, "email_invalid", "Enter a valid email address.", "email")
-    if not isinstance(password, str) or not 12 <= len(password) <= 500:
-        raise ApiError(400, "password_invalid", "Passwords need 12 to 500 characters.", "password")
     display_name = display_name.strip() if isinstance(display_name, str) else ""
     if not 1 <= len(display_name) <= 200 or has_control_characters(display_name):
         raise ApiError(400, "display_name_invalid", "Give a display name of 1 to 200 characters.", "display_name")
@@ -118,7 +131,13 @@ def _password_hash(password: str) -> str:
 
 
 def _insert_operator(
-    uow: UnitOfWork, context: ApplyContext, email: str, display_name: str, roles: list[str], password_hash: str
+    uow: UnitOfWork,
+    context: ApplyContext,
+    email: str,
+    display_name: str,
+    roles: list[str],
+    password_hash: str,
+    extra: dict[str, Any] | None = None,
 ) -> OperatorUser:
     installation_id = context.installation_id
     if uow.session.get(Installation, installation_id) is None:
@@ -137,40 +156,51 @@ def _insert_operator(
         context.actor,
         "operator_user",
         operator.id,
-        context.details({"email": email, "roles": roles}),
+        context.details({"email": email, "roles": roles, **(extra or {})}),
     )
     return operator
 
 
 def create_operator(
-    installation_id: str, *, email: str, password: str, display_name: str, roles, actor: Actor
+    installation_id: str,
+    *,
+    email: str,
+    password: str,
+    display_name: str,
+    roles,
+    actor: Actor,
+    details: dict[str, Any] | None = None,
 ) -> OperatorUser:
-    """Create an operator at once, as the system: the CLI (``create-admin``) and the
-    demo seed, which run before any admin exists. Admins add operators with
-    `add_operator`, where granting reviewer or admin needs a second admin (FOUR-2).
+    """Create an operator at once, as the system, with the password given: the CLI
+    (``create-admin``, run by the person at the server's shell), the demo seed and
+    test builders. Admins invite operators with `add_operator` (FOUR-6).
+
+    Args:
+        details: more for the ``operator.created`` audit row (the CLI's reason, OS
+            user and host, FOUR-10).
 
     Raises:
-        ApiError: 400 ``email_invalid``, ``password_invalid``, ``roles_invalid``,
-            ``display_name_invalid``; 409 ``email_taken``; 404 ``installation_not_found``.
+        ApiError: 400 ``email_invalid``, ``operator_email_not_ascii``,
+            ``password_invalid``, ``roles_invalid``, ``display_name_invalid``;
+            409 ``email_taken``; 404 ``installation_not_found``.
     """
-    email, display_name, roles = _clean_new_operator(email, password, display_name, roles)
-    password_hash = _password_hash(password)
+    email, display_name, roles = _clean_new_operator(email, display_name, roles)
+    password_hash = _password_hash(check_new_password(password))
     with unit_of_work() as uow:
         operator = _insert_operator(
-            uow, ApplyContext(installation_id, actor), email, display_name, roles, password_hash
+            uow, ApplyContext(installation_id, actor), email, display_name, roles, password_hash, details
         )
         operator_id = operator.id
         uow.commit()
     return db.session.get(OperatorUser, operator_id)
 
 
-def _apply_create(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], secrets) -> dict[str, Any]:
-    if secret_digests(secrets) != content["secret_digests"]:
-        raise ApiError(409, "config_change_invalid", "The change's secrets do not match its content.")
+def _apply_create(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
     operator = _insert_operator(
-        uow, context, content["email"], content["display_name"], content["roles"], secrets["password_hash"]
+        uow, context, content["email"], content["display_name"], content["roles"], invitations.unusable_password_hash()
     )
-    return {"operator_id": operator.id}
+    token = invitations.issue(uow, context, operator, "mail" if invitations.mail_configured() else "approver")
+    return {"operator_id": operator.id, "shown_once": {"operator_id": operator.id, "invitation_token": token}}
 
 
 OPERATOR_CREATE = ChangeType(
@@ -180,36 +210,38 @@ OPERATOR_CREATE = ChangeType(
     current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New user {content['email']} ({', '.join(content['roles'])})",
     apply=_apply_create,
+    deliver=invitations.deliver,
 )
 
 
-def add_operator(
-    admin: OperatorUser, *, email: str, password: str, display_name: str, roles
-) -> OperatorUser | PendingChange:
-    """An admin adds an operator to their installation. Granting the reviewer or admin
-    role is a change for a second admin (FOUR-2): the user is then stored pending,
-    with only a hash of the password, and created when another admin approves.
+def add_operator(admin: OperatorUser, *, email: str, display_name: str, roles) -> PendingChange:
+    """An admin proposes a new operator of their installation, by invitation (FOUR-6).
+
+    No password is given: the change waits for a second admin (every account does);
+    when approved, the account exists with no usable password and a one-time link
+    (`app.services.admin.invitations`) with which the invitee sets their own, mailed
+    to them or shown once to the approving admin, never to the proposer.
 
     Args:
-        admin: the admin doing it.
-        email: unique; password: 12..500 characters; display_name: 1..200 characters.
+        admin: the admin proposing it.
+        email: unique, plain ASCII (FOUR-10); display_name: 1..200 characters.
         roles: role names among moderator, reviewer, admin, auditor.
 
     Returns:
-        The operator as saved, or the `PendingChange` stored.
+        The `PendingChange` stored.
 
     Raises:
-        ApiError: as `create_operator`.
+        ApiError: 400 ``email_invalid``, ``operator_email_not_ascii``,
+            ``roles_invalid``, ``display_name_invalid``; 409 ``email_taken``.
     """
-    email, display_name, roles = _clean_new_operator(email, password, display_name, roles)
-    secrets = {"password_hash": _password_hash(password)}
-    content = {"email": email, "display_name": display_name, "roles": roles, "secret_digests": secret_digests(secrets)}
+    email, display_name, roles = _clean_new_operator(email, display_name, roles)
+    content = {"email": email, "display_name": display_name, "roles": roles}
     with unit_of_work() as uow:
-        outcome = submit(uow, admin, OPERATOR_CREATE, content, secrets)
+        outcome = submit(uow, admin, OPERATOR_CREATE, content)
+        if not isinstance(outcome, PendingChange):  # second_admin_reasons always holds it (FOUR-6)
+            raise RuntimeError("operator.create would apply without a second admin")
         uow.commit()
-    if isinstance(outcome, PendingChange):
-        return outcome
-    return db.session.get(OperatorUser, outcome["operator_id"])
+    return outcome
 
 
 # --- the admin screens -------------------------------------------------------------

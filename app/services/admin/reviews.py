@@ -24,11 +24,12 @@ from app.domain.config_changes import (
 )
 from app.domain.errors import ApiError
 from app.domain.maker_checker import Verdict
+from app.domain.reasons import reason_problem
 from app.extensions import db
 from app.models import ConfigChange, OperatorUser
-from app.services.admin import budgets, components, connections, operators, workflows
+from app.services.admin import budgets, components, connections, invitations, operators, workflows
 from app.services.admin.changes import ApplyContext, ChangeType
-from app.services.admin.input import has_control_characters, plausible_id
+from app.services.admin.input import plausible_id
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 CHANGE_TYPES: dict[str, ChangeType] = {
@@ -43,9 +44,9 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         budgets.BUDGET_ACTIVE,
         operators.OPERATOR_CREATE,
         operators.OPERATOR_ROLES,
+        invitations.OPERATOR_INVITE,
     )
 }
-MIN_BREAK_GLASS_REASON = 10
 MAX_REASON = 2000
 HISTORY_LIMIT = 200
 P = ConfigChange
@@ -181,19 +182,31 @@ def _require_pending(change: ConfigChange) -> None:
         raise ApiError(409, "config_change_not_pending", f"This change is {change.state} already.")
 
 
-def _apply(uow: UnitOfWork, change: ConfigChange) -> dict[str, Any]:
-    """Apply the change as its proposer made it; mark it applied; forget its secrets."""
+def _apply(uow: UnitOfWork, change: ConfigChange) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Apply the change as its proposer made it; mark it applied; forget its secrets.
+
+    Returns:
+        What it created (ids, stored on the change), and what only the approver may
+        be handed after commit (``shown_once``: an invitation token, FOUR-6; never stored).
+    """
     change_type = CHANGE_TYPES[change.kind]
     secrets = change.secrets or {}
     context = ApplyContext(change.installation_id, Actor("operator", change.proposed_by), change.id)
     result = change_type.apply(uow, context, change.content, secrets)
+    shown_once = result.pop("shown_once", None)
     uow.session.execute(
         update(P)
         .where(P.id == change.id)
         .values(state=ChangeState.APPLIED.value, result=result, secrets=None)
         .execution_options(synchronize_session=False)
     )
-    return result
+    return result, shown_once
+
+
+def _deliver(change_kind: str, shown_once: dict[str, Any] | None) -> dict[str, Any]:
+    """After commit: hand what the change produced for one person only to them (FOUR-6)."""
+    deliver = CHANGE_TYPES[change_kind].deliver
+    return deliver(shown_once) if shown_once and deliver else {}
 
 
 def _audit_details(change: ConfigChange, **extra: Any) -> dict[str, Any]:
@@ -217,7 +230,9 @@ def approve_change(operator: OperatorUser, change_id: str, digest: str) -> dict[
         digest: the digest the admin confirmed (``sha256:…`` shown on its page).
 
     Returns:
-        What applying it created (ids).
+        What applying it created (ids), and for an account or a new invitation
+        (FOUR-6) ``invitation_link`` (to show this once: no mail server),
+        ``invitation_sent_to`` or ``invitation_mail_failed``.
 
     Raises:
         ApiError: 404 ``config_change_not_found``; 409 ``config_change_not_pending``;
@@ -250,7 +265,8 @@ def approve_change(operator: OperatorUser, change_id: str, digest: str) -> dict[
             {"decided_by": operator.id, "decided_via": "console"},
             digest=change.digest,
         )
-        result = _apply(uow, change)
+        result, shown_once = _apply(uow, change)
+        kind = change.kind
         uow.audit(
             installation_id,
             f"config:change-approved:{change.id}",
@@ -261,7 +277,7 @@ def approve_change(operator: OperatorUser, change_id: str, digest: str) -> dict[
             _audit_details(change, result=result),
         )
         uow.commit()
-    return result
+    return {**result, **_deliver(kind, shown_once)}
 
 
 def _clean_reason(value: Any, minimum: int, code: str) -> str:
@@ -307,26 +323,42 @@ def reject_change(operator: OperatorUser, change_id: str, reason: str) -> None:
         uow.commit()
 
 
-def break_glass(change_id: str, reason: str, *, digest: str | None = None) -> ConfigChange:
+@dataclass(frozen=True)
+class BreakGlassOutcome:
+    """A change applied by break-glass, and what to tell the server operator (an
+    invitation's link or where it was mailed, FOUR-6)."""
+
+    change: ConfigChange
+    delivered: dict[str, Any]
+
+
+def break_glass(
+    change_id: str, reason: str, *, digest: str | None = None, invoked_by: dict[str, str] | None = None
+) -> BreakGlassOutcome:
     """Apply a pending change without a second admin: the CLI's way round FOUR-2,
-    recorded as a ``config.break_glass`` audit row with its reason.
+    recorded as a ``config.break_glass`` audit row with its reason (FOUR-10).
 
     Args:
         change_id: the pending change (any installation: the CLI runs on the server).
-        reason: at least 10 characters (at most 2,000), kept on the change and in the audit row.
+        reason: a reason of substance (`app.domain.reasons.reason_problem`: 12+
+            visible characters in 2+ words, invisible characters not counted; at
+            most 2,000), kept on the change and in the audit row.
         digest: when given, the change's digest: anything else is refused.
+        invoked_by: who ran the command: ``os_user`` and ``host`` (FOUR-10), kept in
+            the audit row's details.
 
     Returns:
-        The change as applied.
+        The change as applied, with what was delivered.
 
     Raises:
         ApiError: 400 ``break_glass_reason_invalid``; 404 ``config_change_not_found``;
             409 ``config_change_not_pending``, ``config_change_digest_mismatch``,
             ``config_change_changed``; any refusal of the change itself as it applies now.
     """
-    reason = _clean_reason(reason, MIN_BREAK_GLASS_REASON, "break_glass_reason_invalid")
-    if has_control_characters(reason.replace("\n", " ")):
-        raise ApiError(400, "break_glass_reason_invalid", "The reason holds control characters.", "reason")
+    problem = reason_problem(reason)
+    if problem:
+        raise ApiError(400, "break_glass_reason_invalid", problem, "reason")
+    reason = reason.strip()
     with unit_of_work() as uow:
         change = uow.session.get(ConfigChange, change_id) if plausible_id(change_id) else None
         if change is None:
@@ -335,7 +367,8 @@ def break_glass(change_id: str, reason: str, *, digest: str | None = None) -> Co
         if digest is not None and digest.strip() != change.digest:
             raise ApiError(409, "config_change_digest_mismatch", "The digest does not match this change.", "digest")
         _claim(uow, change, ChangeState.APPROVED, {"decided_via": "break_glass", "reason": reason})
-        result = _apply(uow, change)
+        result, shown_once = _apply(uow, change)
+        kind = change.kind
         uow.audit(
             change.installation_id,
             f"config:break-glass:{change.id}",
@@ -343,7 +376,7 @@ def break_glass(change_id: str, reason: str, *, digest: str | None = None) -> Co
             Actor.system("cli-break-glass"),
             "config_change",
             change.id,
-            _audit_details(change, reason=reason, result=result),
+            _audit_details(change, reason=reason, result=result, **(invoked_by or {})),
         )
         uow.commit()
-    return db.session.get(ConfigChange, change_id)
+    return BreakGlassOutcome(db.session.get(ConfigChange, change_id), _deliver(kind, shown_once))

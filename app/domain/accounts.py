@@ -1,0 +1,62 @@
+"""Accounts by invitation (FOUR-6) and e-mail addresses that cannot pass for another
+(FOUR-10), as pure rules.
+
+An operator's e-mail address is how people recognise an account in lists, in change
+summaries and in the audit trail. ``аdmin2@example.com`` with a Cyrillic ``а`` looks
+exactly like ``admin2@example.com``; so does an address with a zero-width or
+bidirectional character in it. Such an address is refused, not flagged: an account is
+looked at by many people for years (every list and audit row shows its address), a
+flag is seen once by one approver, and no real mailbox of a Trust & Safety team
+needs a non-ASCII address to sign in to a console.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+
+INVITATION_LIFETIME = timedelta(hours=72)
+
+
+def email_lookalike_problem(email: str) -> str | None:
+    """Why an operator e-mail address is refused as a possible lookalike, or None (FOUR-10).
+
+    Args:
+        email: the address as typed (before trimming).
+
+    Returns:
+        A sentence when it holds any character outside ASCII (letters of other
+        scripts, zero-width, bidirectional or other invisible characters), else None.
+    """
+    if email.isascii():
+        return None
+    return (
+        "Operator e-mail addresses must be plain ASCII: letters of other scripts and invisible "
+        "characters can make one address look like another."
+    )
+
+
+def invitation_token_hash(token: str) -> str:
+    """What is stored of an invitation token: ``sha256:`` and its hex digest (FOUR-6)."""
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def invitation_problem(
+    *, expires_at: datetime, used_at: datetime | None, revoked_at: datetime | None, now: datetime
+) -> tuple[int, str, str] | None:
+    """Why an invitation can no longer be used, or None while it can (FOUR-6).
+
+    Args:
+        expires_at: when it expires (aware datetime); used_at, revoked_at: when it
+            was used or replaced by a newer one (None if not); now: the time to judge at.
+
+    Returns:
+        (HTTP status 410, error code, message) or None.
+    """
+    if used_at is not None:
+        return 410, "invitation_used", "This invitation was used already. Sign in with the password you set."
+    if revoked_at is not None:
+        return 410, "invitation_replaced", "A newer invitation replaced this one. Use the link of the newest one."
+    if now >= expires_at:
+        return 410, "invitation_expired", "This invitation has expired. Ask an admin to send you a new one."
+    return None

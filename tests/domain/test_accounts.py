@@ -1,0 +1,68 @@
+"""Accounts by invitation (FOUR-6), lookalike e-mails and reasons of substance (FOUR-10)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.domain.accounts import email_lookalike_problem, invitation_problem, invitation_token_hash
+from app.domain.reasons import reason_problem
+
+NOW = datetime(2026, 12, 3, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "reason, ok",
+    [
+        ("Incident 4711: the second admin is on leave", True),
+        ("INC-4711 second-admin away", True),
+        ("\u200b" * 10, False),  # issue 22: ten zero-width spaces
+        ("\u200b" * 40 + " x", False),
+        ("short one", False),  # two words, 8 visible characters
+        ("averylongsinglewordwithoutspaces", False),  # one word
+        ("a\u200bb\u200bc\u200bd\u200be\u200bf\u200b g\u200bh\u200bi\u200bj\u200bk\u200bl", True),
+        ("\u202eoverride\u202c incident\u2066 4711", True),  # bidi controls do not count, the words do
+        ("\u202e\u202c \u2066\u2069 \ufeff\u00ad ok", False),
+        ("incident 4711\x00 on leave", False),
+        ("x " * 1001, False),
+        (None, False),
+        (12345678901234, False),
+        ("   ", False),
+    ],
+)
+def test_four10_a_reason_of_substance_has_visible_words(reason, ok):
+    """FOUR-10: invisible characters and whitespace do not count; 12 visible characters in 2+ words."""
+    problem = reason_problem(reason)
+    assert (problem is None) is ok, problem
+    assert problem is None or problem.endswith(".")
+
+
+@pytest.mark.parametrize(
+    "email, ok",
+    [
+        ("admin2@example.com", True),
+        ("\u0430dmin2@example.com", False),  # issue 22: a Cyrillic а
+        ("admin2@ex\u0430mple.com", False),
+        ("ad\u200bmin2@example.com", False),  # zero-width space
+        ("admin2@example.com\u202e", False),  # bidi override
+        ("adm\u00efn@example.com", False),
+    ],
+)
+def test_four10_operator_emails_must_be_plain_ascii(email, ok):
+    """FOUR-10: an e-mail that could pass for another is refused, not flagged."""
+    assert (email_lookalike_problem(email) is None) is ok
+
+
+def test_four6_an_invitation_is_usable_once_and_until_it_expires():
+    """FOUR-6: used, replaced or expired invitations answer 410 with their own code."""
+    later = NOW + timedelta(hours=72)
+    assert invitation_problem(expires_at=later, used_at=None, revoked_at=None, now=NOW) is None
+    assert invitation_problem(expires_at=later, used_at=NOW, revoked_at=None, now=NOW)[:2] == (410, "invitation_used")
+    assert invitation_problem(expires_at=later, used_at=None, revoked_at=NOW, now=NOW)[:2] == (
+        410,
+        "invitation_replaced",
+    )
+    assert invitation_problem(expires_at=NOW, used_at=None, revoked_at=None, now=NOW)[:2] == (410, "invitation_expired")
+    assert invitation_token_hash("abc") != invitation_token_hash("abd")
+    assert invitation_token_hash("abc").startswith("sha256:") and "abc" not in invitation_token_hash("abc")[7:]
