@@ -69,7 +69,8 @@ def register_request_logging(app: Flask) -> None:
                 "request",
                 extra={
                     "method": request.method,
-                    "path": request.path,
+                    # An invitation's token is a one-time password: never in the logs (FOUR-6).
+                    "path": "/invitations/…" if request.path.startswith("/invitations/") else request.path,
                     "status": response.status_code,
                     "duration_ms": round(
                         (time.monotonic() - getattr(g, "request_started", time.monotonic())) * 1000, 1

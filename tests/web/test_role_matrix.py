@@ -102,6 +102,7 @@ ROUTES = [
     ("POST", "/admin/users/{operator_id}/roles", {"admin"}),
     ("POST", "/admin/users/{operator_id}/deactivate", {"admin"}),
     ("POST", "/admin/users/{operator_id}/reactivate", {"admin"}),
+    ("POST", "/admin/users/{operator_id}/invitation", {"admin"}),  # FOUR-6: not invited: 409
     ("GET", "/admin/changes", {"admin", "auditor"}),
     ("GET", "/admin/changes/{change_id}", {"admin", "auditor"}),
     ("POST", "/admin/changes/{change_id}/approve", {"admin"}),  # without the digest: 409, never applied
@@ -228,6 +229,8 @@ def test_the_matrix_lists_every_console_route(app):
     """A new route cannot slip in without its roles being checked here."""
     listed = {(method, re.sub(r"\{\w+\}", "<>", path)) for method, path, _ in ROUTES}
     listed |= {("GET", path) for path in PUBLIC} | {("POST", "/login"), ("POST", "/logout"), ("GET", "/")}
+    # FOUR-6: the invitee's one-time link (tests/web/test_invitations.py): no session, the token is the key.
+    listed |= {("GET", "/invitations/<>"), ("POST", "/invitations/<>")}
     missing = []
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static" or rule.rule.startswith("/api/"):

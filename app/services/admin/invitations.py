@@ -19,7 +19,7 @@ from email.message import EmailMessage
 from typing import Any
 
 from flask import current_app, has_request_context, request
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from app.domain.accounts import INVITATION_LIFETIME, invitation_problem, invitation_token_hash
 from app.domain.clock import utcnow
@@ -232,6 +232,18 @@ def invitation_status(operator_id: str) -> OperatorInvitation | None:
     if not rows or any(row.used_at is not None for row in rows):
         return None
     return rows[0]
+
+
+def invited_operator_ids(installation_id: str) -> set[str]:
+    """The installation's operators who were invited and have not set a password yet."""
+    return set(
+        db.session.scalars(
+            select(OperatorInvitation.operator_id)
+            .where(OperatorInvitation.installation_id == installation_id)
+            .group_by(OperatorInvitation.operator_id)
+            .having(func.count(OperatorInvitation.used_at) == 0)
+        )
+    )
 
 
 def _invited(session, installation_id: str, operator_id: Any) -> OperatorUser:

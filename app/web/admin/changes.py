@@ -3,7 +3,7 @@ history, and approving (bound to the digest) or rejecting one."""
 
 from __future__ import annotations
 
-from flask import redirect, render_template, url_for
+from flask import flash, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
@@ -57,9 +57,15 @@ def change_approve(change_id: str):
     if not form.validate():
         return _detail_page(change_id, approve_form=form, error=form_invalid(), status=400)
     try:
-        service.approve_change(current_user, change_id, form.digest.data)
+        result = service.approve_change(current_user, change_id, form.digest.data)
     except ApiError as error:
         return _detail_page(change_id, approve_form=refused(form, error), error=error, status=error.status)
+    if "invitation_link" in result:  # no mail server: the approving admin passes the link on (FOUR-6)
+        return _detail_page(change_id, shown_once={"invitation_link": result["invitation_link"]})
+    if "invitation_sent_to" in result:
+        flash(f"The invitation was mailed to {result['invitation_sent_to']}.", "ok")
+    if "invitation_mail_failed" in result:
+        flash(f"{result['invitation_mail_failed']} From the user's page.", "error")
     return redirect(url_for("admin.change", change_id=change_id), code=303)
 
 

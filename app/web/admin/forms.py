@@ -174,7 +174,6 @@ class RolesForm(ConsoleForm):
 class UserForm(ConsoleForm):
     email = EmailField("Email")
     display_name = StringField("Display name")
-    password = PasswordField("Password (at least 12 characters)")
     roles = MultiCheckboxField("Roles", choices=ROLE_CHOICES, validate_choice=False)
 
 

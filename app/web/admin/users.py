@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import redirect, render_template, url_for
+from flask import flash, redirect, render_template, url_for
 from flask_login import current_user, login_user
 
 from app.domain.errors import ApiError
+from app.services.admin import invitations
 from app.services.admin import operators as service
 from app.services.admin.changes import PendingChange
 
@@ -18,13 +19,23 @@ from .forms import ActionForm, RolesForm, UserForm
 
 def _list_page(form=None, error=None, status=200):
     rows = service.list_operators(current_user.installation_id)
-    return render_template("admin/users.html", rows=rows, form=form or UserForm(formdata=None), error=error), status
+    invited = invitations.invited_operator_ids(current_user.installation_id)
+    form = form or UserForm(formdata=None)
+    return render_template("admin/users.html", rows=rows, invited=invited, form=form, error=error), status
 
 
 def _detail_page(operator_id: str, form=None, error=None, status=200):
     operator = service.operator_detail(current_user.installation_id, operator_id)
     form = form or RolesForm(formdata=None, roles=sorted(operator.roles))
-    return render_template("admin/user.html", u=operator, form=form, action_form=ActionForm(), error=error), status
+    return render_template(
+        "admin/user.html",
+        u=operator,
+        form=form,
+        action_form=ActionForm(),
+        invitation=invitations.invitation_status(operator.id),
+        mail_configured=invitations.mail_configured(),
+        error=error,
+    ), status
 
 
 @bp.route("/users")
@@ -40,18 +51,12 @@ def user_create():
     if not form.validate():
         return _list_page(form, form_invalid(), 400)
     try:
-        operator = service.add_operator(
-            current_user,
-            email=form.email.data,
-            password=form.password.data,
-            display_name=form.display_name.data,
-            roles=form.roles.data or [],
+        pending = service.add_operator(
+            current_user, email=form.email.data, display_name=form.display_name.data, roles=form.roles.data or []
         )
     except ApiError as error:
         return _list_page(refused(form, error), error, error.status)
-    if isinstance(operator, PendingChange):
-        return answer_pending(operator)
-    return redirect(url_for("admin.user", operator_id=operator.id), code=303)
+    return answer_pending(pending)  # every account waits for a second admin (FOUR-6)
 
 
 @bp.route("/users/<operator_id>")
@@ -104,3 +109,23 @@ def user_deactivate(operator_id: str):
 @role_required(*EDIT_ROLES)
 def user_reactivate(operator_id: str):
     return _set_active(operator_id, True)
+
+
+@bp.route("/users/<operator_id>/invitation", methods=["POST"])
+@role_required(*EDIT_ROLES)
+def user_invitation(operator_id: str):
+    """Re-send an invited user's invitation (FOUR-6): mailed at once, or a change for a second admin."""
+    if not ActionForm().validate():
+        return _detail_page(operator_id, error=form_invalid(), status=400)
+    try:
+        outcome = invitations.resend_invitation(current_user, operator_id)
+    except ApiError as error:
+        raise_if_not_found(error)
+        return _detail_page(operator_id, error=error, status=error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
+    if "invitation_sent_to" in outcome:
+        flash(f"A new invitation was mailed to {outcome['invitation_sent_to']}; the old link no longer works.", "ok")
+    else:
+        flash(outcome.get("invitation_mail_failed", "The invitation could not be mailed."), "error")
+    return redirect(url_for("admin.user", operator_id=operator_id), code=303)

@@ -2,17 +2,18 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import current_app, flash, redirect, render_template, request, url_for
+from flask import current_app, flash, make_response, redirect, render_template, request, url_for
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.domain.errors import ApiError
 from app.extensions import limiter
+from app.services.admin import invitations
 from app.services.admin.operators import authenticate_operator, end_sessions
 
 from .blueprint import bp
-from .forms import LoginForm
+from .forms import InvitationForm, LoginForm
 
 
 def _safe_next(target: str | None) -> str:
@@ -71,3 +72,36 @@ def logout():
             ) from error
         flash("You are signed out.", "ok")
     return redirect(url_for("auth.login"), code=303)
+
+
+def _no_referrer(response):
+    """The token is in the address: never send it on to another page or site (FOUR-6)."""
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@bp.route("/invitations/<token>", methods=["GET", "POST"])
+@limiter.limit(lambda: current_app.config["LOGIN_RATE_LIMIT"], methods=["POST"])
+def invitation(token: str):
+    """The invitee sets their own password with their one-time link (FOUR-6).
+
+    Answers 404 ``invitation_not_found`` or 410 (used, replaced, expired) as a page;
+    400 for a form without its CSRF token or a refused password; 303 to sign-in once set.
+    """
+    operator = invitations.open_invitation(token)  # 404/410 pages via the error handler
+    form = InvitationForm()
+    error = None
+    if request.method == "POST":
+        if not form.validate():
+            raise ApiError(400, "form_invalid", "The form could not be read. Reload the page and try again.")
+        try:
+            invitations.accept_invitation(token, form.password.data, form.confirm.data)
+        except ApiError as refused:
+            if refused.status != 400:
+                raise
+            error = refused
+        else:
+            flash("Your password is set. Sign in with it.", "ok")
+            return _no_referrer(redirect(url_for("auth.login"), code=303))
+    page = render_template("auth/invitation.html", form=form, operator=operator, error=error)
+    return _no_referrer(make_response(page, 400 if error else 200))
