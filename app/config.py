@@ -141,6 +141,14 @@ class Config:
             self.SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
             self.REMEMBER_COOKIE_SECURE = self.SESSION_COOKIE_SECURE
         self.METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
+        # FOUR-6: invitations are mailed to the invitee when MAIL_SERVER is set (plain SMTP,
+        # STARTTLS if MAIL_STARTTLS); else the link is shown once to the approving admin.
+        self.MAIL_SERVER = os.environ.get("MAIL_SERVER") or None
+        self.MAIL_PORT = int(os.environ.get("MAIL_PORT", "25"))
+        self.MAIL_SENDER = os.environ.get("MAIL_SENDER", "console@localhost")
+        self.MAIL_STARTTLS = env_bool("MAIL_STARTTLS", False)
+        # The console's address as users reach it (invitation links); else the request's host.
+        self.PUBLIC_URL = os.environ.get("PUBLIC_URL") or None
         # Reverse proxies in front of the console (their X-Forwarded-For/-Proto are trusted).
         self.TRUSTED_PROXIES = int(os.environ.get("TRUSTED_PROXIES", "0"))
         self.TESTING = False

@@ -129,7 +129,9 @@ def second_admin_reasons(
         return []
     if kind is ChangeKind.OPERATOR_INVITE:  # FOUR-6: a link someone other than the invitee sees
         if proposed.get("delivery") != "mail":
-            return ["It issues a new invitation link, shown to the approving admin: whoever holds it sets the password."]
+            return [
+                "It issues a new invitation link, shown to the approving admin: whoever holds it sets the password."
+            ]
         return []
     # operator.create and operator.roles: what the change adds of the privileged roles
     granted = PRIVILEGED_ROLES.intersection(proposed.get("roles") or ()) - set(current.get("roles") or ())

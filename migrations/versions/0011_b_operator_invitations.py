@@ -28,7 +28,9 @@ def upgrade():
         sa.Column("used_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
-            ["installation_id"], ["installations.id"], name=op.f("fk_operator_invitations_installation_id_installations")
+            ["installation_id"],
+            ["installations.id"],
+            name=op.f("fk_operator_invitations_installation_id_installations"),
         ),
         sa.ForeignKeyConstraint(
             ["operator_id"], ["operator_users.id"], name=op.f("fk_operator_invitations_operator_id_operator_users")

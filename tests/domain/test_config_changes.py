@@ -189,7 +189,12 @@ def test_a_new_origin_needs_the_secrets_again(previous, new, reentry):
         (K.BUDGET_ACTIVE, {"active": False}, None, []),
         (K.OPERATOR_CREATE, {"roles": ["moderator"]}, None, [CREATES]),
         (K.OPERATOR_CREATE, {"roles": ["reviewer"]}, None, [CREATES, "It grants the reviewer role."]),
-        (K.OPERATOR_CREATE, {"roles": ["reviewer", "admin"]}, None, [CREATES, "It grants the admin and reviewer roles."]),
+        (
+            K.OPERATOR_CREATE,
+            {"roles": ["reviewer", "admin"]},
+            None,
+            [CREATES, "It grants the admin and reviewer roles."],
+        ),
         (K.OPERATOR_ROLES, {"roles": ["admin", "reviewer"]}, {"roles": ["reviewer"]}, ["It grants the admin role."]),
         (K.OPERATOR_ROLES, {"roles": None}, {"roles": ["admin"]}, []),
         (K.OPERATOR_ROLES, {"roles": ["admin"]}, {"roles": None}, ["It grants the admin role."]),

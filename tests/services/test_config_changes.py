@@ -339,7 +339,8 @@ def test_a_new_user_waits_for_a_second_admin_without_a_password(app, world):
         assert isinstance(pending, PendingChange)
         row = change_row(pending)
         assert row.secrets is None and "password" not in canonical_json(row.content)
-        assert db.session.scalar(select(OperatorUser).where(OperatorUser.email == f"{roles[0]}-nina@example.com")) is None
+        email = f"{roles[0]}-nina@example.com"
+        assert db.session.scalar(select(OperatorUser).where(OperatorUser.email == email)) is None
         result = approve_change(world, pending)
         created = db.session.get(OperatorUser, result["operator_id"])
         assert created.roles == set(roles) and "invitation_link" in result

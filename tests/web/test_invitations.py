@@ -96,4 +96,5 @@ def test_four6_an_expired_link_is_410_and_the_admin_can_ask_for_a_new_one(app, c
     [pending] = pending_changes()
     _, fresh = LINK.search(text(approve_in_console(app, pending.id))).groups()
     assert fresh != token and app.test_client().get(f"/invitations/{fresh}").status_code == 200
-    assert_refused(post(client, f"/admin/users/{world.user('moderator').id}/invitation", csrf), 409, "invitation_not_pending")
+    never_invited = world.user("moderator").id
+    assert_refused(post(client, f"/admin/users/{never_invited}/invitation", csrf), 409, "invitation_not_pending")
