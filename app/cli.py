@@ -61,9 +61,11 @@ def register_cli(app: Flask) -> None:
         """Create an administrator (and the installation if it is new), as the system.
 
         An admin is not a reviewer unless ``--roles`` asks for it (FOUR-6). Once the
-        installation has an admin, a reason of substance is needed (FOUR-10): admins
-        then add people by invitation in the console. The OS user and host are
-        recorded in the ``operator.created`` audit row and printed.
+        installation has an admin (active or not), a reason of substance is needed
+        (FOUR-10): admins then add people by invitation in the console, and this
+        command is a way round them. The first admin of an installation needs none:
+        there is nobody else to ask or to bypass, and the audit row still names the OS
+        user and host. Both are printed too.
         """
         from .domain.errors import ApiError
         from .domain.reasons import reason_problem
@@ -77,7 +79,7 @@ def register_cli(app: Flask) -> None:
         has_admin = installation is not None and any(
             operator.has_role("admin")
             for operator in db.session.scalars(
-                select(OperatorUser).where(OperatorUser.installation_id == installation.id, OperatorUser.active)
+                select(OperatorUser).where(OperatorUser.installation_id == installation.id)
             )
         )
         problem = reason_problem(reason) if has_admin or reason is not None else None
