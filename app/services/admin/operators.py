@@ -1,7 +1,8 @@
 """Operators: create them, sign them in and out, change their roles, deactivate them.
 
-Granting the reviewer or admin role (to a new operator or an existing one) is a
-configuration change for a second admin (SPEC FOUR-2, `app.services.admin.changes`).
+Every new account is a configuration change for a second admin and is created by
+invitation (SPEC FOUR-6, `app.services.admin.invitations`); granting the reviewer or
+admin role to an existing operator is one too (FOUR-2, `app.services.admin.changes`).
 """
 
 from __future__ import annotations
