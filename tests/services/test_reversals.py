@@ -414,15 +414,16 @@ def test_temp3_a_reversal_an_approved_extension_replaced_cannot_be_retried_alone
 
 
 def test_temp3_after_the_reversal_failed_for_good_a_change_says_the_action_is_still_in_force(app, world, platform):
-    """TEMP-3: once the scheduled reversal failed for good the suspension still holds;
-    "end now" or "extend" is refused with 409 ``action_reversal_failed`` (not "already
-    ended"), which says to retry the reversal, and no proposal is made."""
+    """TEMP-3, FOUR-7: once the scheduled reversal failed for good the suspension still
+    holds; "extend" is refused with 409 ``action_reversal_failed`` (not "already
+    ended"), which says to retry the reversal or end it now, and no proposal is made
+    ("end now" is allowed: tests/services/test_reversal_recovery.py)."""
     original = suspended(world, platform)
     scheduled = reversal_of(original)
     time_reaches(scheduled)
     refused_for_good(scheduled)
     before = db.session.scalar(select(func.count()).select_from(ActionProposal))
-    for kind, extra in (("end_now", {}), ("extend", {"extend_seconds": 600})):
+    for kind, extra in (("extend", {"extend_seconds": 600}),):
         with pytest.raises(ApiError) as refused:
             reversals.propose_change(
                 original.id, kind=kind, operator=world.user("reviewer2"), idempotency_key=f"{kind}-1", **extra

@@ -53,7 +53,7 @@ REFUSALS = {
     "never cancelled.",
     "action_reversal_superseded": "An approved end now or extension replaced this reversal; retry that one instead.",
     "action_reversal_failed": "The reversal failed for good, so the temporary action is still in force: retry the "
-    "reversal from its page to end it.",
+    "reversal from its page, or propose ending it now, to end it.",
 }
 
 
@@ -336,8 +336,9 @@ def propose_change(
         ApiError: 403 ``forbidden``; 404 ``action_not_found``; 400
             ``action_temporary_change_invalid``, ``idempotency_key_invalid``,
             ``action_duration_invalid``; 409 ``action_not_temporary``,
-            ``action_temporary_ended``, ``action_reversal_failed`` (its reversal
-            failed for good: the action is still in force, TEMP-3).
+            ``action_temporary_ended``, ``action_reversal_failed`` (an extension
+            while its reversal failed for good: the action is still in force, TEMP-3;
+            "end now" is then allowed, under four-eyes like any, FOUR-7).
     """
     from app.services.cases.tasks import open_approval_task
 
@@ -357,9 +358,10 @@ def propose_change(
         if existing is not None:
             return ChangeResult(existing.id, existing.payload_digest, existing.state, True)
         current = active_reversal(session, original.id)
-        if current is not None and current.state == S.FAILED and current.delivery_terminal:
+        failed = current is not None and current.state == S.FAILED and current.delivery_terminal
+        if failed and kind != "end_now":  # FOUR-7: a failed reversal is retried or ended now, not extended
             raise ApiError(409, "action_reversal_failed", REFUSALS["action_reversal_failed"])
-        if current is None or current.state == S.APPLIED or current.delivery_attempt_count > 0:
+        if not failed and (current is None or current.state == S.APPLIED or current.delivery_attempt_count > 0):
             raise ApiError(409, "action_temporary_ended", REFUSALS["action_temporary_ended"])
         now = utcnow()
         new_end = None
