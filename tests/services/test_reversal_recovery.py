@@ -83,7 +83,8 @@ def test_four7_scheduled_reversal_is_not_deferred_by_an_exhausted_budget(app, wo
     outcome = deliver(reversal.id)
     assert (outcome.state, outcome.error_code) == ("applied", None)
     assert platform.state.accounts[AUTHOR] == "active"
-    assert db.session.scalar(select(BudgetReservation.id).where(BudgetReservation.operation_id == reversal.operation_id)) is None
+    reserved = select(BudgetReservation.id).where(BudgetReservation.operation_id == reversal.operation_id)
+    assert db.session.scalar(reserved) is None
 
 
 def test_four7_bounded_auto_reversal_needs_no_budget(app, platform):
