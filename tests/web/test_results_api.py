@@ -97,23 +97,24 @@ def test_async_failed_non_terminal_schedules_a_retry(app, client, world, accepte
 
 
 @pytest.mark.parametrize(
-    "payload",
+    "payload,field",
     [
-        {},
-        {"status": "applied"},
-        {"action_id": "", "status": "applied"},
-        {"action_id": "x" * 501, "status": "applied"},
-        {"action_id": "a", "status": "accepted"},
-        {"action_id": 5, "status": "applied"},
-        [1, 2],
-        "applied",
+        ({}, "action_id"),
+        ({"status": "applied"}, "action_id"),
+        ({"action_id": "", "status": "applied"}, "action_id"),
+        ({"action_id": "x" * 501, "status": "applied"}, "action_id"),
+        ({"action_id": "a", "status": "accepted"}, "status"),
+        ({"action_id": 5, "status": "applied"}, "action_id"),
+        ([1, 2], None),
+        ("applied", None),
     ],
 )
-def test_identity_and_status_are_required(app, client, world, accepted, payload):
-    """API-1: 400 action_result_invalid, nothing changed."""
+def test_identity_and_status_are_required(app, client, world, accepted, payload, field):
+    """API-1: 400 action_result_invalid naming the field at fault, nothing changed."""
     before = state_of_world()
     response = post(client, world.console_token, payload)
     assert response.status_code == 400 and response.get_json()["error"]["code"] == "action_result_invalid"
+    assert response.get_json()["error"].get("field") == field
     assert state_of_world() == before
 
 

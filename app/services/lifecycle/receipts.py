@@ -184,8 +184,10 @@ def accept_async_result(value: Any, integration_id: str, token: ResultToken | No
     if not isinstance(value, dict):
         raise ApiError(400, "action_result_invalid", "Send a JSON object with the receipt fields.")
     action_id, status = value.get("action_id"), value.get("status")
-    if not isinstance(action_id, str) or not 1 <= len(action_id) <= 500 or status not in ("applied", "failed"):
-        raise ApiError(400, "action_result_invalid", "An action_id and an applied or failed status are required.")
+    if not isinstance(action_id, str) or not 1 <= len(action_id) <= 500:
+        raise ApiError(400, "action_result_invalid", "An action_id of 1 to 500 characters is required.", "action_id")
+    if status not in ("applied", "failed"):
+        raise ApiError(400, "action_result_invalid", "The status must be applied or failed.", "status")
     with unit_of_work() as uow:
         proposal = uow.session.get(ActionProposal, action_id)
         report = uow.session.get(Report, proposal.report_id) if proposal else None
