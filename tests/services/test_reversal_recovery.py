@@ -236,3 +236,17 @@ def test_four7_the_page_offers_end_now_for_a_failed_reversal(client, world, plat
         )
     )
     assert end_now is not None and end_now.state == "approval_required"
+
+
+def test_four7_failed_reversal_of_a_terminated_run_can_be_retried(app, world, platform):
+    """FOUR-7: a reversal ends an action already in force, so its retry is not refused
+    because the workflow run that made the action was terminated or cancelled since."""
+    from app.models import WorkflowRun
+
+    _, reversal = reversal_failed_after_upheld_appeal(world, platform)
+    set_row(WorkflowRun, reversal.run_id, state="terminated")
+    result = retry_proposal(
+        reversal.id, payload_digest=reversal.payload_digest, idempotency_key="r-3", operator=world.user("reviewer")
+    )
+    assert result.state == "queued"
+    assert deliver(reversal.id).state == "applied" and platform.state.accounts[AUTHOR] == "active"

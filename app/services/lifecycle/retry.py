@@ -141,7 +141,8 @@ def start_new_cycle(
         "terminated",
         "cancelled",
     )
-    if not (proposal.appeal_id or run_open):
+    # a correction or a reversal undoes what is in force, whatever became of the run (FOUR-7)
+    if not (proposal.appeal_id or proposal.is_reversal or run_open):
         raise ApiError(
             409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
         )
