@@ -30,6 +30,19 @@ class ReportSnapshot:
     target_reference: str | None  # the report's first target
 
 
+def acts_on_closed_case(*, is_correction: bool, is_reversal: bool) -> bool:
+    """Whether a proposal may still act on a case that is appealed or closed (PRE-2,
+    CORR-3, TEMP-2, FOUR-7): an appeal correction (its own eligibility is checked by
+    the corrections rules) and a reversal, which ends a temporary action whatever
+    became of the case. The one predicate delivery and an operator's retry both ask.
+
+    Args:
+        is_correction: the proposal is an appeal correction.
+        is_reversal: the proposal ends a temporary action (scheduled, "end now", "extend").
+    """
+    return is_correction or is_reversal
+
+
 def check_preconditions(preconditions: dict[str, Any], report: ReportSnapshot, is_correction: bool = False) -> None:
     """Raise unless the case still is as the proposal expects.
 

@@ -21,6 +21,14 @@ RECEIPT_STATUSES = ("accepted", "applied", "failed")
 OPTIONAL_FIELDS = ("terminal", "retry_after_seconds", "error_code", "provider_request_id")
 
 
+class ReceiptFieldInvalid(ActionError):
+    """``action_result_invalid`` for one optional field, named in `field` (API-1)."""
+
+    def __init__(self, field_name: str) -> None:
+        super().__init__("action_result_invalid")
+        self.field = field_name
+
+
 @dataclass(frozen=True)
 class Receipt:
     action_id: str
@@ -83,7 +91,8 @@ def parse_receipt(value: Any, identity: ProposalIdentity) -> Receipt:
         ActionError: ``action_result_identity_mismatch`` when action_id,
             operation_id or payload_digest differ; ``action_confirmation_required``
             when status is not accepted|applied|failed; ``action_result_invalid``
-            for a non-object or a malformed optional field.
+            for a non-object, or `ReceiptFieldInvalid` (same code, naming the
+            field) for a malformed optional field.
     """
     if not isinstance(value, dict):
         raise ActionError("action_result_invalid")
@@ -98,16 +107,16 @@ def parse_receipt(value: Any, identity: ProposalIdentity) -> Receipt:
         raise ActionError("action_confirmation_required")
     terminal = value.get("terminal")
     if terminal is not None and not isinstance(terminal, bool):
-        raise ActionError("action_result_invalid")
+        raise ReceiptFieldInvalid("terminal")
     retry_after = _as_int(value.get("retry_after_seconds", DEFAULT_RETRY_AFTER_SECONDS))
     if retry_after is None or not 1 <= retry_after <= 21_600:
-        raise ActionError("action_result_invalid")
+        raise ReceiptFieldInvalid("retry_after_seconds")
     error_code = value.get("error_code")
     if error_code is not None and (not isinstance(error_code, str) or not ERROR_CODE_PATTERN.fullmatch(error_code)):
-        raise ActionError("action_result_invalid")
+        raise ReceiptFieldInvalid("error_code")
     provider_request_id = value.get("provider_request_id")
     if provider_request_id is not None and (not isinstance(provider_request_id, str) or len(provider_request_id) > 500):
-        raise ActionError("action_result_invalid")
+        raise ReceiptFieldInvalid("provider_request_id")
     return Receipt(
         action_id=identity.action_id,
         operation_id=identity.operation_id,

@@ -63,14 +63,15 @@ def integration_required(view):
 
     @wraps(view)
     def wrapper(*args, **kwargs):
-        from app.services.admin.integrations import authenticate
+        from app.services.admin.integrations import authenticate_caller
 
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else None
-        integration = authenticate(token)
-        if integration is None:
+        caller = authenticate_caller(token)
+        if caller is None:
             raise ApiError(401, "unauthorized", "A valid integration bearer token is required.")
-        g.integration = integration
+        g.integration = caller.integration
+        g.integration_caller = caller  # the token too: FOUR-8
         return view(*args, **kwargs)
 
     return wrapper

@@ -197,8 +197,9 @@ def test_temp3_extend_through_the_console(app, client, world, platform):
 
 
 def test_temp4_cancel_through_the_console(app, client, world, platform):
-    """TEMP-4: a scheduled takedown shows its countdown, is not sent when approved, and a
-    moderator cancels it (no second person); nothing ever reaches the platform."""
+    """TEMP-4, FOUR-9: a scheduled takedown shows its countdown, is not sent when
+    approved; a moderator asks to cancel it and a second reviewer confirms; nothing ever
+    reaches the platform."""
     from ..builders import set_graph
 
     set_graph(world, lambda g: g["nodes"]["takedown"]["config"].__setitem__("delay_seconds", 3600))
@@ -214,7 +215,13 @@ def test_temp4_cancel_through_the_console(app, client, world, platform):
     logout(client, token)
     token = login(client, "moderator@example.com")
     page = client.get(f"/proposals/{takedown.id}").get_data(as_text=True)
-    assert 'id="not-before"' in page and 'class="countdown"' in page and "Cancel it" in page
+    assert 'id="not-before"' in page and 'class="countdown"' in page and "Ask to cancel it" in page
+    response = client.post(f"/proposals/{takedown.id}/cancel", data={"csrf_token": token})
+    assert response.status_code == 303 and state_of(takedown.id) == "queued"  # asked, not held
+    logout(client, token)
+    token = login(client, "reviewer2@example.com")
+    page = client.get(f"/proposals/{takedown.id}").get_data(as_text=True)
+    assert 'id="cancel-asked"' in page and "Confirm the cancel" in page
     response = client.post(f"/proposals/{takedown.id}/cancel", data={"csrf_token": token})
     assert response.status_code == 303
     assert state_of(takedown.id) == "cancelled"

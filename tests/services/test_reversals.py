@@ -17,6 +17,7 @@ from app.extensions import db
 from app.models import ActionApproval, ActionProposal, AuditEvent, HumanTask, WorkflowRun, move_proposal
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle import reversals, sweeps
+from app.services.lifecycle.cancel import cancel_scheduled
 from app.services.lifecycle.delivery import deliver
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import accept_async_result
@@ -276,18 +277,20 @@ def scheduled_takedown(world, delay_seconds=3600):
 
 
 def test_temp4_cancel_a_scheduled_proposal_until_it_is_sent(app, world, platform):
-    """TEMP-4: a proposal with not_before is never sent earlier, and is cancelled (no second
-    person, audited) before it is sent; its run resumes on the timeout port."""
+    """TEMP-4, FOUR-9: a proposal with not_before is never sent earlier, and is cancelled
+    (approved: one asks, a second reviewer confirms; audited) before it is sent; its run
+    resumes on the timeout port."""
     proposal = scheduled_takedown(world)
     assert proposal.not_before is not None and proposal.not_before > utcnow()
     approve(world, proposal)
     assert not deliver(proposal.id).claimed and platform.state.effects == []
     with pytest.raises(ApiError) as refused:
-        reversals.cancel_scheduled(proposal.id, world.user("auditor"))
+        cancel_scheduled(proposal.id, world.user("auditor"))
     assert refused.value.status == 403
-    assert reversals.cancel_scheduled(proposal.id, world.user("moderator")) == "cancelled"
+    assert cancel_scheduled(proposal.id, world.user("moderator")).state == "queued"  # asked
+    assert cancel_scheduled(proposal.id, world.user("reviewer2")).state == "cancelled"  # confirmed
     [event] = audits("action.cancelled")
-    assert (event.actor_type, event.actor_id, event.target_id) == ("operator", world.users["moderator"], proposal.id)
+    assert (event.actor_type, event.actor_id, event.target_id) == ("operator", world.users["reviewer2"], proposal.id)
     time_reaches(proposal)
     assert not deliver(proposal.id).claimed and platform.state.effects == []
     sweeps.run_sweeps()
@@ -295,7 +298,7 @@ def test_temp4_cancel_a_scheduled_proposal_until_it_is_sent(app, world, platform
     run = db.session.get(WorkflowRun, proposal.run_id)
     assert run.state in ("completed", "waiting") and platform.state.effects == []
     with pytest.raises(ApiError) as again:
-        reversals.cancel_scheduled(proposal.id, world.user("moderator"))
+        cancel_scheduled(proposal.id, world.user("moderator"))
     assert (again.value.status, again.value.code) == (409, "action_already_sent")
 
 
@@ -303,11 +306,11 @@ def test_temp4_cancel_refusals(app, world, platform):
     """TEMP-4: not scheduled, already sent, or a reversal (ended or extended instead, TEMP-3)."""
     unscheduled = decide_report(world, 1)
     with pytest.raises(ApiError) as refused:
-        reversals.cancel_scheduled(unscheduled.id, world.user("moderator"))
+        cancel_scheduled(unscheduled.id, world.user("moderator"))
     assert (refused.value.status, refused.value.code) == (409, "action_not_scheduled")
     reversal = reversal_of(suspended(world, platform))
     with pytest.raises(ApiError) as refused:
-        reversals.cancel_scheduled(reversal.id, world.user("moderator"))
+        cancel_scheduled(reversal.id, world.user("moderator"))
     assert (refused.value.status, refused.value.code) == (409, "action_reversal_not_cancellable")
     assert reload(reversal).state == "queued"
 
@@ -414,15 +417,16 @@ def test_temp3_a_reversal_an_approved_extension_replaced_cannot_be_retried_alone
 
 
 def test_temp3_after_the_reversal_failed_for_good_a_change_says_the_action_is_still_in_force(app, world, platform):
-    """TEMP-3: once the scheduled reversal failed for good the suspension still holds;
-    "end now" or "extend" is refused with 409 ``action_reversal_failed`` (not "already
-    ended"), which says to retry the reversal, and no proposal is made."""
+    """TEMP-3, FOUR-7: once the scheduled reversal failed for good the suspension still
+    holds; "extend" is refused with 409 ``action_reversal_failed`` (not "already
+    ended"), which says to retry the reversal or end it now, and no proposal is made
+    ("end now" is allowed: tests/services/test_reversal_recovery.py)."""
     original = suspended(world, platform)
     scheduled = reversal_of(original)
     time_reaches(scheduled)
     refused_for_good(scheduled)
     before = db.session.scalar(select(func.count()).select_from(ActionProposal))
-    for kind, extra in (("end_now", {}), ("extend", {"extend_seconds": 600})):
+    for kind, extra in (("extend", {"extend_seconds": 600}),):
         with pytest.raises(ApiError) as refused:
             reversals.propose_change(
                 original.id, kind=kind, operator=world.user("reviewer2"), idempotency_key=f"{kind}-1", **extra

@@ -97,23 +97,24 @@ def test_async_failed_non_terminal_schedules_a_retry(app, client, world, accepte
 
 
 @pytest.mark.parametrize(
-    "payload",
+    "payload,field",
     [
-        {},
-        {"status": "applied"},
-        {"action_id": "", "status": "applied"},
-        {"action_id": "x" * 501, "status": "applied"},
-        {"action_id": "a", "status": "accepted"},
-        {"action_id": 5, "status": "applied"},
-        [1, 2],
-        "applied",
+        ({}, "action_id"),
+        ({"status": "applied"}, "action_id"),
+        ({"action_id": "", "status": "applied"}, "action_id"),
+        ({"action_id": "x" * 501, "status": "applied"}, "action_id"),
+        ({"action_id": "a", "status": "accepted"}, "status"),
+        ({"action_id": 5, "status": "applied"}, "action_id"),
+        ([1, 2], None),
+        ("applied", None),
     ],
 )
-def test_identity_and_status_are_required(app, client, world, accepted, payload):
-    """API-1: 400 action_result_invalid, nothing changed."""
+def test_identity_and_status_are_required(app, client, world, accepted, payload, field):
+    """API-1: 400 action_result_invalid naming the field at fault, nothing changed."""
     before = state_of_world()
     response = post(client, world.console_token, payload)
     assert response.status_code == 400 and response.get_json()["error"]["code"] == "action_result_invalid"
+    assert response.get_json()["error"].get("field") == field
     assert state_of_world() == before
 
 
@@ -244,3 +245,124 @@ def test_openapi_document_lists_the_api(app, client):
     document = client.get("/api/v1/openapi.json").get_json()
     assert document["openapi"] == "3.1.0"
     assert {"/action-results", "/reports", "/actions/{action_id}"} <= set(document["paths"])
+
+
+# -- FOUR-8: a result comes only from who may speak ---------------------------------
+
+
+@pytest.fixture
+def in_backoff(app, world, scripted):
+    """A proposal whose first attempt got a 503: waiting in backoff, not terminal."""
+    scripted(s.http_status(503))
+    proposal = decide_report(world)
+    approve(world, proposal)
+    deliver(proposal.id)
+    proposal = reload(proposal)
+    assert (proposal.state, proposal.delivery_terminal, proposal.delivery_attempt_count) == ("failed", False, 1)
+    return proposal
+
+
+def audit_rows(action: str) -> list[AuditEvent]:
+    db.session.rollback()
+    return list(db.session.scalars(select(AuditEvent).where(AuditEvent.action == action).order_by(AuditEvent.seq)))
+
+
+def test_four8_a_token_created_after_the_first_attempt_cannot_confirm(app, client, world, in_backoff, caplog):
+    """FOUR-8: a token one admin issued after the action's first attempt posts
+    ``applied``: 403 ``result_token_too_new``, the proposal, its receipts and the run
+    unchanged; the refusal is audited (``action.result_refused``, naming the token)
+    and logged. The token that existed before the attempt still speaks for it."""
+    new_token = issue_token(world.integration_id, label="late", actor=Actor.system())
+    proposals_before, audits_before, receipts_before, inbox_before = state_of_world()
+    with caplog.at_level("WARNING"):
+        refused = post(client, new_token.token, body(in_backoff))
+    assert refused.status_code == 403
+    assert refused.get_json()["error"]["code"] == "result_token_too_new"
+    proposals, audits, receipts, inbox = state_of_world()
+    assert (proposals, receipts, inbox) == (proposals_before, receipts_before, inbox_before)
+    assert reload(in_backoff).state == "failed"
+    [event] = audit_rows("action.result_refused")
+    assert (event.target_id, event.actor_type) == (in_backoff.id, "service_identity")
+    assert event.actor_id == world.integration_id
+    assert event.details["token_id"] == new_token.token_id and event.details["status"] == "applied"
+    assert "result_token_too_new" in caplog.text
+    again = post(client, new_token.token, body(in_backoff))  # the same refusal again: one audit row
+    assert again.status_code == 403 and len(audit_rows("action.result_refused")) == 1
+    assert post(client, new_token.token, body(in_backoff, status="failed")).status_code == 403
+    accepted = post(client, world.console_token, body(in_backoff))
+    assert accepted.status_code == 200 and accepted.get_json()["state"] == "applied"
+
+
+def test_four8_a_token_older_than_the_first_attempt_may_confirm(app, client, world, accepted):
+    """FOUR-8: a second token issued before the action was first sent may confirm it."""
+    from app.models import IntegrationToken
+
+    older = issue_token(world.integration_id, label="spare", actor=Actor.system())
+    first_attempt = db.session.scalar(select(func.min(IntegrationToken.created_at)))
+    set_row(IntegrationToken, older.token_id, created_at=first_attempt)
+    response = post(client, older.token, body(accepted))
+    assert response.status_code == 200 and response.get_json()["state"] == "applied"
+
+
+# -- a platform contradicting itself is seen ------------------------------------------
+
+
+def test_a_contradicting_result_is_recorded_while_the_state_holds(app, client, world, accepted, caplog):
+    """API-4, RCPT-3: applied, then ``failed``, then applied again. The state stays
+    applied (409, then an idempotent replay), and the contradicting ``failed`` is
+    recorded: an ``action.result_contradicted`` audit row with what was claimed, a
+    receipt kept as not applied, a warning log line and a note on the proposal page.
+    The same contradiction sent twice is recorded once."""
+    from ..builders import login
+
+    assert post(client, world.console_token, body(accepted)).status_code == 200
+    with caplog.at_level("WARNING"):
+        contradicted = post(client, world.console_token, body(accepted, status="failed", error_code="gone"))
+    assert contradicted.status_code == 409
+    assert contradicted.get_json()["error"]["code"] == "action_result_terminal"
+    assert reload(accepted).state == "applied"
+    [event] = audit_rows("action.result_contradicted")
+    assert event.target_id == accepted.id and event.actor_id == world.integration_id
+    assert (event.details["claimed_status"], event.details["state"]) == ("failed", "applied")
+    assert event.details["receipt"]["error_code"] == "gone"
+    assert "contradict" in caplog.text and accepted.id in caplog.text
+    db.session.rollback()
+    kept = db.session.scalars(
+        select(ActionReceiptRecord).where(ActionReceiptRecord.proposal_id == accepted.id)
+    ).all()
+    assert sorted((r.status, r.applied_to_proposal) for r in kept) == [
+        ("accepted", True),
+        ("applied", True),
+        ("failed", False),
+    ]
+    again = post(client, world.console_token, body(accepted, status="failed", error_code="gone"))
+    assert again.status_code == 409 and len(audit_rows("action.result_contradicted")) == 1
+    replay = post(client, world.console_token, body(accepted))
+    assert replay.status_code == 200 and replay.get_json() == {
+        "action_id": accepted.id,
+        "state": "applied",
+        "idempotent_replay": True,
+    }
+    assert reload(accepted).state == "applied"
+    login(client, "reviewer@example.com")
+    page = client.get(f"/proposals/{accepted.id}").get_data(as_text=True)
+    assert 'id="result-contradictions"' in page and "contradicted" in page
+    assert "reported <strong>failed</strong>" in page
+
+
+def test_a_result_field_over_its_limit_is_a_400_naming_the_field(app, client, world, accepted):
+    """API-1, API-3: a ``provider_request_id`` over 500 characters (or another bad field)
+    answers 400 ``action_result_invalid`` naming the field; nothing changes."""
+    before = state_of_world()
+    for changes, field in (
+        ({"provider_request_id": "x" * 501}, "provider_request_id"),
+        ({"retry_after_seconds": 0}, "retry_after_seconds"),
+        ({"error_code": "bad code"}, "error_code"),
+        ({"terminal": "no"}, "terminal"),
+    ):
+        response = post(client, world.console_token, body(accepted, status="failed", **changes))
+        assert response.status_code == 400
+        error = response.get_json()["error"]
+        assert (error["code"], error.get("field")) == ("action_result_invalid", field)
+        assert field in error["message"]
+    assert state_of_world() == before

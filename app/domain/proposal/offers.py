@@ -16,6 +16,7 @@ from datetime import datetime
 from app.domain.maker_checker import REVIEWER_ROLE, Verdict
 from app.domain.states import ProposalState
 
+from .cancel import ASK, CONFIRM, CancelFacts, cancel_step
 from .delivery import Delivery
 from .makers import MakerFacts, verdict
 
@@ -31,6 +32,7 @@ class Offer:
     shown: bool
     allowed: bool = False
     reason: str | None = None
+    kind: str | None = None  # which form of the action, when it has several (cancel: FOUR-9)
 
     def __bool__(self) -> bool:
         return self.shown and self.allowed
@@ -51,6 +53,7 @@ class Offers:
     compensate: Offer
     claim: Offer  # its approval task
     release: Offer
+    cancel: Offer = Offer(False)  # a scheduled proposal, before it is sent (TEMP-4, FOUR-9)
 
     @property
     def approve(self) -> Offer:
@@ -105,6 +108,21 @@ def release_offer(task_state: str | None, task_assignee_id: str | None, operator
     return Offer(True, True)
 
 
+def cancel_offer(d: Delivery, facts: CancelFacts | None, operator_id: str, roles: Iterable[str]) -> Offer:
+    """Cancel: shown to operators for a scheduled proposal nothing was sent for yet
+    (not a reversal: TEMP-3); its `kind` says what the button does (withdraw, reject,
+    ask, confirm, cancel) and a refusal its reason (TEMP-4, FOUR-9, `cancel_step`)."""
+    if facts is None:
+        return Offer.hidden()
+    step = cancel_step(d, facts, operator_id, roles)
+    if step.allowed:
+        return Offer(True, True, None, step.kind)
+    if step.code in ("forbidden", "action_not_scheduled", "action_already_sent", "action_reversal_not_cancellable"):
+        return Offer.hidden()
+    kind = CONFIRM if step.code == "maker_checker_violation" else ASK
+    return Offer(True, False, step.reason, kind)
+
+
 def offers(
     d: Delivery,
     *,
@@ -114,6 +132,7 @@ def offers(
     now: datetime,
     task_state: str | None = None,
     task_assignee_id: str | None = None,
+    cancel: CancelFacts | None = None,
 ) -> Offers:
     """What this operator may do with this proposal now.
 
@@ -123,6 +142,7 @@ def offers(
         facts: its maker facts (FOUR-1).
         now: the current time (an expired authorization closes approve and retry).
         task_state, task_assignee_id: its approval task, when it has one.
+        cancel: its cancel facts (TEMP-4, FOUR-9); None hides cancel.
     """
     roles = frozenset(roles)
     return Offers(
@@ -131,4 +151,5 @@ def offers(
         compensate=compensate_offer(d, roles),
         claim=claim_offer(task_state, operator_id, roles, facts),
         release=release_offer(task_state, task_assignee_id, operator_id),
+        cancel=cancel_offer(d, cancel, operator_id, roles),
     )

@@ -255,6 +255,22 @@ def reversal_proposal(original: TemporaryFacts, applied_at: datetime, approval_i
     )
 
 
+def draws_on_budget(*, is_correction: bool, is_reversal: bool) -> bool:
+    """Whether a delivery reserves against the enforcement budgets (DLV-3, FOUR-7).
+
+    A reversal (scheduled, "end now", "extend") and an appeal correction undo an
+    action: they are never refused or deferred for lack of budget, so no one admin
+    can keep a temporary action in force by lowering a budget until its reversal
+    passes its grace period. Every other proposal reserves (FOUR-3 for bounded
+    automation).
+
+    Args:
+        is_correction: the proposal is an appeal correction.
+        is_reversal: the proposal ends a temporary action.
+    """
+    return not (is_correction or is_reversal)
+
+
 def replacement_refusal(kind: str, applied_at: datetime | None, new_end: datetime | None, now: datetime) -> str | None:
     """Why an "end now" or "extend" proposal cannot be made (TEMP-3), or None.
 

@@ -111,11 +111,27 @@ def revoke_token(token_id: str, *, installation_id: str, actor: Actor, integrati
         uow.commit()
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who called the platform API: the integration and the token it used (FOUR-8)."""
+
+    integration: Integration
+    token_id: str
+    token_created_at: datetime
+
+
 def authenticate(token: str | None) -> Integration | None:
     """The active integration a bearer token belongs to, or None.
 
     Records the token's last use, at most once a minute.
     """
+    caller = authenticate_caller(token)
+    return caller.integration if caller else None
+
+
+def authenticate_caller(token: str | None) -> Caller | None:
+    """`authenticate`, also naming the token (its id and creation time: FOUR-8 lets
+    only a token older than an action's first attempt report its result), or None."""
     if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     row = db.session.scalar(
@@ -129,11 +145,12 @@ def authenticate(token: str | None) -> Integration | None:
     if integration is None or not integration.active:
         return None
     now = utcnow()
+    token_id, created_at = row.id, row.created_at
     if row.last_used_at is None or row.last_used_at < now - LAST_USED_RESOLUTION:
         integration_id = integration.id
         _touch(row.id, now)
         integration = db.session.get(Integration, integration_id)
-    return integration
+    return Caller(integration, token_id, created_at)
 
 
 def _touch(token_id: str, now: datetime) -> None:

@@ -30,10 +30,11 @@ from app.domain.clock import iso, utcnow
 from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
 from app.domain.expressions import schema_errors
-from app.domain.preconditions import check_preconditions
+from app.domain.preconditions import acts_on_closed_case, check_preconditions
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.proposal.identity import SCHEMA_VERSION
+from app.domain.proposal.temporary import draws_on_budget
 from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.faults import failpoint, failpoint_later
@@ -150,8 +151,9 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: _B
     snapshot = (batch.snapshots.get(proposal.report_id) if batch else None) or report_snapshot(
         session, proposal.report_id
     )
-    # a reversal ends a temporary action even on an appealed or closed case (TEMP-2)
-    check_preconditions(proposal.preconditions, snapshot, proposal.is_correction or proposal.is_reversal)
+    # a reversal ends a temporary action even on an appealed or closed case (TEMP-2, FOUR-7)
+    closed_ok = acts_on_closed_case(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
+    check_preconditions(proposal.preconditions, snapshot, closed_ok)
     if rules.approval_missing(delivery_of(proposal), _approved(session, proposal)):
         raise ActionError(rules.APPROVAL_MISSING)
     if batch is not None:
@@ -455,7 +457,9 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, bat
         now,
         read=batch.health if batch else None,
     )
-    reservations = budgets.reserve(
+    # FOUR-7: a reversal or an appeal correction undoes an action: never deferred for lack of budget
+    undoing = not draws_on_budget(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
+    reservations = [] if undoing else budgets.reserve(
         uow,
         proposal.installation_id,
         _budget_scopes(proposal, target.queue_id),

@@ -3,26 +3,43 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from app.domain.clock import utcnow
+from sqlalchemy import func, select
+
+from app.domain.clock import iso, utcnow
 from app.domain.connection_health import WAIT_CODES
 from app.domain.digests import canonical_json, sha256_digest, sha256_hex
 from app.domain.errors import ActionError, ApiError
 from app.domain.proposal import delivery as rules
+from app.domain.proposal import results as result_rules
 from app.domain.proposal.delivery import Lease
 from app.domain.receipts import Receipt, parse_receipt
-from app.models import ActionProposal, ActionReceiptRecord, Report, move_loaded, new_id
+from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, ConnectionAttempt, Report, move_loaded, new_id
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.proposals import delivery_of, move_at_commit
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
+log = logging.getLogger(__name__)
+
 LATE_RESULT_REFUSALS = {
     "action_result_terminal": "The action is not awaiting a result from the platform.",
     "action_result_conflict": "Another result or operator action was recorded first, or the action's "
     "authorization expired. Refresh the action before retrying.",
+}
+TOKEN_TOO_NEW_MESSAGE = (
+    "This token was created after the action was first sent, so it cannot report the action's result. "
+    "Send the result with the token the platform held when it received the action."
+)
+FIELD_MESSAGES = {  # API-1: a malformed optional field, named
+    "terminal": "terminal must be true or false.",
+    "retry_after_seconds": "retry_after_seconds must be a whole number of seconds from 1 to 21600.",
+    "error_code": "error_code must be 1 to 200 letters, digits or _ . : -",
+    "provider_request_id": "provider_request_id must be text of at most 500 characters.",
 }
 
 
@@ -124,35 +141,53 @@ def save_receipt(
 
 
 @dataclass(frozen=True)
+class ResultToken:
+    """The bearer token a result came with: its id and creation time (FOUR-8)."""
+
+    id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class ResultAnswer:
     proposal_id: str
     state: str
     idempotent_replay: bool
 
 
-def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
+def accept_async_result(value: Any, integration_id: str, token: ResultToken | None = None) -> ResultAnswer:
     """Take a receipt a platform sent later to ``POST /api/v1/action-results``.
+
+    A refused result changes no proposal, receipt or run; two refusals are recorded
+    nonetheless (once per distinct body): a token too new to speak for the action
+    (``action.result_refused``, FOUR-8), and a result contradicting the outcome
+    already recorded (``action.result_contradicted`` and a receipt kept as not
+    applied, shown on the proposal's page). Both are logged as warnings.
 
     Args:
         value: the decoded JSON body (RCPT-1 fields; status applied|failed).
         integration_id: the integration whose bearer token authenticated the call.
+        token: that bearer token (the API always names it; None skips FOUR-8's check).
 
     Returns:
         The proposal's state after the receipt; ``idempotent_replay`` when it was
         already in that terminal state.
 
     Raises:
-        ApiError: 400 ``action_result_invalid`` (API-1; unknown fields are ignored, EDGE-2; other RCPT
-            errors with their own code); 404 ``action_result_unavailable`` for a
-            proposal that does not exist or belongs to another integration (API-2);
-            409 ``action_result_identity_mismatch`` (API-3); 409
-            ``action_result_terminal`` or ``action_result_conflict`` (API-4).
+        ApiError: 400 ``action_result_invalid`` (API-1; naming the field at fault;
+            unknown fields are ignored, EDGE-2; other RCPT errors with their own
+            code); 404 ``action_result_unavailable`` for a proposal that does not
+            exist or belongs to another integration (API-2); 403
+            ``result_token_too_new`` (FOUR-8); 409 ``action_result_identity_mismatch``
+            (API-3); 409 ``action_result_terminal`` or ``action_result_conflict`` (API-4).
     """
     if not isinstance(value, dict):
         raise ApiError(400, "action_result_invalid", "Send a JSON object with the receipt fields.")
     action_id, status = value.get("action_id"), value.get("status")
-    if not isinstance(action_id, str) or not 1 <= len(action_id) <= 500 or status not in ("applied", "failed"):
-        raise ApiError(400, "action_result_invalid", "An action_id and an applied or failed status are required.")
+    if not isinstance(action_id, str) or not 1 <= len(action_id) <= 500:
+        raise ApiError(400, "action_result_invalid", "An action_id of 1 to 500 characters is required.", "action_id")
+    if status not in ("applied", "failed"):
+        raise ApiError(400, "action_result_invalid", "The status must be applied or failed.", "status")
     with unit_of_work() as uow:
         proposal = uow.session.get(ActionProposal, action_id)
         report = uow.session.get(Report, proposal.report_id) if proposal else None
@@ -162,18 +197,25 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
             receipt = parse_receipt(value, proposal.identity)
         except ActionError as error:
             status_code = 409 if error.code == "action_result_identity_mismatch" else 400
-            raise ApiError(
-                status_code,
-                error.code,
-                "The result must match the immutable action operation, payload digest and receipt format.",
-            ) from error
+            field = getattr(error, "field", None)
+            message = FIELD_MESSAGES.get(
+                field, "The result must match the immutable action operation, payload digest and receipt format."
+            )
+            raise ApiError(status_code, error.code, message, field) from error
+        actor = Actor("service_identity", integration_id)
+        if token is not None and _token_refused(uow, proposal, receipt, token, actor):
+            uow.commit()  # the refusal's audit row only
+            raise ApiError(403, result_rules.TOKEN_TOO_NEW, TOKEN_TOO_NEW_MESSAGE)
         check = rules.late_result_check(delivery_of(proposal), receipt.status, utcnow())
         if check == rules.REPLAY:
             return ResultAnswer(proposal.id, proposal.state, True)
         if check is not None:
+            if result_rules.contradicts(delivery_of(proposal), receipt.status):
+                _record_contradiction(uow, proposal, receipt, actor, check)
+                uow.commit()  # the record of what was claimed; the proposal stays as it is
             raise ApiError(409, check, LATE_RESULT_REFUSALS[check])
         try:
-            changed = save_receipt(uow, proposal, receipt, Actor("service_identity", integration_id))
+            changed = save_receipt(uow, proposal, receipt, actor)
         except ActionError as error:
             raise ApiError(409, error.code, "The appeal correction is no longer eligible.") from error
         if not changed:
@@ -183,6 +225,93 @@ def accept_async_result(value: Any, integration_id: str) -> ResultAnswer:
         after_result(uow, proposal)
         uow.commit()
         return ResultAnswer(proposal.id, proposal.state, False)
+
+
+def _token_refused(
+    uow: UnitOfWork, proposal: ActionProposal, receipt: Receipt, token: ResultToken, actor: Actor
+) -> bool:
+    """FOUR-8: whether `token` is too new to speak for `proposal`; a refusal is
+    audited ``action.result_refused`` (once per token and body) and logged."""
+    first_attempt_at = uow.session.scalar(
+        select(func.min(ConnectionAttempt.started_at)).where(ConnectionAttempt.proposal_id == proposal.id)
+    )
+    refusal = result_rules.token_refusal(token.created_at, first_attempt_at)
+    if refusal is None:
+        return False
+    log.warning(
+        "result for %s refused: %s (token %s created %s, after the first attempt %s)",
+        proposal.id,
+        refusal,
+        token.id,
+        iso(token.created_at),
+        iso(first_attempt_at),
+    )
+    receipt_hex = sha256_hex(canonical_json(receipt.as_sent()))
+    uow.audit(
+        proposal.installation_id,
+        f"action-result-refused:{proposal.id}:{token.id}:{receipt_hex}",
+        "action.result_refused",
+        actor,
+        "action_proposal",
+        proposal.id,
+        {
+            "error_code": refusal,
+            "token_id": token.id,
+            "token_created_at": iso(token.created_at),
+            "first_attempt_at": iso(first_attempt_at),
+            "status": receipt.status,
+            "receipt": receipt.as_sent(),
+        },
+    )
+    return True
+
+
+def _record_contradiction(uow: UnitOfWork, proposal: ActionProposal, receipt: Receipt, actor: Actor, code: str) -> None:
+    """A result that contradicts the outcome already recorded (API-4): an audit row
+    ``action.result_contradicted`` with what was claimed, the receipt kept as not
+    applied (the proposal page shows it), and a warning log line. Once per body."""
+    receipt_json = canonical_json(receipt.as_sent())
+    receipt_hex = sha256_hex(receipt_json)
+    key = f"action-result-contradicted:{proposal.operation_id}:{proposal.delivery_cycle}:{receipt_hex}"
+    log.warning(
+        "platform result contradicts %s: it reported %s, the action is %s (kept as it is)",
+        proposal.id,
+        receipt.status,
+        proposal.state,
+    )
+    if uow.session.scalar(select(AuditEvent.id).where(AuditEvent.idempotency_key == key)) is not None:
+        return  # the same contradiction again: recorded once
+    uow.audit(
+        proposal.installation_id,
+        key,
+        "action.result_contradicted",
+        actor,
+        "action_proposal",
+        proposal.id,
+        {
+            "claimed_status": receipt.status,
+            "state": proposal.state,
+            "delivery_cycle": proposal.delivery_cycle,
+            "error_code": code,
+            "receipt": receipt.as_sent(),
+        },
+    )
+    uow.session.add(
+        ActionReceiptRecord(
+            id=new_id("rcp"),
+            installation_id=proposal.installation_id,
+            proposal_id=proposal.id,
+            delivery_cycle=proposal.delivery_cycle,
+            attempt_number=None,
+            source="async",
+            status=receipt.status,
+            receipt=receipt.as_dict(),
+            receipt_digest=sha256_digest(receipt_json),
+            applied_to_proposal=False,
+            connection_attempt_id=None,
+            received_at=utcnow(),
+        )
+    )
 
 
 def after_result(uow: UnitOfWork, proposal: ActionProposal) -> None:

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
-from app.domain.preconditions import check_preconditions
+from app.domain.preconditions import acts_on_closed_case, check_preconditions
 from app.domain.proposal import delivery as rules
 from app.domain.states import ProposalState
 from app.models import ActionProposal, AuditEvent, OperatorUser, WorkflowRun, move_proposal
@@ -126,9 +126,9 @@ def start_new_cycle(
         if superseded(session, proposal):
             raise ApiError(409, "action_reversal_superseded", REFUSALS["action_reversal_superseded"])
     try:
-        check_preconditions(
-            proposal.preconditions, report_snapshot(session, proposal.report_id), proposal.is_correction
-        )
+        # FOUR-7: the case is checked as delivery checks it (a reversal ends its action on a closed case)
+        closed_ok = acts_on_closed_case(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
+        check_preconditions(proposal.preconditions, report_snapshot(session, proposal.report_id), closed_ok)
         if proposal.appeal_id:
             from app.services.lifecycle.corrections import check_correction_eligible
 
@@ -141,7 +141,8 @@ def start_new_cycle(
         "terminated",
         "cancelled",
     )
-    if not (proposal.appeal_id or run_open):
+    # a correction or a reversal undoes what is in force, whatever became of the run (FOUR-7)
+    if not (proposal.appeal_id or proposal.is_reversal or run_open):
         raise ApiError(
             409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
         )

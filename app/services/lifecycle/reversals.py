@@ -53,7 +53,7 @@ REFUSALS = {
     "never cancelled.",
     "action_reversal_superseded": "An approved end now or extension replaced this reversal; retry that one instead.",
     "action_reversal_failed": "The reversal failed for good, so the temporary action is still in force: retry the "
-    "reversal from its page to end it.",
+    "reversal from its page, or propose ending it now, to end it.",
 }
 
 
@@ -239,7 +239,7 @@ def create_missing_reversals(now) -> int:
     return created
 
 
-# -- operators: cancel a scheduled proposal, end early, extend ------------------------
+# -- operators: end early, extend (cancel: `app.services.lifecycle.cancel`) ----------
 
 
 def _load(session, proposal_id: str, operator: OperatorUser) -> ActionProposal:
@@ -247,42 +247,6 @@ def _load(session, proposal_id: str, operator: OperatorUser) -> ActionProposal:
     if proposal is None or proposal.installation_id != operator.installation_id:
         raise ApiError(404, "action_not_found", "No such action proposal.")
     return proposal
-
-
-def cancel_scheduled(proposal_id: str, operator: OperatorUser) -> str:
-    """Cancel a proposal that carries `not_before`, until it is sent (TEMP-4).
-
-    No second person is needed: cancelling sends nothing. Audited
-    ``action.cancelled``; the run waiting on it resumes on its ``timeout`` port.
-
-    Args:
-        proposal_id: the scheduled proposal.
-        operator: a moderator, reviewer or admin of its installation.
-
-    Returns:
-        The proposal's state (``cancelled``).
-
-    Raises:
-        ApiError: 403 ``forbidden``; 404 ``action_not_found``; 409
-            ``action_not_scheduled``, ``action_already_sent``,
-            ``action_reversal_not_cancellable``.
-    """
-    from app.services.lifecycle.events import emit_delivery_resolution
-
-    if not CHANGE_ROLES & set(operator.roles):
-        raise ApiError(403, "forbidden", "Your role cannot cancel actions.")
-    with unit_of_work() as uow:
-        proposal = _load(uow.session, proposal_id, operator)
-        refusal = rules.cancel_refusal(delivery_of(proposal), proposal.not_before, proposal.is_reversal)
-        if refusal is not None:
-            raise ApiError(409, refusal, REFUSALS[refusal])
-        actor = Actor("operator", operator.id)
-        if not _cancel(uow, proposal, rules.CANCELLED, "action.cancelled", actor, {"cancelled_by": operator.id}):
-            raise ApiError(409, "action_already_sent", REFUSALS["action_already_sent"])
-        if not proposal.appeal_id:
-            emit_delivery_resolution(uow, proposal)
-        uow.commit()
-        return proposal.state
 
 
 @dataclass(frozen=True)
@@ -336,8 +300,9 @@ def propose_change(
         ApiError: 403 ``forbidden``; 404 ``action_not_found``; 400
             ``action_temporary_change_invalid``, ``idempotency_key_invalid``,
             ``action_duration_invalid``; 409 ``action_not_temporary``,
-            ``action_temporary_ended``, ``action_reversal_failed`` (its reversal
-            failed for good: the action is still in force, TEMP-3).
+            ``action_temporary_ended``, ``action_reversal_failed`` (an extension
+            while its reversal failed for good: the action is still in force, TEMP-3;
+            "end now" is then allowed, under four-eyes like any, FOUR-7).
     """
     from app.services.cases.tasks import open_approval_task
 
@@ -357,9 +322,10 @@ def propose_change(
         if existing is not None:
             return ChangeResult(existing.id, existing.payload_digest, existing.state, True)
         current = active_reversal(session, original.id)
-        if current is not None and current.state == S.FAILED and current.delivery_terminal:
+        failed = current is not None and current.state == S.FAILED and current.delivery_terminal
+        if failed and kind != "end_now":  # FOUR-7: a failed reversal is retried or ended now, not extended
             raise ApiError(409, "action_reversal_failed", REFUSALS["action_reversal_failed"])
-        if current is None or current.state == S.APPLIED or current.delivery_attempt_count > 0:
+        if not failed and (current is None or current.state == S.APPLIED or current.delivery_attempt_count > 0):
             raise ApiError(409, "action_temporary_ended", REFUSALS["action_temporary_ended"])
         now = utcnow()
         new_end = None

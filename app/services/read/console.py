@@ -36,6 +36,7 @@ from app.models import (
     Report,
     WorkflowRun,
 )
+from app.services.lifecycle.cancel import cancel_facts
 from app.services.lifecycle.makers import facts_of, is_a_maker, maker_facts
 from app.services.lifecycle.proposals import delivery_of
 
@@ -237,6 +238,7 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
     if approval:
         actor_ids.add(approval.approver_id)
     actors = operator_names(actor_ids)
+    made_by = facts_of(db.session, proposal)
     return ProposalDetail(
         proposal=proposal,
         report=proposal.report,
@@ -247,10 +249,11 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
             delivery_of(proposal),
             operator_id=operator.id,
             roles=operator.roles,
-            facts=facts_of(db.session, proposal),
+            facts=made_by,
             now=utcnow(),
             task_state=task.state if task else None,
             task_assignee_id=task.assigned_operator_id if task else None,
+            cancel=cancel_facts(db.session, proposal, made_by) if proposal.not_before else None,
         ),
         attempts_by_cycle=by_cycle,
         receipts=list(reversed(proposal.receipts)),

@@ -36,6 +36,13 @@ class TemporaryView:
     ended: bool = False
 
     @property
+    def reversal_failed(self) -> bool:
+        """Its reversal failed for good: the action is still in force until an operator
+        retries the reversal or a second person approves ending it now (FOUR-7)."""
+        a = self.active
+        return self.plan is not None and a is not None and a.state == S.FAILED and a.delivery_terminal
+
+    @property
     def in_force(self) -> bool:
         """Applied and not ended yet: the page keeps following it."""
         return self.plan is not None and self.active is not None and not self.ended

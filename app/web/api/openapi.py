@@ -214,6 +214,10 @@ def openapi_document() -> dict:
                             },
                         },
                         **ERRORS,
+                        "403": _error(
+                            "The bearer token was created after the action was first sent, so it cannot report"
+                            " its result (result_token_too_new, FOUR-8)."
+                        ),
                     },
                 }
             },

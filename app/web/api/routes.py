@@ -10,7 +10,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
 from app.services.cases.reports import intake_report
-from app.services.lifecycle.receipts import accept_async_result
+from app.services.lifecycle.receipts import ResultToken, accept_async_result
 
 from ..decorators import integration_required
 from .blueprint import bp
@@ -40,8 +40,10 @@ def json_body():
 @bp.route("/action-results", methods=["POST"])
 @integration_required
 def action_results():
-    """A platform's later receipt for an action (SPEC API-1..4)."""
-    answer = accept_async_result(json_body(), g.integration.id)
+    """A platform's later receipt for an action (SPEC API-1..4, FOUR-8)."""
+    caller = g.integration_caller
+    token = ResultToken(caller.token_id, caller.token_created_at)
+    answer = accept_async_result(json_body(), g.integration.id, token=token)
     return jsonify(
         {"action_id": answer.proposal_id, "state": answer.state, "idempotent_replay": answer.idempotent_replay}
     ), 200

@@ -11,7 +11,8 @@ from app.domain.states import ProposalState
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.retry import retry_proposal
-from app.services.lifecycle.reversals import cancel_scheduled, propose_change
+from app.services.lifecycle.cancel import cancel_scheduled
+from app.services.lifecycle.reversals import propose_change
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
 from app.services.read.temporary import temporary_view
@@ -154,7 +155,8 @@ def proposal_temporary(proposal_id: str):
 @bp.route("/proposals/<proposal_id>/cancel", methods=["POST"])
 @role_required(*CHANGE_ROLES)
 def cancel(proposal_id: str):
-    """Cancel a scheduled proposal before it is sent (TEMP-4); no second person needed."""
+    """Cancel a scheduled proposal before it is sent (TEMP-4); an approved one takes two
+    people: the first asks, a second reviewer who did not make it confirms (FOUR-9)."""
     form = EmptyForm()
     detail = _detail_or_404(proposal_id)
     if not form.validate():
@@ -162,11 +164,19 @@ def cancel(proposal_id: str):
         raise_for_json(error)
         return _render_detail(detail, error=error, status=400)
     try:
-        cancel_scheduled(proposal_id, current_user)
+        result = cancel_scheduled(proposal_id, current_user)
     except ApiError as error:
         raise_for_json(error)
         return _render_detail(_detail_or_404(proposal_id), error=error, status=error.status)
-    flash(f"You cancelled “{label('action', detail.proposal.action_code)}”. Nothing will be sent.", "ok")
+    action = label("action", detail.proposal.action_code)
+    if result.step == "ask":
+        flash(
+            f"You asked to cancel “{action}”. A second reviewer who did not make it must confirm; "
+            "until then it is sent at its time.",
+            "ok",
+        )
+    else:
+        flash(f"You cancelled “{action}”. Nothing will be sent.", "ok")
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
 
 
