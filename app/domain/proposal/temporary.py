@@ -15,6 +15,7 @@ from typing import Any
 from app.domain.clock import iso
 from app.domain.errors import ActionError
 from app.domain.proposal.delivery import Change, Delivery
+from app.domain.proposal.destination import Destination
 from app.domain.proposal.identity import NewProposal, _digested, expires_at
 from app.domain.proposal.schedule import NOT_BEFORE_INVALID, check_not_before, scheduled_time  # noqa: F401
 from app.domain.states import Move, ProposalState
@@ -190,7 +191,14 @@ def reversal_operation_id(original_operation_id: str) -> str:
 
 
 def _reversal(
-    original: TemporaryFacts, *, id_: str, operation: str, not_before: datetime | None, expiry: datetime, **columns
+    original: TemporaryFacts,
+    *,
+    id_: str,
+    operation: str,
+    not_before: datetime | None,
+    expiry: datetime,
+    destination: Destination | None = None,
+    **columns,
 ) -> NewProposal:
     reversal = TemporaryPlan.from_dict(original.temporary).reversal
     return _digested(
@@ -213,11 +221,14 @@ def _reversal(
             not_before=not_before,
             reverses_proposal_id=original.id,
             **columns,
-        )
+        ),
+        destination,
     )
 
 
-def reversal_proposal(original: TemporaryFacts, applied_at: datetime, approval_id: str | None) -> NewProposal:
+def reversal_proposal(
+    original: TemporaryFacts, applied_at: datetime, approval_id: str | None, destination: Destination | None = None
+) -> NewProposal:
     """The scheduled reversal of an applied temporary action (TEMP-2): queued for
     applied time + duration, authorized by the action's approval (no second one).
 
@@ -226,6 +237,7 @@ def reversal_proposal(original: TemporaryFacts, applied_at: datetime, approval_i
         applied_at: when it was applied (its confirmation time).
         approval_id: the approval that authorized the action and its plan (None for
             bounded automation, whose reversal runs under the same budgets).
+        destination: the reversal component's delivery in force (FOUR-5).
     """
     duration = TemporaryPlan.from_dict(original.temporary).duration_seconds
     when = due_at(applied_at, duration)
@@ -238,6 +250,7 @@ def reversal_proposal(original: TemporaryFacts, applied_at: datetime, approval_i
         operation=operation,
         not_before=when,
         expiry=expiry,
+        destination=destination,
         authority_mode=original.authority_mode,
         approval_mode=original.approval_mode,
         approval_policy={"mode": original.approval_mode, "expires_at": iso(expiry), "reversal": authorized},
@@ -282,6 +295,7 @@ def replacement_proposal(
     idempotency_key: str,
     operator_id: str,
     now: datetime,
+    destination: Destination | None = None,
 ) -> NewProposal:
     """An operator's "end now" (reversal as soon as approved) or "extend" (reversal at
     `new_end`): a new reversal under four-eyes that replaces the scheduled one when it
@@ -298,6 +312,7 @@ def replacement_proposal(
         operation=operation,
         not_before=not_before,
         expiry=expiry,
+        destination=destination,
         authority_mode="assist",
         approval_mode="human",
         approval_policy={"mode": "human", "expires_at": iso(expiry), "temporary_change": kind},

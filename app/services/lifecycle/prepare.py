@@ -34,7 +34,7 @@ from app.models import (
 from app.queueing import enqueue_delivery
 from app.services.cases.snapshot import latest_decision, run_context
 from app.services.cases.tasks import cancel_open_tasks, open_approval_task
-from app.services.lifecycle.components import load_action_component
+from app.services.lifecycle.components import destination_of, load_action_component
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, run_facts
 from app.services.uow import Actor, UnitOfWork
 
@@ -189,6 +189,7 @@ def prepare_action(
         authority_mode=authority_mode,
         now=utcnow(),
         temporary=plan,
+        destination=destination_of(session, component),  # FOUR-5: the digest covers where it goes
     )
     if existing is not None:
         return _replay(uow, existing, new.payload_digest, await_recovery)

@@ -1,0 +1,143 @@
+"""The approval binds the delivery (SPEC FOUR-5, issue 22): the digest covers where
+the action goes and how its answer is read; a delivery whose destination or reading
+changed after approval sends nothing and says why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pytest_httpserver import HTTPServer
+from sqlalchemy import select
+
+from app.domain.digests import payload_digest
+from app.domain.proposal.identity import digest_material
+from app.extensions import db
+from app.models import AuditEvent, ComponentVersion, ConnectionAttempt, ConnectionVersion
+from app.services.lifecycle.delivery import deliver
+
+from ..builders import approve, make_decision, make_proposal, make_report, make_team, proposal_of, reload, set_row
+
+READS_404_AS_APPLIED = {
+    "request": "POST /v1/nowhere/{target.reference}",
+    "outcome": {"2xx": "'applied'", "4xx": "'applied'"},
+}
+
+
+@pytest.fixture
+def other_host():
+    """A second loopback server: the host a changed connection would send to."""
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+def _material_of(p) -> dict:
+    return digest_material(
+        action_id=p.id,
+        action_code=p.action_code,
+        target=p.target,
+        payload=p.payload,
+        preconditions=p.preconditions,
+        component_version_id=p.component_version_id,
+        expires_at=p.expires_at,
+        installation_id=p.installation_id,
+        workflow_version_id=p.workflow_version_id,
+        policy_version_id=p.policy_version_id,
+        delivery=p.delivery,
+    )
+
+
+def test_four_5_prepare_stores_the_delivery_the_digest_covers_404_read_as_applied(app, httpserver):
+    """FOUR-5 (issue 22 (a)): a REST component that posts to a path that does not exist
+    and reads 4xx as applied: the proposal stores that destination and mapping, and its
+    digest covers them."""
+    team = make_team(httpserver.url_for("/"))
+    set_row(
+        ComponentVersion,
+        team.components["takedown"],
+        implementation_kind="rest",
+        implementation_reference=json.dumps(READS_404_AS_APPLIED),
+    )
+    report = make_report(team, target="post:1001")
+    make_decision(report)
+    proposal = proposal_of(report.id)
+
+    host, port = httpserver.host, httpserver.port
+    assert proposal.delivery == {
+        "kind": "rest",
+        "origin": f"http://{host}:{port}",
+        "method": "POST",
+        "path": "/v1/nowhere/post%3A1001",
+        "answer": "outcome",
+        "outcome": {"2xx": "'applied'", "4xx": "'applied'"},
+        "read_back": None,
+    }
+    material = _material_of(proposal)
+    assert material["delivery"]["outcome"]["4xx"] == "'applied'"
+    assert payload_digest(material) == proposal.payload_digest
+
+
+def test_four_5_a_destination_changed_after_approval_sends_nothing_and_says_why(app, httpserver, other_host):
+    """FOUR-5 (issue 22 (b)): approved for one host; the connection then points at
+    another. Nothing reaches either host; the proposal fails terminally with
+    ``action_delivery_changed`` and an audit row names the approved and current
+    destinations."""
+    team = make_team(httpserver.url_for("/"))
+    proposal = make_proposal(team, state="queued")  # decided, approved by the reviewer
+    assert proposal.delivery["origin"] == f"http://127.0.0.1:{httpserver.port}"
+    set_row(ConnectionVersion, team.connection_version_id, base_url=other_host.url_for("/"))
+
+    outcome = deliver(proposal.id)
+
+    assert (outcome.state, outcome.error_code, outcome.terminal) == ("failed", "action_delivery_changed", True)
+    assert other_host.log == [] and httpserver.log == []
+    row = reload(proposal)
+    assert (row.state, row.last_error_code, row.delivery_terminal) == ("failed", "action_delivery_changed", True)
+    attempts = db.session.scalars(select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)).all()
+    assert attempts == []  # no request row: nothing left
+    [audit] = db.session.scalars(
+        select(AuditEvent).where(AuditEvent.target_id == proposal.id, AuditEvent.action == "action.delivery_changed")
+    ).all()
+    details = json.loads(audit.details_json)
+    assert details["approved"]["origin"] == f"http://127.0.0.1:{httpserver.port}"
+    assert details["in_force"]["origin"] == f"http://127.0.0.1:{other_host.port}"
+
+
+def test_four_5_a_changed_outcome_mapping_is_refused_too(app, httpserver):
+    """FOUR-5: how the answer is read is approved as well: a mapping changed in place
+    after approval (4xx now read as applied) sends nothing."""
+    team = make_team(httpserver.url_for("/"))
+    set_row(
+        ComponentVersion,
+        team.components["takedown"],
+        implementation_kind="rest",
+        implementation_reference=json.dumps({"request": "POST /v1/takedowns/{target.reference}", "outcome": {"2xx": "'applied'"}}),
+    )
+    proposal = make_proposal(team, state="queued")
+    set_row(
+        ComponentVersion,
+        team.components["takedown"],
+        implementation_reference=json.dumps({**READS_404_AS_APPLIED, "request": "POST /v1/takedowns/{target.reference}"}),
+    )
+
+    outcome = deliver(proposal.id)
+
+    assert (outcome.error_code, outcome.terminal) == ("action_delivery_changed", True)
+    assert httpserver.log == []
+
+
+def test_four_5_unchanged_delivery_is_sent_where_approved(app, platform):
+    """FOUR-5: the ordinary path still delivers (the description matches), and a
+    compensation carries its own description."""
+    team = make_team(platform)
+    applied = make_proposal(team, state="compensation_required")
+    from app.models import ActionProposal
+
+    compensation = db.session.scalar(select(ActionProposal).where(ActionProposal.compensates_proposal_id == applied.id))
+    assert applied.delivery["path"] == "/actions/takedown"
+    assert compensation.delivery["path"] == "/actions/restore"
+    approve(team, compensation, reviewer="admin")
+    assert deliver(compensation.id).state == "applied"
