@@ -14,6 +14,7 @@ from app.services.lifecycle.retry import retry_proposal
 from app.services.lifecycle.reversals import cancel_scheduled, propose_change
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read.approving import approving
 from app.services.read.temporary import temporary_view
 from app.web.errors import raise_for_json
 from app.web.formatting import pretty_json
@@ -102,6 +103,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         compensation_form=compensation_form,
         error=error,
         poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
+        approving=approving([p], label) if detail.offers.decide.shown else {},  # FOUR-5
     ), status
 
 
