@@ -141,3 +141,33 @@ def test_four_5_unchanged_delivery_is_sent_where_approved(app, platform):
     assert compensation.delivery["path"] == "/actions/restore"
     approve(team, compensation, reviewer="admin")
     assert deliver(compensation.id).state == "applied"
+
+
+def test_four_5_a_compensation_is_bound_to_its_own_approved_delivery(app, platform, other_host):
+    """FOUR-5: a compensation has its own approval and its own description; its
+    destination changing after approval sends nothing either (retries included)."""
+    team = make_team(platform)
+    applied = make_proposal(team, state="compensation_required")
+    from app.models import ActionProposal
+
+    compensation = db.session.scalar(select(ActionProposal).where(ActionProposal.compensates_proposal_id == applied.id))
+    approve(team, compensation, reviewer="admin")
+    set_row(ConnectionVersion, team.connection_version_id, base_url=other_host.url_for("/"))
+    seen = platform.state.requests_seen
+
+    outcome = deliver(compensation.id)
+
+    assert (outcome.error_code, outcome.terminal) == ("action_delivery_changed", True)
+    assert other_host.log == [] and platform.state.requests_seen == seen
+
+    from app.services.lifecycle.retry import retry_proposal
+
+    retry_proposal(
+        compensation.id,
+        payload_digest=compensation.payload_digest,
+        idempotency_key="retry-after-change-1",
+        operator=team.user("admin"),
+    )
+    again = deliver(compensation.id)
+    assert (again.error_code, again.terminal) == ("action_delivery_changed", True)
+    assert other_host.log == [] and platform.state.requests_seen == seen

@@ -105,3 +105,45 @@ def test_four_5_a_compensation_says_who_proposed_it_and_why(app, client, team):
     words = text_of(panel(page))
     assert "Compensation — proposed by Reviewer — undoes" in words
     assert "Sends POST " in words and "/actions/restore · webhook · " in words
+
+
+def test_four_5_an_appeal_correction_says_who_decided_the_appeal_and_why(app, client, world, platform):
+    """FOUR-5: a correction's approval panel names the appeal decision's maker, their
+    rationale and the decision it overturns."""
+    from ..services.test_appeals import appeal, applied_takedown, correction_proposal, overturn
+
+    applied_takedown(world)
+    result = overturn(world, appeal(world))
+    from app.models import AppealCorrection
+
+    [correction_id] = result.correction_ids
+    proposal = correction_proposal(db_get(AppealCorrection, correction_id))
+    login(client, "admin@example.com")
+
+    page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+
+    words = text_of(panel(page))
+    assert (
+        "Appeal correction — decided on appeal by Rita Reviewer — “Satire is allowed” — overturns Remove content"
+    ) in words
+    assert "/actions/restore · webhook · " in words
+
+
+def db_get(model, row_id):
+    from app.extensions import db
+
+    db.session.rollback()
+    return db.session.get(model, row_id)
+
+
+def test_four_5_a_pds_delivery_says_what_is_read_back(app, client, world):
+    """FOUR-5: an AT Protocol PDS component: the update it sends and the read-back
+    that must confirm it, in words."""
+    set_row(ComponentVersion, world.components["takedown"], implementation_kind="atproto_pds", implementation_reference="takedown record")
+    proposal = decide_report(world)
+    login(client, "reviewer@example.com")
+
+    words = text_of(panel(client.get(f"/proposals/{proposal.id}").get_data(as_text=True)))
+
+    assert "/xrpc/com.atproto.admin.updateSubjectStatus · AT Protocol PDS · takedown record; applied only when GET " in words
+    assert "/xrpc/com.atproto.admin.getSubjectStatus reads back the takedown state with this action's reference" in words
