@@ -14,7 +14,10 @@ from app.domain.proposal import identity as I
 from .test_proposal_identity import T0, workflow
 
 TAKEDOWN = {"request": "POST /v1/takedowns/{target.reference}", "outcome": {"2xx": "'applied'"}}
-READS_404_AS_APPLIED = {"request": "POST /v1/nowhere/{target.reference}", "outcome": {"2xx": "'applied'", "4xx": "'applied'"}}
+READS_404_AS_APPLIED = {
+    "request": "POST /v1/nowhere/{target.reference}",
+    "outcome": {"2xx": "'applied'", "4xx": "'applied'"},
+}
 FIELDS = D.delivery_fields("p_1", "op_1", {"reference": "post:1001"})
 
 
@@ -73,7 +76,9 @@ def test_four_5_webhook_and_pds_descriptions():
     assert pds["operation"] == "takedown record"
     assert pds["read_back"] == {"method": "GET", "path": "/xrpc/com.atproto.admin.getSubjectStatus"}
     words = D.in_words(pds).text
-    assert words.startswith("Sends POST https://pds.example:443/xrpc/com.atproto.admin.updateSubjectStatus · AT Protocol PDS")
+    assert words.startswith(
+        "Sends POST https://pds.example:443/xrpc/com.atproto.admin.updateSubjectStatus · AT Protocol PDS"
+    )
     assert "GET /xrpc/com.atproto.admin.getSubjectStatus reads back the takedown state" in words
 
 

@@ -114,13 +114,17 @@ def test_four_5_a_changed_outcome_mapping_is_refused_too(app, httpserver):
         ComponentVersion,
         team.components["takedown"],
         implementation_kind="rest",
-        implementation_reference=json.dumps({"request": "POST /v1/takedowns/{target.reference}", "outcome": {"2xx": "'applied'"}}),
+        implementation_reference=json.dumps(
+            {"request": "POST /v1/takedowns/{target.reference}", "outcome": {"2xx": "'applied'"}}
+        ),
     )
     proposal = make_proposal(team, state="queued")
     set_row(
         ComponentVersion,
         team.components["takedown"],
-        implementation_reference=json.dumps({**READS_404_AS_APPLIED, "request": "POST /v1/takedowns/{target.reference}"}),
+        implementation_reference=json.dumps(
+            {**READS_404_AS_APPLIED, "request": "POST /v1/takedowns/{target.reference}"}
+        ),
     )
 
     outcome = deliver(proposal.id)
@@ -150,7 +154,9 @@ def test_four_5_a_compensation_is_bound_to_its_own_approved_delivery(app, platfo
     applied = make_proposal(team, state="compensation_required")
     from app.models import ActionProposal
 
-    compensation = db.session.scalar(select(ActionProposal).where(ActionProposal.compensates_proposal_id == applied.id))
+    compensation = db.session.scalar(
+        select(ActionProposal).where(ActionProposal.compensates_proposal_id == applied.id)
+    )
     approve(team, compensation, reviewer="admin")
     set_row(ConnectionVersion, team.connection_version_id, base_url=other_host.url_for("/"))
     seen = platform.state.requests_seen

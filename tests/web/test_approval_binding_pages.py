@@ -59,7 +59,8 @@ def test_four_5_the_approval_panel_names_the_decision_its_maker_and_rationale(ap
     from app.services.cases.reports import record_decision
 
     rationale = "Threat of harm <b>against</b> a named person, see the second post in the thread " * 3
-    record_decision(world.report_ids[0], decision_code="remove_content", rationale=rationale, operator=world.user("moderator"))
+    moderator = world.user("moderator")
+    record_decision(world.report_ids[0], decision_code="remove_content", rationale=rationale, operator=moderator)
     proposal = proposal_of(world.report_ids[0])
     login(client, "reviewer@example.com")
 
@@ -77,7 +78,8 @@ def test_four_5_the_task_list_shows_the_host_and_the_decision_shortened(app, cli
     from app.services.cases.reports import record_decision
 
     rationale = "Threat of harm against a named person. " * 10
-    record_decision(world.report_ids[0], decision_code="remove_content", rationale=rationale, operator=world.user("moderator"))
+    moderator = world.user("moderator")
+    record_decision(world.report_ids[0], decision_code="remove_content", rationale=rationale, operator=moderator)
     login(client, "reviewer@example.com")
 
     page = client.get("/tasks").get_data(as_text=True)
@@ -139,11 +141,18 @@ def db_get(model, row_id):
 def test_four_5_a_pds_delivery_says_what_is_read_back(app, client, world):
     """FOUR-5: an AT Protocol PDS component: the update it sends and the read-back
     that must confirm it, in words."""
-    set_row(ComponentVersion, world.components["takedown"], implementation_kind="atproto_pds", implementation_reference="takedown record")
+    set_row(
+        ComponentVersion,
+        world.components["takedown"],
+        implementation_kind="atproto_pds",
+        implementation_reference="takedown record",
+    )
     proposal = decide_report(world)
     login(client, "reviewer@example.com")
 
     words = text_of(panel(client.get(f"/proposals/{proposal.id}").get_data(as_text=True)))
 
-    assert "/xrpc/com.atproto.admin.updateSubjectStatus · AT Protocol PDS · takedown record; applied only when GET " in words
-    assert "/xrpc/com.atproto.admin.getSubjectStatus reads back the takedown state with this action's reference" in words
+    update = "/xrpc/com.atproto.admin.updateSubjectStatus · AT Protocol PDS · takedown record; applied only when GET "
+    assert update in words
+    status = "/xrpc/com.atproto.admin.getSubjectStatus reads back the takedown state with this action's reference"
+    assert status in words

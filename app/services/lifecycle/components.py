@@ -84,4 +84,5 @@ def destination_of(session: Session, component: ComponentVersion, connection: Co
 
     if connection is None and component.connection_version_id:
         connection = session.get(ConnectionVersion, component.connection_version_id)
-    return Destination(component.implementation_kind, component.implementation_reference or "", connection.base_url if connection else "")
+    base_url = connection.base_url if connection else ""
+    return Destination(component.implementation_kind, component.implementation_reference or "", base_url)

@@ -75,7 +75,9 @@ class Approving:
     maker: MakerLine | None
 
 
-def approving(proposals: Iterable[ActionProposal | None], label: Callable[[str, str | None], str]) -> dict[str, Approving]:
+def approving(
+    proposals: Iterable[ActionProposal | None], label: Callable[[str, str | None], str]
+) -> dict[str, Approving]:
     """For each proposal: its delivery in words and the decision or proposal behind it
     (FOUR-5; one query whatever their number).
 
