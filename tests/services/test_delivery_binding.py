@@ -16,7 +16,17 @@ from app.extensions import db
 from app.models import AuditEvent, ComponentVersion, ConnectionAttempt, ConnectionVersion
 from app.services.lifecycle.delivery import deliver
 
-from ..builders import approve, make_decision, make_proposal, make_report, make_team, proposal_of, reload, set_row
+from ..builders import (
+    approve,
+    decide_report,
+    make_decision,
+    make_proposal,
+    make_report,
+    make_team,
+    proposal_of,
+    reload,
+    set_row,
+)
 
 READS_404_AS_APPLIED = {
     "request": "POST /v1/nowhere/{target.reference}",
@@ -177,3 +187,27 @@ def test_four_5_a_compensation_is_bound_to_its_own_approved_delivery(app, platfo
     again = deliver(compensation.id)
     assert (again.error_code, again.terminal) == ("action_delivery_changed", True)
     assert other_host.log == [] and platform.state.requests_seen == seen
+
+
+def test_four_5_a_scheduled_reversal_keeps_the_delivery_approved_with_its_action(app, world, platform):
+    """FOUR-5, TEMP-1: the reversal a temporary action schedules needs no second
+    approval, so the action's digest covers where the reversal goes (its plan carries
+    the description). The reversal component rewired after that approval: the reversal
+    still states the approved delivery and, when due, sends nothing."""
+    from .test_reversals import reversal_of, time_reaches
+
+    proposal = decide_report(world, 0, code="suspend_account")
+    planned = proposal.temporary["reversal"]["delivery"]
+    assert planned["path"] == "/actions/unsuspend"
+    approve(world, proposal)
+    set_row(ComponentVersion, world.components["unsuspend_account"], implementation_reference="POST /actions/elsewhere")
+    assert deliver(proposal.id).state == "applied"  # the action itself is unchanged
+    reversal = reversal_of(proposal)
+    assert reversal.delivery == planned
+    time_reaches(reversal)
+    seen = platform.state.requests_seen
+
+    outcome = deliver(reversal.id)
+
+    assert (outcome.error_code, outcome.terminal) == ("action_delivery_changed", True)
+    assert platform.state.requests_seen == seen

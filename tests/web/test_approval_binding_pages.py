@@ -156,3 +156,15 @@ def test_four_5_a_pds_delivery_says_what_is_read_back(app, client, world):
     assert update in words
     status = "/xrpc/com.atproto.admin.getSubjectStatus reads back the takedown state with this action's reference"
     assert status in words
+
+
+def test_four_5_a_temporary_action_shows_where_its_reversal_goes(app, client, world):
+    """FOUR-5, TEMP-1: the scheduled reversal needs no second approval, so the panel
+    says where it goes too."""
+    proposal = decide_report(world, 0, code="suspend_account")
+    login(client, "reviewer@example.com")
+
+    words = text_of(panel(client.get(f"/proposals/{proposal.id}").get_data(as_text=True)))
+
+    assert "/actions/suspend · webhook · " in words
+    assert "Then its reversal: Sends POST " in words and "/actions/unsuspend · webhook · " in words

@@ -45,14 +45,20 @@ class ReversalPlan:
     action_code: str
     target: dict[str, Any]
     payload: dict[str, Any]
+    # FOUR-5: where the reversal goes and how its answer is read, approved with the
+    # action (the action's digest covers the plan); None in plans made before FOUR-5.
+    delivery: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        plan = {
             "component_version_id": self.component_version_id,
             "action_code": self.action_code,
             "target": self.target,
             "payload": self.payload,
         }
+        if self.delivery is not None:  # absent otherwise: older plans keep their digest
+            plan["delivery"] = self.delivery
+        return plan
 
 
 @dataclass(frozen=True)
@@ -198,6 +204,7 @@ def _reversal(
     not_before: datetime | None,
     expiry: datetime,
     destination: Destination | None = None,
+    delivery: dict[str, Any] | None = None,
     **columns,
 ) -> NewProposal:
     reversal = TemporaryPlan.from_dict(original.temporary).reversal
@@ -220,9 +227,10 @@ def _reversal(
             decision_id=original.decision_id,
             not_before=not_before,
             reverses_proposal_id=original.id,
+            delivery=delivery,
             **columns,
         ),
-        destination,
+        None if delivery is not None else destination,
     )
 
 
@@ -237,7 +245,10 @@ def reversal_proposal(
         applied_at: when it was applied (its confirmation time).
         approval_id: the approval that authorized the action and its plan (None for
             bounded automation, whose reversal runs under the same budgets).
-        destination: the reversal component's delivery in force (FOUR-5).
+        destination: the reversal component's delivery in force (FOUR-5), used only
+            when the plan carries no approved description (a plan made before FOUR-5):
+            otherwise the reversal keeps the delivery approved with the action, and a
+            delivery in force that differs is refused when it is due.
     """
     duration = TemporaryPlan.from_dict(original.temporary).duration_seconds
     when = due_at(applied_at, duration)
@@ -251,6 +262,7 @@ def reversal_proposal(
         not_before=when,
         expiry=expiry,
         destination=destination,
+        delivery=TemporaryPlan.from_dict(original.temporary).reversal.delivery,
         authority_mode=original.authority_mode,
         approval_mode=original.approval_mode,
         approval_policy={"mode": original.approval_mode, "expires_at": iso(expiry), "reversal": authorized},

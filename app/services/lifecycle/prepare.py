@@ -20,6 +20,7 @@ from app.domain.errors import ActionError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.proposal import delivery as rules
 from app.domain.proposal import identity, temporary
+from app.domain.proposal.destination import delivery_fields, describe
 from app.domain.proposal.ports import Next, answer, timed_out_port
 from app.domain.workflow import NodeOutcome
 from app.models import (
@@ -174,7 +175,8 @@ def prepare_action(
     existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
     _pin_decision(uow, run.report_id, preconditions, existing)
     mode = identity.approval_mode(config.get("approval_policy"), component.approval_policy.get("mode"), authority_mode)
-    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id)
+    proposal_id = identity.proposal_id(step_run_id)
+    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id, (proposal_id, operation_id))
     report = session.get(Report, run.report_id)
     new = identity.workflow_proposal(
         run=run_facts(run),
@@ -199,10 +201,14 @@ def prepare_action(
     return _create(uow, new, queue_id=report.queue_id)
 
 
-def _temporary_plan(session, component, config: dict, mapped: dict, target: dict, installation_id: str):
+def _temporary_plan(session, component, config: dict, mapped: dict, target: dict, installation_id: str, ids=None):
     """The duration and reversal of a temporary action, as its digest covers them
     (TEMP-1): the node's settings over the component version's; the input mapping may
     compute ``duration_seconds`` and ``reversal_payload``. None for a permanent action.
+
+    With ``ids`` (the action's proposal and operation ids) the plan also carries where
+    its scheduled reversal will go and how its answer is read (FOUR-5): approved with
+    the action, since that reversal needs no second approval.
 
     Raises:
         ActionError: ``action_duration_invalid`` (60 s .. 366 days),
@@ -221,6 +227,12 @@ def _temporary_plan(session, component, config: dict, mapped: dict, target: dict
         raise ActionError(temporary.REVERSAL_INVALID) from error
     if schema_errors(plan.reversal.payload, reversal.input_schema):
         raise ActionError(temporary.REVERSAL_INVALID)
+    if ids is not None:
+        action_id, operation = ids
+        reversal_id, reversal_operation = f"{action_id}:reversal", temporary.reversal_operation_id(operation)
+        fields = delivery_fields(reversal_id, reversal_operation, plan.reversal.target)
+        described = describe(destination_of(session, reversal), fields)
+        plan = replace(plan, reversal=replace(plan.reversal, delivery=described))
     return plan.as_dict()
 
 

@@ -73,6 +73,7 @@ class Approving:
     delivery: DeliveryWords | None  # None for a proposal prepared before FOUR-5
     host: str | None
     maker: MakerLine | None
+    reversal: DeliveryWords | None = None  # a temporary action's scheduled reversal (TEMP-1)
 
 
 def approving(
@@ -133,5 +134,6 @@ def approving(
             line = MakerLine(label("decision", code), "by", maker_name, rationale or None)
         else:
             line = None
-        answer[pid] = Approving(in_words(p.delivery), host_of(p.delivery), line)
+        reversal = ((p.temporary or {}).get("reversal") or {}).get("delivery")
+        answer[pid] = Approving(in_words(p.delivery), host_of(p.delivery), line, in_words(reversal))
     return answer
