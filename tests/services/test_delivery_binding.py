@@ -211,3 +211,22 @@ def test_four_5_a_scheduled_reversal_keeps_the_delivery_approved_with_its_action
 
     assert (outcome.error_code, outcome.terminal) == ("action_delivery_changed", True)
     assert platform.state.requests_seen == seen
+
+
+def test_four_5_a_proposal_stored_before_four_5_still_replays_and_delivers(app, world, platform):
+    """ID-2, PREP-7, FOUR-5: a proposal prepared before FOUR-5 (no stored delivery, its
+    digest over the material without it) replays with the same digest and is
+    delivered unchecked: nothing approved before changes meaning."""
+    from app.models import ActionProposal
+
+    from .test_prepare import prepare_again
+
+    proposal = decide_report(world)
+    legacy = payload_digest({k: v for k, v in _material_of(proposal).items() if k != "delivery"})
+    set_row(ActionProposal, proposal.id, delivery=None, payload_digest=legacy)
+
+    outcome = prepare_again(reload(proposal))
+
+    assert outcome.waiting and outcome.idempotent_replay and outcome.payload_digest == legacy
+    approve(world, reload(proposal))
+    assert deliver(proposal.id).state == "applied"

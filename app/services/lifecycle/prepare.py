@@ -175,8 +175,11 @@ def prepare_action(
     existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
     _pin_decision(uow, run.report_id, preconditions, existing)
     mode = identity.approval_mode(config.get("approval_policy"), component.approval_policy.get("mode"), authority_mode)
-    proposal_id = identity.proposal_id(step_run_id)
-    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id, (proposal_id, operation_id))
+    # FOUR-5: the digest covers the delivery, except in the replay of a proposal stored
+    # before FOUR-5 (its digest was made without it, ID-2)
+    binds = existing is None or existing.delivery is not None
+    ids = (identity.proposal_id(step_run_id), operation_id) if binds else None
+    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id, ids)
     report = session.get(Report, run.report_id)
     new = identity.workflow_proposal(
         run=run_facts(run),
@@ -191,7 +194,7 @@ def prepare_action(
         authority_mode=authority_mode,
         now=utcnow(),
         temporary=plan,
-        destination=destination_of(session, component),  # FOUR-5: the digest covers where it goes
+        destination=destination_of(session, component) if binds else None,
     )
     if existing is not None:
         return _replay(uow, existing, new.payload_digest, await_recovery)
