@@ -168,3 +168,18 @@ def test_four_5_a_temporary_action_shows_where_its_reversal_goes(app, client, wo
 
     assert "/actions/suspend · webhook · " in words
     assert "Then its reversal: Sends POST " in words and "/actions/unsuspend · webhook · " in words
+
+
+def test_four_5_an_end_now_says_who_proposed_it_and_what_it_ends(app, client, world, platform):
+    """FOUR-5, TEMP-3: a proposal to end a temporary action now names its proposer,
+    the action it ends and where the reversal goes."""
+    from ..services.test_reversals import _replacement, suspended
+
+    original = suspended(world, platform)
+    replacement = _replacement(world, original, "end_now")
+    login(client, "admin@example.com")
+
+    words = text_of(panel(client.get(f"/proposals/{replacement.id}").get_data(as_text=True)))
+
+    assert "End now — proposed by Rita Reviewer — ends " in words
+    assert "/actions/unsuspend · webhook · " in words
