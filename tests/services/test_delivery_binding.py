@@ -230,3 +230,25 @@ def test_four_5_a_proposal_stored_before_four_5_still_replays_and_delivers(app, 
     assert outcome.waiting and outcome.idempotent_replay and outcome.payload_digest == legacy
     approve(world, reload(proposal))
     assert deliver(proposal.id).state == "applied"
+
+
+def test_four_5_approving_after_the_destination_changed_is_refused_and_changes_nothing(app, world, other_host):
+    """FOUR-5: a reviewer cannot approve a delivery that is no longer the one shown:
+    409 ``action_delivery_changed`` naming both hosts, no approval row, still waiting;
+    rejecting it stays possible."""
+    from app.domain.errors import ApiError
+    from app.models import ActionApproval
+
+    proposal = decide_report(world)
+    set_row(ConnectionVersion, world.connection_version_id, base_url=other_host.url_for("/"))
+
+    with pytest.raises(ApiError) as refused:
+        approve(world, proposal)
+
+    assert (refused.value.status, refused.value.code) == (409, "action_delivery_changed")
+    assert f"127.0.0.1:{other_host.port}" in refused.value.message
+    db.session.rollback()
+    assert db.session.scalar(select(ActionApproval).where(ActionApproval.proposal_id == proposal.id)) is None
+    assert reload(proposal).state == "approval_required"
+    approve(world, proposal, decision="rejected")
+    assert reload(proposal).state == "rejected"

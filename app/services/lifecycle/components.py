@@ -86,3 +86,18 @@ def destination_of(session: Session, component: ComponentVersion, connection: Co
         connection = session.get(ConnectionVersion, component.connection_version_id)
     base_url = connection.base_url if connection else ""
     return Destination(component.implementation_kind, component.implementation_reference or "", base_url)
+
+
+def delivery_in_force(session: Session, proposal) -> dict | None:
+    """`describe` of a proposal's delivery as its component and connection are now
+    (FOUR-5), or None when the component version is gone or cannot be sent as
+    configured (its own error says why when delivery is tried)."""
+    from app.domain.proposal.destination import delivery_fields, describe
+
+    component = session.get(ComponentVersion, proposal.component_version_id)
+    if component is None:
+        return None
+    current = describe(
+        destination_of(session, component), delivery_fields(proposal.id, proposal.operation_id, proposal.target)
+    )
+    return None if "invalid" in current else current
