@@ -188,3 +188,12 @@ def test_four_5_compensation_and_correction_carry_their_delivery():
         destination=hook,
     )
     assert compensation.delivery["path"] == correction.delivery["path"] == "/actions/restore"
+
+
+def test_four_5_a_code_key_is_said_before_its_class_left_to_its_http_meaning():
+    """FOUR-5, PLAT-3: a code key wins over its class; the class still reads as HTTP says."""
+    reference = {**TAKEDOWN, "outcome": {"2xx": "'applied'", "404": "'applied'", "409": "'failed'"}}
+    words = D.in_words(D.describe(rest(reference), FIELDS))
+
+    assert words.text.endswith("a 2xx answer means applied, 404 applied, 409 failed, 4xx failed, 5xx retried")
+    assert words.warnings == ("a 404 answer (an error) is read as applied",)

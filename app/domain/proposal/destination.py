@@ -44,7 +44,7 @@ OPERATION_PATTERN = re.compile(
 )
 KIND_NAMES = {"webhook": "webhook", "external_api": "external API", REST_KIND: "REST", PDS_KIND: "AT Protocol PDS"}
 # What a status without a declared key means (egress's HTTP classes, PLAT-3).
-DEFAULT_MEANING = {"2xx": "not readable (failed)", "3xx": "failed", "4xx": "failed", "5xx": "retried"}
+DEFAULT_MEANING = {"4xx": "failed", "5xx": "retried"}
 LITERAL = re.compile(r"""^\s*(?:'(applied|accepted|failed)'|`"(applied|accepted|failed)"`)\s*$""")
 
 
@@ -197,9 +197,8 @@ def outcome_words(outcome: dict[str, str]) -> list[str]:
     """How a REST answer is read, per status key, then the classes left to their HTTP
     meaning: ``["a 2xx answer means applied", "4xx failed", "5xx retried"]``."""
     parts = [f"{key} {_meaning(expression)}" for key, expression in sorted(outcome.items())]
-    declared = {key[0] for key in outcome}
-    for key in ("4xx", "5xx"):
-        if key[0] not in declared:
+    for key in ("4xx", "5xx"):  # a class without its own key keeps its HTTP meaning
+        if key not in outcome:
             parts.append(f"{key} {DEFAULT_MEANING[key]}")
     if parts:
         parts[0] = f"a {parts[0].split(' ', 1)[0]} answer means {parts[0].split(' ', 1)[1]}"
