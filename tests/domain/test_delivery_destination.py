@@ -197,3 +197,12 @@ def test_four_5_a_code_key_is_said_before_its_class_left_to_its_http_meaning():
 
     assert words.text.endswith("a 2xx answer means applied, 404 applied, 409 failed, 4xx failed, 5xx retried")
     assert words.warnings == ("a 404 answer (an error) is read as applied",)
+
+
+def test_four_5_an_error_status_read_by_an_expression_is_flagged_a_success_one_is_not():
+    """FOUR-5: only error statuses draw a warning; an expression there may give applied."""
+    reference = {**TAKEDOWN, "outcome": {"2xx": "state == 'done' && 'applied' || 'accepted'", "4xx": "state"}}
+    words = D.in_words(D.describe(rest(reference), FIELDS))
+
+    assert words.warnings == ("a 4xx answer (an error) is read by an expression that may give applied",)
+    assert "a 2xx answer means what state == 'done' && 'applied' || 'accepted' gives" in words.text

@@ -206,15 +206,17 @@ def outcome_words(outcome: dict[str, str]) -> list[str]:
 
 
 def warnings_of(delivery: dict[str, Any]) -> list[str]:
-    """What a reviewer should look at twice: an error class read as success, a
-    reading that is not a plain outcome (FOUR-5)."""
+    """What a reviewer should look at twice (FOUR-5): an error status read as applied or
+    accepted, or read by an expression; a component that cannot be sent as configured."""
     found = []
     for key, expression in sorted((delivery.get("outcome") or {}).items()):
         meaning = _meaning(expression)
-        if not key.startswith("2") and meaning in ("applied", "accepted"):
+        if key.startswith("2"):
+            continue
+        if meaning in ("applied", "accepted"):
             found.append(f"a {key} answer (an error) is read as {meaning}")
         elif meaning.startswith("what "):
-            found.append(f"a {key} answer is read by an expression, not a fixed outcome")
+            found.append(f"a {key} answer (an error) is read by an expression that may give applied")
     if delivery.get("invalid"):
         found.append(f"the component cannot be sent as configured ({delivery['invalid']})")
     return found
