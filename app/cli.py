@@ -164,6 +164,7 @@ def register_cli(app: Flask) -> None:
     def proposal_history(proposal_id: str) -> None:
         """Show a proposal's state, attempts, receipts and audit trail."""
         from .domain.digests import canonical_json
+        from .domain.proposal.destination import in_words
         from .extensions import db
         from .models import ActionProposal, ActionReceiptRecord, AuditEvent, ConnectionAttempt
         from .services.read.console import attempt_statuses
@@ -178,6 +179,8 @@ def register_cli(app: Flask) -> None:
             f"attempts {proposal.delivery_attempt_count}, last error {proposal.last_error_code or '-'}"
         )
         click.echo(f"  operation {proposal.operation_id}\n  digest {proposal.payload_digest}")
+        words = in_words(proposal.delivery)  # FOUR-5: where its approval bound it to go
+        click.echo(f"  delivery {words.text if words else '- (prepared before FOUR-5)'}")
         click.echo("attempts:")
         attempts = db.session.scalars(
             select(ConnectionAttempt)

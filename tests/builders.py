@@ -180,7 +180,9 @@ def reload(proposal) -> ActionProposal:
 def point_connection_at(
     world: World, base_url: str, timeout_seconds: float = 5, allowed=("127.0.0.1", "localhost")
 ) -> None:
-    """Send the world's actions to another platform (pytest-httpserver)."""
+    """Send the world's actions to another platform (pytest-httpserver), as if it had
+    been there from the start: the proposals already made state it as their approved
+    delivery (FOUR-5; `restate_deliveries`)."""
     set_row(
         ConnectionVersion,
         world.connection_version_id,
@@ -188,6 +190,29 @@ def point_connection_at(
         timeout_seconds=timeout_seconds,
         allowed_hosts=list(allowed),
     )
+    restate_deliveries(world.installation_id)
+
+
+def restate_deliveries(installation_id: str) -> None:
+    """Time travel for FOUR-5: each proposal of the installation states the delivery in
+    force now as the one it was prepared with (its digest is left as it was). For tests
+    that rewire a connection or a component after proposals exist; a test of FOUR-5
+    itself changes the rows with `set_row` alone."""
+    from app.domain.proposal.destination import delivery_fields, describe
+    from app.services.lifecycle.components import destination_of
+
+    with unit_of_work() as uow:
+        rows = uow.session.scalars(
+            select(ActionProposal).where(
+                ActionProposal.installation_id == installation_id, ActionProposal.delivery.is_not(None)
+            )
+        ).all()
+        for row in rows:
+            component = uow.session.get(ComponentVersion, row.component_version_id)
+            row.delivery = describe(
+                destination_of(uow.session, component), delivery_fields(row.id, row.operation_id, row.target)
+            )
+        uow.commit()
 
 
 def waits_between(when, before, low: float, high: float) -> bool:

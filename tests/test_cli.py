@@ -136,6 +136,9 @@ def test_proposal_history_shows_state_attempts_receipts_and_audit(app, runner, p
     assert lines[0] == proposal.id
     assert lines[2] == "  state applied (terminal True), cycle 1, attempts 1, last error -"
     assert lines[3:5] == [f"  operation {proposal.operation_id}", f"  digest {proposal.payload_digest}"]
+    # FOUR-5: the delivery its approval bound, in words
+    assert lines[5].startswith("  delivery Sends POST http://127.0.0.1:")
+    assert "/actions/takedown · webhook · " in lines[5]
     attempts = lines.index("attempts:")
     receipts = lines.index("receipts:")
     audit = lines.index("audit:")

@@ -94,6 +94,9 @@ class ActionProposal(Base):
     # payload}}); a reversal names the temporary action it reverses.
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     temporary: Mapped[dict[str, Any] | None] = json_column("temporary_json", nullable=True)
+    # FOUR-5: where the approved action goes and how its answer is read, as its digest
+    # covers it (`app.domain.proposal.destination.describe`); None for older proposals.
+    delivery: Mapped[dict[str, Any] | None] = json_column("delivery_json", nullable=True)
     reverses_proposal_id: Mapped[str | None] = mapped_column(
         ForeignKey("action_proposals.id"), nullable=True, index=True
     )

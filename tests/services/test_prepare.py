@@ -11,7 +11,16 @@ from app.domain.clock import iso, utcnow
 from app.domain.digests import payload_digest
 from app.domain.errors import ActionError
 from app.extensions import db
-from app.models import ActionProposal, ComponentVersion, Decision, HumanTask, WorkflowRun, WorkflowVersion
+from app.domain.proposal.destination import origin_of
+from app.models import (
+    ActionProposal,
+    ComponentVersion,
+    ConnectionVersion,
+    Decision,
+    HumanTask,
+    WorkflowRun,
+    WorkflowVersion,
+)
 from app.queueing import delivery_queue
 from app.services.lifecycle.prepare import prepare_action
 from app.services.uow import unit_of_work
@@ -79,7 +88,16 @@ def test_new_human_proposal_has_task_digest_and_ids(app, world):
         "policy_version_id": "policy-2026-11",
         "expires_at": iso(proposal.expires_at),
         "installation_id": world.installation_id,
+        # FOUR-5: where it goes and how its answer is read
+        "delivery": {
+            "kind": "webhook",
+            "origin": origin_of(db.session.get(ConnectionVersion, world.connection_version_id).base_url),
+            "method": "POST",
+            "path": "/actions/takedown",
+            "answer": "receipt",
+        },
     }
+    assert proposal.delivery == material["delivery"]
     assert proposal.payload_digest == payload_digest(material)
     task = db.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal.id))
     assert (task.state, task.due_at, task.task_type) == ("open", proposal.expires_at, "approval")

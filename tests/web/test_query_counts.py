@@ -103,8 +103,9 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
     # the operator, the proposal with its report, approval, task, run and decisions,
     # its attempts, its receipts, the audit count and rows, the actors' names, and
     # the approval verdict's correction lookup (8 and 8 then); now also the evidence,
-    # the subject history, labels and undone marks (REV-1..4) and the makers' facts (FOUR-1)
-    assert (small, live_small) == (19, 12)
+    # the subject history, labels and undone marks (REV-1..4) and the makers' facts (FOUR-1),
+    # and what the reviewer approves: the decision, its maker and the delivery (FOUR-5)
+    assert (small, live_small) == (20, 12)
 
 
 def test_lists_do_not_grow_with_rows(app, client, world):
@@ -130,7 +131,7 @@ def test_lists_do_not_grow_with_rows(app, client, world):
         "/proposals": 7,  # proposals with their reports, queues, state counts, labels, undone marks
         "/proposals?state=approval_required": 7,
         "/proposals?mine=1": 7,
-        "/tasks": 9,  # tasks with their proposals, assignees, makers' facts and evidence
+        "/tasks": 10,  # tasks with their proposals, assignees, makers' facts, evidence, decisions (FOUR-5)
         "/reports": 4,  # and the active temporary actions with their reversals (TEMP-2)
         "/operations": 9,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
         # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4)

@@ -16,6 +16,7 @@ from typing import Any
 from app.domain.clock import iso, parse_iso
 from app.domain.digests import payload_digest
 from app.domain.errors import ActionError
+from app.domain.proposal.destination import Destination, delivery_fields, describe
 from app.domain.proposal.schedule import check_not_before, scheduled_time
 from app.domain.states import ProposalState
 
@@ -122,14 +123,21 @@ def digest_material(
     temporary: dict[str, Any] | None = None,
     not_before: datetime | None = None,
     reverses_proposal_id: str | None = None,
+    delivery: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The fields a proposal's payload digest covers (ID-2, COMP-2, TEMP-1, TEMP-4).
+    """The fields a proposal's payload digest covers (ID-2, COMP-2, TEMP-1, TEMP-4, FOUR-5).
 
     A compensation covers ``compensates_proposal_id`` in place of the workflow and
     policy versions; every other proposal covers those two. A temporary action also
     covers its duration and planned reversal (``temporary``), a scheduled one its
     ``not_before``, a reversal the action it reverses; each only when set, so the
     digest of every other proposal is what ID-2 alone gives.
+
+    ``delivery`` (FOUR-5) is where the action goes and how its answer is read
+    (`destination.describe`). Every proposal prepared since FOUR-5 carries it; it is
+    left out when None, so the material of a proposal stored before (no description)
+    is exactly what it was and its digest still verifies. ``schema_version`` stays
+    "1": it is also the request body's version platforms read (SPEC §5).
 
     Returns:
         The material as a JSON-compatible dict (``expires_at`` as ISO-8601 UTC).
@@ -156,6 +164,8 @@ def digest_material(
         material["not_before"] = iso(not_before)
     if reverses_proposal_id is not None:
         material["reverses_proposal_id"] = reverses_proposal_id
+    if delivery is not None:
+        material["delivery"] = delivery
     return material
 
 
@@ -193,6 +203,7 @@ class NewProposal:
     temporary: dict[str, Any] | None = None  # TEMP-1: {duration_seconds, reversal}
     reverses_proposal_id: str | None = None  # TEMP-2: the temporary action a reversal ends
     task_id: str | None = None  # its approval task, when a person must approve
+    delivery: dict[str, Any] | None = None  # FOUR-5: where it goes, how its answer is read
     audit_details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -200,7 +211,12 @@ class NewProposal:
         return self.state == S.APPROVAL_REQUIRED
 
 
-def _digested(proposal: NewProposal) -> NewProposal:
+def _digested(proposal: NewProposal, destination: Destination | None = None) -> NewProposal:
+    """The proposal with its delivery description (FOUR-5, from `destination`, what is
+    in force) and its digest over the ID-2 material."""
+    if destination is not None:
+        fields = delivery_fields(proposal.id, proposal.operation_id, proposal.target)
+        proposal = replace(proposal, delivery=describe(destination, fields))
     material = digest_material(
         action_id=proposal.id,
         action_code=proposal.action_code,
@@ -216,6 +232,7 @@ def _digested(proposal: NewProposal) -> NewProposal:
         temporary=proposal.temporary,
         not_before=proposal.not_before,
         reverses_proposal_id=proposal.reverses_proposal_id,
+        delivery=proposal.delivery,
     )
     digest = payload_digest(material)
     details = {"action_code": proposal.action_code, "payload_digest": digest, **proposal.audit_details}
@@ -256,6 +273,7 @@ def workflow_proposal(
     authority_mode: str,
     now: datetime,
     temporary: dict[str, Any] | None = None,
+    destination: Destination | None = None,
 ) -> NewProposal:
     """The proposal an action node makes (ID-1..3, PREP-4, PREP-8, TEMP-1, TEMP-4).
 
@@ -268,6 +286,8 @@ def workflow_proposal(
         now: the creation time.
         temporary: the checked duration and reversal plan of a temporary action
             (`temporary.plan(...).as_dict()`), covered by the digest (TEMP-1).
+        destination: the component's kind and reference and its connection's base
+            URL in force: the digest covers where it goes and how it is read (FOUR-5).
 
     Returns:
         A `NewProposal`: ``approval_required`` with a task for ``human``, ``queued``
@@ -313,7 +333,8 @@ def workflow_proposal(
             temporary=temporary,
             task_id=f"{step_run_id}:action-approval-task" if human else None,
             audit_details={"approval_mode": mode, "operation_id": operation, "expires_at": iso(expiry)},
-        )
+        ),
+        destination,
     )
 
 
@@ -365,6 +386,7 @@ def compensation_proposal(
     policy_version_id: str | None,
     proposer_id: str,
     now: datetime,
+    destination: Destination | None = None,
 ) -> NewProposal:
     """An operator's compensation of an applied proposal (COMP-2): human approval
     always, 24 h expiry, its digest covering ``compensates_proposal_id``.
@@ -401,7 +423,8 @@ def compensation_proposal(
             compensates_proposal_id=original.id,
             task_id=f"{proposal}:approval-task",
             audit_details={"compensates_proposal_id": original.id},
-        )
+        ),
+        destination,
     )
 
 
@@ -418,6 +441,7 @@ def correction_proposal(
     component_version_id: str,
     policy_version_id: str | None,
     now: datetime,
+    destination: Destination | None = None,
 ) -> NewProposal:
     """The automated correction of an original action an appeal overturned (CORR-1):
     same target, human approval, 7 days from the appeal decision.
@@ -459,5 +483,6 @@ def correction_proposal(
             decision_id=contested_decision_id,
             task_id=f"{proposal}:approval-task",
             audit_details={"approval_mode": "human", "operation_id": operation, "appeal_correction_id": correction_id},
-        )
+        ),
+        destination,
     )

@@ -15,6 +15,7 @@ from typing import Any
 from app.domain.clock import iso
 from app.domain.errors import ActionError
 from app.domain.proposal.delivery import Change, Delivery
+from app.domain.proposal.destination import Destination
 from app.domain.proposal.identity import NewProposal, _digested, expires_at
 from app.domain.proposal.schedule import NOT_BEFORE_INVALID, check_not_before, scheduled_time  # noqa: F401
 from app.domain.states import Move, ProposalState
@@ -44,14 +45,20 @@ class ReversalPlan:
     action_code: str
     target: dict[str, Any]
     payload: dict[str, Any]
+    # FOUR-5: where the reversal goes and how its answer is read, approved with the
+    # action (the action's digest covers the plan); None in plans made before FOUR-5.
+    delivery: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        plan = {
             "component_version_id": self.component_version_id,
             "action_code": self.action_code,
             "target": self.target,
             "payload": self.payload,
         }
+        if self.delivery is not None:  # absent otherwise: older plans keep their digest
+            plan["delivery"] = self.delivery
+        return plan
 
 
 @dataclass(frozen=True)
@@ -190,7 +197,15 @@ def reversal_operation_id(original_operation_id: str) -> str:
 
 
 def _reversal(
-    original: TemporaryFacts, *, id_: str, operation: str, not_before: datetime | None, expiry: datetime, **columns
+    original: TemporaryFacts,
+    *,
+    id_: str,
+    operation: str,
+    not_before: datetime | None,
+    expiry: datetime,
+    destination: Destination | None = None,
+    delivery: dict[str, Any] | None = None,
+    **columns,
 ) -> NewProposal:
     reversal = TemporaryPlan.from_dict(original.temporary).reversal
     return _digested(
@@ -212,12 +227,16 @@ def _reversal(
             decision_id=original.decision_id,
             not_before=not_before,
             reverses_proposal_id=original.id,
+            delivery=delivery,
             **columns,
-        )
+        ),
+        None if delivery is not None else destination,
     )
 
 
-def reversal_proposal(original: TemporaryFacts, applied_at: datetime, approval_id: str | None) -> NewProposal:
+def reversal_proposal(
+    original: TemporaryFacts, applied_at: datetime, approval_id: str | None, destination: Destination | None = None
+) -> NewProposal:
     """The scheduled reversal of an applied temporary action (TEMP-2): queued for
     applied time + duration, authorized by the action's approval (no second one).
 
@@ -226,6 +245,10 @@ def reversal_proposal(original: TemporaryFacts, applied_at: datetime, approval_i
         applied_at: when it was applied (its confirmation time).
         approval_id: the approval that authorized the action and its plan (None for
             bounded automation, whose reversal runs under the same budgets).
+        destination: the reversal component's delivery in force (FOUR-5), used only
+            when the plan carries no approved description (a plan made before FOUR-5):
+            otherwise the reversal keeps the delivery approved with the action, and a
+            delivery in force that differs is refused when it is due.
     """
     duration = TemporaryPlan.from_dict(original.temporary).duration_seconds
     when = due_at(applied_at, duration)
@@ -238,6 +261,8 @@ def reversal_proposal(original: TemporaryFacts, applied_at: datetime, approval_i
         operation=operation,
         not_before=when,
         expiry=expiry,
+        destination=destination,
+        delivery=TemporaryPlan.from_dict(original.temporary).reversal.delivery,
         authority_mode=original.authority_mode,
         approval_mode=original.approval_mode,
         approval_policy={"mode": original.approval_mode, "expires_at": iso(expiry), "reversal": authorized},
@@ -298,6 +323,7 @@ def replacement_proposal(
     idempotency_key: str,
     operator_id: str,
     now: datetime,
+    destination: Destination | None = None,
 ) -> NewProposal:
     """An operator's "end now" (reversal as soon as approved) or "extend" (reversal at
     `new_end`): a new reversal under four-eyes that replaces the scheduled one when it
@@ -314,6 +340,7 @@ def replacement_proposal(
         operation=operation,
         not_before=not_before,
         expiry=expiry,
+        destination=destination,
         authority_mode="assist",
         approval_mode="human",
         approval_policy={"mode": "human", "expires_at": iso(expiry), "temporary_change": kind},

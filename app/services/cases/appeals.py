@@ -27,7 +27,7 @@ from app.models import (
 )
 from app.services.cases.snapshot import latest_decision
 from app.services.cases.tasks import open_approval_task
-from app.services.lifecycle.components import load_action_component
+from app.services.lifecycle.components import destination_of, load_action_component
 from app.services.lifecycle.corrections import CORRECTABLE_OUTCOMES, correction_problems
 from app.services.lifecycle.proposals import insert_proposal, original_facts
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -367,6 +367,7 @@ def _correction_proposal(uow, correction, config, appeal, ad, report, original) 
         component_version_id=component.id,
         policy_version_id=report.policy_version_id,
         now=utcnow(),
+        destination=destination_of(session, component),  # FOUR-5
     )
     proposal = insert_proposal(session, new)
     open_approval_task(uow, proposal, task_id=new.task_id, queue_id=report.queue_id)

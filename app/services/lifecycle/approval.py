@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.domain.proposal import delivery as rules
+from app.domain.proposal.destination import in_words
 from app.models import (
     ActionApproval,
     ActionProposal,
@@ -21,6 +22,7 @@ from app.models import (
 )
 from app.observability import bind
 from app.services.cases.tasks import finish_task_for_proposal
+from app.services.lifecycle.components import delivery_in_force
 from app.services.lifecycle.events import emit_approval_event
 from app.services.lifecycle.makers import approval_verdict, makers_of  # noqa: F401 (public names)
 from app.services.lifecycle.proposals import delivery_of, guard
@@ -98,6 +100,26 @@ def validate_reason(reason: str | None) -> str | None:
     return trimmed
 
 
+def _check_delivery_unchanged(session, proposal: ActionProposal) -> None:
+    """Refuse to approve a delivery that is no longer the one the page shows (FOUR-5).
+
+    Raises:
+        ApiError: 409 ``action_delivery_changed`` naming the shown and the current delivery.
+    """
+    if proposal.delivery is None:  # prepared before FOUR-5: nothing was shown
+        return
+    current = delivery_in_force(session, proposal)
+    if current is None or current == proposal.delivery:
+        return
+    shown, now = in_words(proposal.delivery), in_words(current)
+    raise ApiError(
+        409,
+        "action_delivery_changed",
+        f"Where this action goes or how its answer is read changed after it was prepared. "
+        f"Shown: {shown.text}. Now: {now.text}. Reject it; a new proposal will show the new delivery.",
+    )
+
+
 def decide_proposal(
     proposal_id: str,
     *,
@@ -125,7 +147,8 @@ def decide_proposal(
             / ``idempotency_key_invalid``; 404 ``action_not_found``; 409
             ``idempotency_key_reused``; 403 ``maker_checker_violation``; 409
             ``action_not_awaiting_approval``, ``action_approval_digest_mismatch``,
-            ``action_approval_changed`` (APPR-1..4).
+            ``action_approval_changed`` (APPR-1..4), ``action_delivery_changed`` (FOUR-5:
+            an approval of a delivery no longer in force).
     """
     if decision not in DECISIONS:
         raise ApiError(400, "action_decision_invalid", "The decision must be approved or rejected.", "decision")
@@ -157,6 +180,8 @@ def decide_proposal(
         refusal = rules.decision_refusal(delivery_of(proposal), payload_digest, now)
         if refusal is not None:
             raise ApiError(409, refusal, DECISION_REFUSALS[refusal])
+        if decision == "approved":
+            _check_delivery_unchanged(session, proposal)
         change = rules.decide(decision)
         if not move_proposal(session, proposal.id, change.move, where=guard(change)):
             raise ApiError(409, "action_approval_changed", DECISION_REFUSALS["action_approval_changed"])

@@ -16,7 +16,7 @@ from app.domain.proposal import delivery as rules
 from app.domain.proposal.identity import compensation_operation_id, compensation_proposal
 from app.models import ActionProposal, OperatorUser, Report, move_proposal
 from app.services.cases.tasks import open_approval_task
-from app.services.lifecycle.components import load_action_component
+from app.services.lifecycle.components import destination_of, load_action_component
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, original_facts
 from app.services.uow import Actor, unit_of_work
 
@@ -129,6 +129,7 @@ def propose_compensation(
             policy_version_id=report.policy_version_id,
             proposer_id=operator.id,
             now=utcnow(),
+            destination=destination_of(session, component),  # FOUR-5
         )
         proposal = insert_proposal(session, new)
         open_approval_task(

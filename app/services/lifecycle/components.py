@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.domain.errors import ActionError
 from app.domain.platform_kinds import PLATFORM_KINDS
+from app.domain.proposal.destination import OPERATION_PATTERN, Operation, parse_operation  # noqa: F401 - re-exported
 from app.models import ComponentDefinition, ComponentVersion, ConnectionVersion
-
-# DLV-2, SEC-3: "[POST|PUT|PATCH|DELETE] /path"; the method defaults to POST. The path
-# keeps to URL path characters, never climbs out of the connection's base path ("..")
-# and has no empty segment ("//", which reads as the start of another host).
-OPERATION_PATTERN = re.compile(
-    r"^(?:(POST|PUT|PATCH|DELETE)\s+)?(?!\S*(?://|/\.\.(?:/|$)|%2[eE]))(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)$"
-)
-
-
-@dataclass(frozen=True)
-class Operation:
-    method: str
-    path: str
 
 
 def load_action_component(session: Session, component_version_id: str, installation_id: str) -> ComponentVersion:
@@ -57,19 +42,6 @@ def _check_component(version, definition, installation_id: str) -> None:
         raise ActionError("action_component_implementation_invalid")
 
 
-def parse_operation(reference: str) -> Operation:
-    """Parse an implementation reference such as ``POST /actions/takedown``: a method
-    and a path under the connection's base URL.
-
-    Raises:
-        ActionError: ``action_component_operation_invalid`` (DLV-2, SEC-3).
-    """
-    match = OPERATION_PATTERN.match((reference or "").strip())
-    if not match:
-        raise ActionError("action_component_operation_invalid")
-    return Operation(method=match.group(1) or "POST", path=match.group(2))
-
-
 def load_delivery_target(session: Session, component_version_id: str, installation_id: str):
     """The component version, its definition and connection version in one query,
     with the checks of `load_action_component` (run before every delivery attempt).
@@ -98,3 +70,34 @@ def load_connection(session: Session, connection_version_id: str) -> ConnectionV
     if connection is None:
         raise ActionError("action_component_operation_invalid")
     return connection
+
+
+def destination_of(session: Session, component: ComponentVersion, connection: ConnectionVersion | None = None):
+    """What is in force for a component version's delivery (FOUR-5): its kind and
+    reference and its connection version's base URL, as a `Destination`.
+
+    Args:
+        component: the component version (checked by `load_action_component`).
+        connection: its connection version when already loaded.
+    """
+    from app.domain.proposal.destination import Destination
+
+    if connection is None and component.connection_version_id:
+        connection = session.get(ConnectionVersion, component.connection_version_id)
+    base_url = connection.base_url if connection else ""
+    return Destination(component.implementation_kind, component.implementation_reference or "", base_url)
+
+
+def delivery_in_force(session: Session, proposal) -> dict | None:
+    """`describe` of a proposal's delivery as its component and connection are now
+    (FOUR-5), or None when the component version is gone or cannot be sent as
+    configured (its own error says why when delivery is tried)."""
+    from app.domain.proposal.destination import delivery_fields, describe
+
+    component = session.get(ComponentVersion, proposal.component_version_id)
+    if component is None:
+        return None
+    current = describe(
+        destination_of(session, component), delivery_fields(proposal.id, proposal.operation_id, proposal.target)
+    )
+    return None if "invalid" in current else current

@@ -33,6 +33,7 @@ from app.domain.expressions import schema_errors
 from app.domain.preconditions import acts_on_closed_case, check_preconditions
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
+from app.domain.proposal.destination import DeliveryChanged, Destination, check_unchanged, delivery_fields, describe
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.proposal.temporary import draws_on_budget
 from app.domain.receipts import ProposalIdentity, parse_receipt
@@ -44,7 +45,7 @@ from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot, report_snapshots
 from app.services.lifecycle import budgets, connection_health, platforms
-from app.services.lifecycle.components import load_delivery_target, parse_operation
+from app.services.lifecycle.components import destination_of, load_delivery_target, parse_operation
 from app.services.lifecycle.outcomes import (
     AttemptRow,
     BatchReleased,
@@ -60,7 +61,7 @@ from app.services.lifecycle.outcomes import (
 )
 from app.services.lifecycle.proposals import delivery_of, move_at_commit
 from app.services.lifecycle.receipts import DEFERRAL_CODES
-from app.services.uow import RetryWithSavepoints, unit_of_work
+from app.services.uow import Actor, RetryWithSavepoints, unit_of_work
 
 log = logging.getLogger(__name__)
 S = ProposalState
@@ -125,6 +126,7 @@ class _Target:
     call: Any = None  # a platform kind's plan of requests (services.lifecycle.platforms)
     connection_id: str = ""
     health: connection_health.Settings = connection_health.Settings()
+    destination: Destination | None = None  # what is in force, described before each send (FOUR-5)
 
 
 def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: _Batch | None = None) -> _Target:
@@ -139,7 +141,7 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: _B
         ActionError: action_confirmation_timed_out, action_delivery_attempts_exhausted,
             action_approval_expired, action_precondition_changed,
             action_case_no_longer_eligible, appeal_correction_precondition_changed,
-            action_approval_missing, action_component_*.
+            action_approval_missing, action_component_*, action_delivery_changed (FOUR-5).
     """
     problem = rules.pre_send_problem(delivery_of(proposal), now)
     if problem is not None:
@@ -157,8 +159,11 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: _B
     if rules.approval_missing(delivery_of(proposal), _approved(session, proposal)):
         raise ActionError(rules.APPROVAL_MISSING)
     if batch is not None:
+        _check_delivery(proposal, batch.target.destination)
         return replace(batch.target, queue_id=snapshot.queue_id)
     component, connection = load_delivery_target(session, proposal.component_version_id, proposal.installation_id)
+    destination = destination_of(session, component, connection)
+    _check_delivery(proposal, destination)
     if platforms.handles(component.implementation_kind):  # its first request is decided in `_plan`
         method, url = "", connection.base_url
     else:
@@ -178,7 +183,22 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: _B
         reference=component.implementation_reference,
         connection_id=connection.connection_id,
         health=connection_health.settings_of(connection),
+        destination=destination,
     )
+
+
+def _check_delivery(proposal: ActionProposal, destination: Destination | None) -> None:
+    """Nothing leaves unless what is in force is the delivery the digest covered (FOUR-5).
+
+    Raises:
+        DeliveryChanged: ``action_delivery_changed`` (terminal), naming both descriptions.
+    """
+    if proposal.delivery is None or destination is None:  # prepared before FOUR-5
+        return
+    current = describe(destination, delivery_fields(proposal.id, proposal.operation_id, proposal.target))
+    if "invalid" in current:  # it cannot be sent at all: the component's own error says why (DLV-2)
+        return
+    check_unchanged(proposal.delivery, current)
 
 
 def _approved(session, proposal: ActionProposal) -> bool:
@@ -355,8 +375,24 @@ def _claim_and_plan(uow, proposal: ActionProposal | None, now: datetime, lease: 
                 plan = _plan(uow, proposal, attempt_number, now, batch)
         except Exception as caught:  # nothing leaves: claim and failure commit together
             error = caught if isinstance(caught, ActionError) else unexpected(caught, "checking")
+            if isinstance(error, DeliveryChanged):
+                _audit_delivery_changed(uow, proposal, error, attempt_number, cycle)
             return fail(uow, proposal.id, error, None, attempt_number, cycle, held.expires_at, [], sent=False)
     return _Claimed(proposal.identity, plan, attempt_number, cycle, held.expires_at)
+
+
+def _audit_delivery_changed(uow, proposal: ActionProposal, error: DeliveryChanged, attempt: int, cycle: int) -> None:
+    """The audit row of a delivery refused because what is in force is not what was
+    approved (FOUR-5): the approved description and the current one."""
+    uow.audit(
+        proposal.installation_id,
+        f"action-delivery-changed:{proposal.operation_id}:{cycle}:{attempt}",
+        "action.delivery_changed",
+        Actor.system(proposal.run_id),
+        "action_proposal",
+        proposal.id,
+        {"attempt_number": attempt, "delivery_cycle": cycle, "approved": error.before, "in_force": error.after},
+    )
 
 
 def _batch_size() -> int:

@@ -20,6 +20,7 @@ from app.domain.errors import ActionError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.proposal import delivery as rules
 from app.domain.proposal import identity, temporary
+from app.domain.proposal.destination import delivery_fields, describe
 from app.domain.proposal.ports import Next, answer, timed_out_port
 from app.domain.workflow import NodeOutcome
 from app.models import (
@@ -34,7 +35,7 @@ from app.models import (
 from app.queueing import enqueue_delivery
 from app.services.cases.snapshot import latest_decision, run_context
 from app.services.cases.tasks import cancel_open_tasks, open_approval_task
-from app.services.lifecycle.components import load_action_component
+from app.services.lifecycle.components import destination_of, load_action_component
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, run_facts
 from app.services.uow import Actor, UnitOfWork
 
@@ -174,7 +175,11 @@ def prepare_action(
     existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
     _pin_decision(uow, run.report_id, preconditions, existing)
     mode = identity.approval_mode(config.get("approval_policy"), component.approval_policy.get("mode"), authority_mode)
-    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id)
+    # FOUR-5: the digest covers the delivery, except in the replay of a proposal stored
+    # before FOUR-5 (its digest was made without it, ID-2)
+    binds = existing is None or existing.delivery is not None
+    ids = (identity.proposal_id(step_run_id), operation_id) if binds else None
+    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id, ids)
     report = session.get(Report, run.report_id)
     new = identity.workflow_proposal(
         run=run_facts(run),
@@ -189,6 +194,7 @@ def prepare_action(
         authority_mode=authority_mode,
         now=utcnow(),
         temporary=plan,
+        destination=destination_of(session, component) if binds else None,
     )
     if existing is not None:
         return _replay(uow, existing, new.payload_digest, await_recovery)
@@ -198,10 +204,14 @@ def prepare_action(
     return _create(uow, new, queue_id=report.queue_id)
 
 
-def _temporary_plan(session, component, config: dict, mapped: dict, target: dict, installation_id: str):
+def _temporary_plan(session, component, config: dict, mapped: dict, target: dict, installation_id: str, ids=None):
     """The duration and reversal of a temporary action, as its digest covers them
     (TEMP-1): the node's settings over the component version's; the input mapping may
     compute ``duration_seconds`` and ``reversal_payload``. None for a permanent action.
+
+    With ``ids`` (the action's proposal and operation ids) the plan also carries where
+    its scheduled reversal will go and how its answer is read (FOUR-5): approved with
+    the action, since that reversal needs no second approval.
 
     Raises:
         ActionError: ``action_duration_invalid`` (60 s .. 366 days),
@@ -220,6 +230,12 @@ def _temporary_plan(session, component, config: dict, mapped: dict, target: dict
         raise ActionError(temporary.REVERSAL_INVALID) from error
     if schema_errors(plan.reversal.payload, reversal.input_schema):
         raise ActionError(temporary.REVERSAL_INVALID)
+    if ids is not None:
+        action_id, operation = ids
+        reversal_id, reversal_operation = f"{action_id}:reversal", temporary.reversal_operation_id(operation)
+        fields = delivery_fields(reversal_id, reversal_operation, plan.reversal.target)
+        described = describe(destination_of(session, reversal), fields)
+        plan = replace(plan, reversal=replace(plan.reversal, delivery=described))
     return plan.as_dict()
 
 

@@ -133,6 +133,7 @@ def insert_proposal(session, new: NewProposal) -> ActionProposal:
         next_attempt_at=new.next_attempt_at,
         not_before=new.not_before,
         temporary=new.temporary,
+        delivery=new.delivery,
         reverses_proposal_id=new.reverses_proposal_id,
         created_at=new.created_at,
         updated_at=new.created_at,

@@ -33,6 +33,7 @@ from app.models import (
     new_id,
 )
 from app.queueing import enqueue_delivery
+from app.services.lifecycle.components import destination_of
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -74,6 +75,17 @@ def facts(original: ActionProposal) -> rules.TemporaryFacts:
         temporary=original.temporary,
         payload_digest=original.payload_digest,
     )
+
+
+def _destination(session, original: ActionProposal):
+    """Where the reversal of a temporary action goes and how its answer is read (FOUR-5):
+    its component version's, as in force; None when that version is gone (its delivery
+    then fails with the component's own error)."""
+    from app.models import ComponentVersion
+
+    reversal = (original.temporary or {}).get("reversal") or {}
+    component = session.get(ComponentVersion, reversal.get("component_version_id") or "")
+    return destination_of(session, component) if component is not None else None
 
 
 def reversals_of(session, original_id: str) -> list[ActionProposal]:
@@ -122,7 +134,9 @@ def schedule_reversal(uow: UnitOfWork, original: ActionProposal) -> ActionPropos
             ActionApproval.payload_digest == original.payload_digest,
         )
     )
-    new = rules.reversal_proposal(facts(original), original.confirmed_at, approval.id if approval else None)
+    new = rules.reversal_proposal(
+        facts(original), original.confirmed_at, approval.id if approval else None, _destination(session, original)
+    )
     reversal = insert_proposal(session, new)
     if approval is not None:
         session.add(
@@ -347,6 +361,7 @@ def propose_change(
             idempotency_key=idempotency_key,
             operator_id=operator.id,
             now=now,
+            destination=_destination(session, original),
         )
         proposal = insert_proposal(session, new)
         report = session.get(Report, original.report_id)

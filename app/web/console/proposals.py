@@ -15,6 +15,7 @@ from app.services.lifecycle.cancel import cancel_scheduled
 from app.services.lifecycle.reversals import propose_change
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read.approving import approving
 from app.services.read.temporary import temporary_view
 from app.web.errors import raise_for_json
 from app.web.formatting import pretty_json
@@ -103,6 +104,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         compensation_form=compensation_form,
         error=error,
         poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
+        approving=approving([p], label) if detail.offers.decide.shown else {},  # FOUR-5
     ), status
 
 

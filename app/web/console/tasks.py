@@ -6,6 +6,8 @@ from flask_login import current_user
 from app.services.cases.tasks import claim_task, release_task
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read.approving import approving
+from app.web.labels import label
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
@@ -17,7 +19,11 @@ from .forms import EmptyForm
 def tasks():
     rows = readmodels.open_tasks(current_user)
     return render_template(
-        "tasks/list.html", rows=rows, form=EmptyForm(), reviews=reviews.task_reviews(current_user, rows)
+        "tasks/list.html",
+        rows=rows,
+        form=EmptyForm(),
+        reviews=reviews.task_reviews(current_user, rows),
+        approving=approving([row["proposal"] for row in rows], label),  # FOUR-5
     )
 
 
@@ -26,7 +32,11 @@ def _answer(task_id: str):
     if is_htmx():
         row = readmodels.open_task(current_user, task_id)
         return render_template(
-            "tasks/_row.html", row=row, form=EmptyForm(), reviews=reviews.task_reviews(current_user, [row])
+            "tasks/_row.html",
+            row=row,
+            form=EmptyForm(),
+            reviews=reviews.task_reviews(current_user, [row]),
+            approving=approving([row["proposal"]] if row else [], label),  # FOUR-5
         )
     return redirect(url_for("console.tasks"), code=303)
 

@@ -1,0 +1,208 @@
+"""Where an approved action goes and how its answer is read (SPEC FOUR-5, ID-2)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from app.domain.digests import payload_digest
+from app.domain.proposal import destination as D
+from app.domain.proposal import identity as I
+
+from .test_proposal_identity import T0, workflow
+
+TAKEDOWN = {"request": "POST /v1/takedowns/{target.reference}", "outcome": {"2xx": "'applied'"}}
+READS_404_AS_APPLIED = {
+    "request": "POST /v1/nowhere/{target.reference}",
+    "outcome": {"2xx": "'applied'", "4xx": "'applied'"},
+}
+FIELDS = D.delivery_fields("p_1", "op_1", {"reference": "post:1001"})
+
+
+def rest(reference: dict, base: str = "https://platform.example/") -> D.Destination:
+    return D.Destination("rest", json.dumps(reference), base)
+
+
+def test_four_5_rest_description_names_origin_resolved_path_and_outcome_map():
+    """FOUR-5: a REST delivery is its method, origin (port written), the path as sent
+    (placeholders filled and percent-encoded) and the status -> outcome map."""
+    described = D.describe(rest(TAKEDOWN), FIELDS)
+
+    assert described == {
+        "kind": "rest",
+        "origin": "https://platform.example:443",
+        "method": "POST",
+        "path": "/v1/takedowns/post%3A1001",
+        "answer": "outcome",
+        "outcome": {"2xx": "'applied'"},
+        "read_back": None,
+    }
+
+
+def test_four_5_in_words_says_where_and_how_it_is_read():
+    """FOUR-5: the approval panel's sentence, host apart so it can be shown prominently."""
+    words = D.in_words(D.describe(rest(TAKEDOWN), FIELDS))
+
+    assert words.text == (
+        "Sends POST https://platform.example:443/v1/takedowns/post%3A1001 · REST · "
+        "a 2xx answer means applied, 4xx failed, 5xx retried"
+    )
+    assert (words.host, words.port, words.warnings) == ("platform.example", "443", ())
+
+
+def test_four_5_a_mapping_that_reads_4xx_as_applied_is_said_and_warned():
+    """FOUR-5 (issue 22): a 4xx read as applied is in the words and flagged."""
+    words = D.in_words(D.describe(rest(READS_404_AS_APPLIED), FIELDS))
+
+    assert "a 2xx answer means applied, 4xx applied, 5xx retried" in words.text
+    assert words.warnings == ("a 4xx answer (an error) is read as applied",)
+
+
+def test_four_5_webhook_and_pds_descriptions():
+    """FOUR-5: the receipt contract's delivery; the PDS update with what is read back."""
+    hook = D.describe(D.Destination("webhook", "PUT /actions/takedown", "http://127.0.0.1:8123/api/"), FIELDS)
+    assert hook == {
+        "kind": "webhook",
+        "origin": "http://127.0.0.1:8123",
+        "method": "PUT",
+        "path": "/api/actions/takedown",
+        "answer": "receipt",
+    }
+    assert D.in_words(hook).text.startswith("Sends PUT http://127.0.0.1:8123/api/actions/takedown · webhook · ")
+    pds = D.describe(D.Destination("atproto_pds", "takedown record", "https://pds.example"), FIELDS)
+    assert pds["path"] == "/xrpc/com.atproto.admin.updateSubjectStatus"
+    assert pds["operation"] == "takedown record"
+    assert pds["read_back"] == {"method": "GET", "path": "/xrpc/com.atproto.admin.getSubjectStatus"}
+    words = D.in_words(pds).text
+    assert words.startswith(
+        "Sends POST https://pds.example:443/xrpc/com.atproto.admin.updateSubjectStatus · AT Protocol PDS"
+    )
+    assert "GET /xrpc/com.atproto.admin.getSubjectStatus reads back the takedown state" in words
+
+
+def test_four_5_an_unparseable_reference_is_described_not_raised():
+    """FOUR-5: describing never fails; delivery refuses such a component before sending."""
+    described = D.describe(D.Destination("rest", "{not json", "https://platform.example"), FIELDS)
+    assert described == {
+        "kind": "rest",
+        "origin": "https://platform.example:443",
+        "invalid": "action_component_operation_invalid",
+    }
+
+
+def test_four_5_digest_material_covers_the_delivery_and_the_digest_changes_with_it():
+    """FOUR-5, ID-2: a proposal prepared with a destination stores its description and
+    its digest covers it; another host or another outcome map is another digest."""
+    good = workflow(destination=rest(TAKEDOWN))
+    other_host = workflow(destination=rest(TAKEDOWN, "https://admin.example/"))
+    lenient = workflow(destination=rest({**TAKEDOWN, "outcome": {"2xx": "'applied'", "4xx": "'applied'"}}))
+
+    assert good.delivery["origin"] == "https://platform.example:443"
+    assert good.delivery["path"].endswith("/v1/takedowns/" + "post%3A1")  # the mapped target's reference
+    material = I.digest_material(
+        action_id=good.id,
+        action_code=good.action_code,
+        target=good.target,
+        payload=good.payload,
+        preconditions=good.preconditions,
+        component_version_id=good.component_version_id,
+        expires_at=good.expires_at,
+        installation_id=good.installation_id,
+        workflow_version_id=good.workflow_version_id,
+        policy_version_id=good.policy_version_id,
+        delivery=good.delivery,
+    )
+    assert material["delivery"] == good.delivery
+    assert payload_digest(material) == good.payload_digest
+    assert len({good.payload_digest, other_host.payload_digest, lenient.payload_digest}) == 3
+
+
+def test_four_5_material_of_a_proposal_prepared_before_is_unchanged():
+    """ID-2: without a description the material has no ``delivery`` key, so the digests
+    of proposals stored before FOUR-5 still verify."""
+    old = workflow()
+    assert old.delivery is None
+    material = I.digest_material(
+        action_id=old.id,
+        action_code=old.action_code,
+        target=old.target,
+        payload=old.payload,
+        preconditions=old.preconditions,
+        component_version_id=old.component_version_id,
+        expires_at=old.expires_at,
+        installation_id=old.installation_id,
+        workflow_version_id=old.workflow_version_id,
+        policy_version_id=old.policy_version_id,
+    )
+    assert "delivery" not in material and payload_digest(material) == old.payload_digest
+
+
+def test_four_5_check_unchanged_refuses_another_destination():
+    """FOUR-5: the delivery in force must be the one approved; both are named."""
+    approved = D.describe(rest(TAKEDOWN), FIELDS)
+    D.check_unchanged(approved, D.describe(rest(TAKEDOWN), FIELDS))
+    D.check_unchanged(None, approved)  # prepared before FOUR-5: not compared
+    moved = D.describe(rest(TAKEDOWN, "https://admin.example/"), FIELDS)
+    with pytest.raises(D.DeliveryChanged) as raised:
+        D.check_unchanged(approved, moved)
+    assert raised.value.code == "action_delivery_changed" and not raised.value.retryable
+    assert (raised.value.before["origin"], raised.value.after["origin"]) == (
+        "https://platform.example:443",
+        "https://admin.example:443",
+    )
+
+
+def test_four_5_compensation_and_correction_carry_their_delivery():
+    """FOUR-5: proposals with their own approval (compensation, correction) describe theirs."""
+    from .test_proposal_identity import ORIGINAL
+
+    hook = D.Destination("webhook", "POST /actions/restore", "https://platform.example")
+    compensation = I.compensation_proposal(
+        original=ORIGINAL,
+        token="ab12",
+        idempotency_key="key-12345",
+        action_code="restore",
+        target={"reference": "post:1"},
+        payload={},
+        preconditions={},
+        component_version_id="cv_2",
+        policy_version_id=None,
+        proposer_id="op_1",
+        now=T0,
+        destination=hook,
+    )
+    correction = I.correction_proposal(
+        correction_id="cor_1",
+        original=ORIGINAL,
+        appeal_id="apl_1",
+        appeal_decision_id="ad_1",
+        appeal_decision_at=T0,
+        contested_decision_id="dec_1",
+        action_code="restore",
+        payload={},
+        component_version_id="cv_2",
+        policy_version_id=None,
+        now=T0 + timedelta(seconds=1),
+        destination=hook,
+    )
+    assert compensation.delivery["path"] == correction.delivery["path"] == "/actions/restore"
+
+
+def test_four_5_a_code_key_is_said_before_its_class_left_to_its_http_meaning():
+    """FOUR-5, PLAT-3: a code key wins over its class; the class still reads as HTTP says."""
+    reference = {**TAKEDOWN, "outcome": {"2xx": "'applied'", "404": "'applied'", "409": "'failed'"}}
+    words = D.in_words(D.describe(rest(reference), FIELDS))
+
+    assert words.text.endswith("a 2xx answer means applied, 404 applied, 409 failed, 4xx failed, 5xx retried")
+    assert words.warnings == ("a 404 answer (an error) is read as applied",)
+
+
+def test_four_5_an_error_status_read_by_an_expression_is_flagged_a_success_one_is_not():
+    """FOUR-5: only error statuses draw a warning; an expression there may give applied."""
+    reference = {**TAKEDOWN, "outcome": {"2xx": "state == 'done' && 'applied' || 'accepted'", "4xx": "state"}}
+    words = D.in_words(D.describe(rest(reference), FIELDS))
+
+    assert words.warnings == ("a 4xx answer (an error) is read by an expression that may give applied",)
+    assert "a 2xx answer means what state == 'done' && 'applied' || 'accepted' gives" in words.text
