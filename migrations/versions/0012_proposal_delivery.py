@@ -8,8 +8,8 @@ Revises: 0010
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_c"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -9,7 +9,7 @@ Revises: 0010
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_b"
+revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
