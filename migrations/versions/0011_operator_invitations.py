@@ -2,7 +2,7 @@
 one-time, expiring link (only its SHA-256 is stored) with which the new operator sets
 their own.
 
-Revision ID: 0011_b
+Revision ID: 0011
 Revises: 0010
 """
 

@@ -1,8 +1,8 @@
 """A proposal stores the delivery its reviewer approved (SPEC FOUR-5): where it goes
 and how its answer is read, as its digest covers it. NULL for proposals made before.
 
-Revision ID: 0011_c
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 """
 
 import sqlalchemy as sa
