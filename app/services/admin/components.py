@@ -513,33 +513,3 @@ def _add_version(
     except IntegrityError as error:
         raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
     return version
-
-
-def retire_component_version(operator: OperatorUser, definition_id: str, version_id: str) -> None:
-    """Retire a component version: actions can no longer be prepared with it.
-
-    Proposals already made keep their version. Retiring a retired version changes
-    nothing.
-
-    Raises:
-        ApiError: 404 ``component_version_not_found`` (also for another
-            installation's, or a version of another component).
-    """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
-    with unit_of_work() as uow:
-        version = uow.session.get(ComponentVersion, version_id) if plausible_id(version_id) else None
-        if version is None or version.installation_id != installation_id or version.definition_id != definition_id:
-            raise ApiError(404, "component_version_not_found", "No such component version.")
-        if version.retired_at is None:
-            version.retired_at = utcnow()
-            uow.audit(
-                installation_id,
-                f"admin:component-version-retired:{version.id}",
-                "admin.component_version_retired",
-                actor,
-                "component_version",
-                version.id,
-                {"definition_id": version.definition_id, "version": version.version},
-            )
-        uow.commit()

@@ -26,7 +26,18 @@ from app.domain.errors import ApiError
 from app.domain.maker_checker import Verdict
 from app.extensions import db
 from app.models import ConfigChange, OperatorUser
-from app.services.admin import budgets, components, connections, operators, workflows
+from app.services.admin import (
+    budgets,
+    components,
+    connection_create,
+    connections,
+    labels,
+    operator_changes,
+    operators,
+    retirement,
+    token_changes,
+    workflows,
+)
 from app.services.admin.changes import ApplyContext, ChangeType
 from app.services.admin.input import has_control_characters, plausible_id
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -43,6 +54,13 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         budgets.BUDGET_ACTIVE,
         operators.OPERATOR_CREATE,
         operators.OPERATOR_ROLES,
+        workflows.WORKFLOW_ACTIVE,
+        retirement.COMPONENT_RETIRE,
+        connection_create.CONNECTION_CREATE,
+        budgets.BUDGET_CREATE,
+        token_changes.INTEGRATION_TOKEN,
+        labels.LABEL_SET,
+        operator_changes.OPERATOR_REACTIVATE,
     )
 }
 MIN_BREAK_GLASS_REASON = 10
