@@ -100,6 +100,12 @@ SINGLE_ADMIN_WRITES: dict[str, str] = {
         "recorded as the system."
     ),
 }
+# Blueprints whose writes are not configuration, with why (their routes never start with /admin).
+NOT_CONFIGURATION_BLUEPRINTS: dict[str, str] = {
+    "auth": "Signing in and out.",
+    "console": "Case work: decisions, approvals, appeals and retries under the proposal four-eyes rules (FOUR-1).",
+    "api": "A platform's intake (reports, appeals, action results) under its token: no configuration.",
+}
 # CLI commands that write no configuration of an installation, with why.
 NOT_CONFIGURATION_WRITES: dict[str, str] = {
     "cli:demo": "Seeds a throw-away demo installation as the system and runs it.",
