@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.domain.maker_checker import Verdict
+from app.domain.text_safety import SuspiciousCharacter, suspicious_in
 
 ADMIN_ROLE = "admin"
 # Roles whose holders decide on their own: a reviewer approves actions, an admin approves changes.
@@ -284,12 +285,15 @@ class FieldChange:
     Attributes:
         lines: for JSON objects and lists, a unified diff of their pretty-printed
             text (empty otherwise).
+        suspicious: lookalike, invisible and bidirectional characters in the value
+            it would set (FOUR-10), for a warning on the change page.
     """
 
     name: str
     before: Any
     after: Any
     lines: tuple[str, ...] = ()
+    suspicious: tuple[SuspiciousCharacter, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -308,7 +312,8 @@ def content_diff(current: Mapping[str, Any] | None, proposed: Mapping[str, Any])
 
     Returns:
         One `FieldChange` per field the change sets, in the proposed content's order
-        (what the change leaves alone is not listed).
+        (what the change leaves alone is not listed), each with the deceiving
+        characters of its new value (FOUR-10).
     """
     current = current or {}
     changes = []
@@ -317,7 +322,7 @@ def content_diff(current: Mapping[str, Any] | None, proposed: Mapping[str, Any])
         lines: tuple[str, ...] = ()
         if before != after and (isinstance(before, dict | list) or isinstance(after, dict | list)):
             lines = tuple(difflib.unified_diff(_pretty(before), _pretty(after), "now", "proposed", lineterm="", n=2))
-        changes.append(FieldChange(name, before, after, lines))
+        changes.append(FieldChange(name, before, after, lines, tuple(suspicious_in(after))))
     return changes
 
 

@@ -37,7 +37,7 @@ from app.services.admin.input import change_key, parse_int, plausible_id
 from app.services.admin.integrations import list_queues
 from app.services.admin.workflows import workflow_version_choices
 from app.services.lifecycle.budgets import window_start
-from app.services.uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import UnitOfWork, unit_of_work
 
 METRIC = "actions"
 MIN_WINDOW_SECONDS = 60

@@ -57,6 +57,8 @@ class ChangeType:
         hidden: content keys the diff leaves out (ids in the subject, secret digests).
         display: (content, current) -> (now, proposed) for the diff, when the
             content's terms are not the page's (a connection's secrets).
+        names: (session, side) -> the side with ids named for people (FOUR-10:
+            hosts and paths, component names), applied to both sides of the diff.
     """
 
     kind: ChangeKind
@@ -67,13 +69,20 @@ class ChangeType:
     apply: Callable[[UnitOfWork, ApplyContext, dict[str, Any], dict[str, str]], dict[str, Any]]
     hidden: tuple[str, ...] = ()
     display: Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], dict[str, Any]]] | None = None
+    names: Callable[[Session, dict[str, Any]], dict[str, Any]] | None = None
 
-    def diff_sides(self, content: dict[str, Any], current: dict[str, Any] | None) -> tuple[dict, dict]:
-        """(now, proposed) as the change page compares them."""
+    def diff_sides(
+        self, content: dict[str, Any], current: dict[str, Any] | None, session: Session | None = None
+    ) -> tuple[dict, dict]:
+        """(now, proposed) as the change page compares them; with a session, ids named (FOUR-10)."""
         if self.display is not None:
-            return self.display(content, current)
-        hidden = {*self.hidden, "secret_digests"}
-        return dict(current or {}), {key: value for key, value in content.items() if key not in hidden}
+            now, proposed = self.display(content, current)
+        else:
+            hidden = {*self.hidden, "secret_digests"}
+            now, proposed = dict(current or {}), {key: value for key, value in content.items() if key not in hidden}
+        if self.names is not None and session is not None:
+            now, proposed = self.names(session, now), self.names(session, proposed)
+        return now, proposed
 
 
 @dataclass(frozen=True)

@@ -33,16 +33,13 @@ from app.models import Connection, ConnectionVersion, Integration, OperatorUser
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, secret_digests, submit
 from app.services.admin.input import (
-    add_with_unique_slug,
-    clean_name,
-    clean_slug,
     latest_version,
     lock_owned,
     owned,
     parse_number,
     plausible_id,
 )
-from app.services.uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import UnitOfWork, unit_of_work
 
 BEARER_ACTIONS = ("keep", "set", "none")
 SIGNING_ACTIONS = ("keep", "generate", "none")

@@ -247,7 +247,7 @@ def _operator_for_change(session, installation_id: str, operator_id: Any) -> Ope
 
 def _current_roles(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
     operator = _operator_for_change(session, installation_id, content["operator_id"])
-    return {"operator": operator.email, "roles": sorted(operator.roles)}
+    return {"operator": f"{operator.display_name} <{operator.email}>", "roles": sorted(operator.roles)}
 
 
 def _apply_roles(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:

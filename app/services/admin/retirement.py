@@ -19,16 +19,10 @@ from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.domain.states import TERMINAL_STATES, S
-from app.models import (
-    ActionProposal,
-    ComponentDefinition,
-    ComponentVersion,
-    Connection,
-    ConnectionVersion,
-    OperatorUser,
-)
+from app.models import ActionProposal, ComponentDefinition, ComponentVersion, OperatorUser
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import plausible_id
+from app.services.admin.names import destination
 from app.services.uow import UnitOfWork, unit_of_work
 
 P = ActionProposal
@@ -80,14 +74,10 @@ def version_users(session, installation_id: str, version_id: str) -> int:
 def _current(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
     version = _version(session, installation_id, content["definition_id"], content["version_id"])
     definition = session.get(ComponentDefinition, version.definition_id)
-    connection = session.get(ConnectionVersion, version.connection_version_id) if version.connection_version_id else None
-    named = session.get(Connection, connection.connection_id) if connection else None
     return {
         "component": f"{definition.name} v{version.version}",
-        "destination": (
-            f"{version.implementation_reference} on {named.name} v{connection.version} ({connection.base_url})"
-            if connection
-            else version.implementation_reference
+        "destination": destination(
+            session, version.implementation_kind, version.implementation_reference, version.connection_version_id
         ),
         "retired": version.retired_at is not None,
     }

@@ -169,7 +169,7 @@ def change_detail(viewer: OperatorUser, change_id: str) -> ChangeDetail:
             current = change_type.current(db.session, change.installation_id, content) or {}
         except ApiError as refused:
             error = refused
-    before, after = change_type.diff_sides(content, current)
+    before, after = change_type.diff_sides(content, current, db.session)
     if change.state != ChangeState.PENDING.value:
         before = None  # what held before is in the audit trail; the page shows what it set
     [row] = _rows(viewer.installation_id, [change])

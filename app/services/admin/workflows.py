@@ -36,7 +36,8 @@ from app.services.admin.input import (
     parse_json_text,
     plausible_id,
 )
-from app.services.uow import Actor, UnitOfWork, unit_of_work
+from app.services.admin.names import name_workflow_side
+from app.services.uow import UnitOfWork, unit_of_work
 
 MAX_GRAPH_CHARS = 200_000
 
@@ -266,6 +267,7 @@ WORKFLOW_CREATE = ChangeType(
     current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New workflow {content['name']!r} ({content['authority_mode']})",
     apply=_apply_create,
+    names=name_workflow_side,
 )
 WORKFLOW_VERSION = ChangeType(
     kind=ChangeKind.WORKFLOW_VERSION,
@@ -278,6 +280,7 @@ WORKFLOW_VERSION = ChangeType(
     ),
     apply=_apply_version,
     hidden=("definition_id",),
+    names=name_workflow_side,
 )
 
 
