@@ -70,7 +70,9 @@ def register_cli(app: Flask) -> None:
     @click.option("--integration", "integration_slug", required=True)
     @click.option("--proposer", "proposer_email", required=True, help="e-mail of the admin proposing the token")
     @click.option("--label", default="", help="what the token is for, e.g. 'prod platform 2026-12'")
-    def create_integration_token(installation_slug: str, integration_slug: str, proposer_email: str, label: str) -> None:
+    def create_integration_token(
+        installation_slug: str, integration_slug: str, proposer_email: str, label: str
+    ) -> None:
         """Propose a bearer token for a platform (SPEC FOUR-4): printed once, only its hash
         is kept, and it authenticates nothing until a second admin approves the change."""
         from .domain.errors import ApiError

@@ -1,11 +1,13 @@
-"""Four-eyes for configuration (SPEC FOUR-2): a change that would let one person act
-alone or beyond a budget is stored pending instead of applied.
+"""Four-eyes for configuration (SPEC FOUR-2, FOUR-4): every configuration write that
+can change what an action does, where it goes, how its answer is read, who may act or
+who may speak for a platform is stored pending instead of applied.
 
 Each admin service describes its changes as a `ChangeType`: how to read what the
 change replaces, and how to apply it inside a unit of work. `submit` asks the domain
 (`app.domain.config_changes.second_admin_reasons`) whether the change needs a second
-admin; if not it applies at once, as before; if so it tries the change in a
-savepoint (so a pending change is one that would apply now), rolls that back and
+admin; if not (the harmless cases of `SINGLE_ADMIN_WRITES`) it applies at once; if so
+it tries the change in a savepoint (so a pending change is one that would apply now),
+rolls that back and
 stores the change with the digest of its exact content. `app.services.admin.reviews`
 approves, rejects and break-glasses stored changes through the same `apply`.
 """
