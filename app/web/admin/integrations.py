@@ -30,7 +30,7 @@ def _list_page(form=None, error=None, status=200):
     return render_template("admin/integrations.html", rows=rows, form=form, error=error), status
 
 
-def _detail_page(integration_id: str, token_form=None, error=None, issued=None, status=200):
+def _detail_page(integration_id: str, token_form=None, error=None, status=200):
     detail = service.integration_detail(current_user.installation_id, integration_id)
     return render_template(
         "admin/integration.html",
@@ -38,7 +38,6 @@ def _detail_page(integration_id: str, token_form=None, error=None, issued=None, 
         token_form=token_form or TokenForm(formdata=None),
         action_form=ActionForm(),
         error=error,
-        issued=issued,
     ), status
 
 
