@@ -112,13 +112,17 @@ def register_cli(app: Flask) -> None:
     @app.cli.command("create-integration-token")
     @click.option("--installation", "installation_slug", required=True)
     @click.option("--integration", "integration_slug", required=True)
+    @click.option("--proposer", "proposer_email", required=True, help="e-mail of the admin proposing the token")
     @click.option("--label", default="", help="what the token is for, e.g. 'prod platform 2026-12'")
-    def create_integration_token(installation_slug: str, integration_slug: str, label: str) -> None:
-        """Issue a bearer token for a platform; it is printed once and only its hash is kept."""
+    def create_integration_token(
+        installation_slug: str, integration_slug: str, proposer_email: str, label: str
+    ) -> None:
+        """Propose a bearer token for a platform (SPEC FOUR-4): printed once, only its hash
+        is kept, and it authenticates nothing until a second admin approves the change."""
+        from .domain.errors import ApiError
         from .extensions import db
         from .models import Installation, Integration
-        from .services.admin.integrations import issue_token
-        from .services.uow import Actor
+        from .services.admin.token_changes import cli_proposer, propose_token
 
         integration = db.session.scalar(
             select(Integration)
@@ -128,16 +132,16 @@ def register_cli(app: Flask) -> None:
         if integration is None:
             click.echo("integration_not_found: no such installation/integration slug", err=True)
             sys.exit(1)
-        from .domain.errors import ApiError
-
         try:
-            issued = issue_token(integration.id, label=label, actor=Actor.system("cli"))
+            proposer = cli_proposer(installation_slug, proposer_email)
+            pending = propose_token(proposer, integration.id, label)
         except ApiError as error:
             click.echo(f"{error.code}: {error.message}", err=True)
             sys.exit(1)
-        click.echo(f"token id: {issued.token_id}")
-        click.echo(f"token:    {issued.token}")
-        click.echo("Store it in the platform now: it is not shown again.")
+        click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
+        click.echo(f"token:    {pending.shown_once['token']}")
+        click.echo("It is not shown again, and it authenticates nothing until a second admin approves the change")
+        click.echo("at /admin/changes (or config-break-glass with a reason).")
 
     @app.cli.command("revoke-integration-token")
     @click.argument("token_id")

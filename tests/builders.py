@@ -329,6 +329,16 @@ def _approved(result, installation_id: str):
     return created["definition_id"], created["version_id"]
 
 
+def applied(result, installation_id: str) -> dict:
+    """A change the team's admin proposed, approved by its second admin (FOUR-4: every
+    configuration write waits for one); what applying it created."""
+    from app.services.admin.changes import PendingChange
+    from app.services.admin.reviews import approve_change
+
+    assert isinstance(result, PendingChange), f"expected a pending change, got {result!r}"
+    return approve_change(make_operator(installation_id, "admin2"), result.change_id, result.digest)
+
+
 def make_operator(installation_id: str, name: str = "moderator", roles: list[str] | None = None) -> OperatorUser:
     """The installation's operator called `name` (created through the operators
     service on first use); roles default to `OPERATOR_ROLES[name]`."""
@@ -364,7 +374,8 @@ def make_team(platform: Platform | str | None = None, *, approval_mode: str = "h
     from app.demo import ACTION_INPUT_SCHEMA, RECEIPT_OUTPUT_SCHEMA, enforcement_graph
     from app.models import Queue
     from app.services.admin.components import ComponentSpec, create_component
-    from app.services.admin.connections import ConnectionSettings, create_connection
+    from app.services.admin.connection_create import create_connection
+    from app.services.admin.connections import ConnectionSettings
     from app.services.admin.integrations import create_integration
     from app.services.admin.workflows import create_workflow
 
@@ -383,7 +394,7 @@ def make_team(platform: Platform | str | None = None, *, approval_mode: str = "h
     integration_id = create_integration(admin, name="Platform", slug="platform", default_queue_id=queue.id)
     url = platform.url if isinstance(platform, Platform) else platform or NO_PLATFORM_URL
     bearer = f"platform-token-{n}"
-    connection = create_connection(
+    proposed = create_connection(
         admin,
         name="Platform API",
         slug="platform-api",
@@ -397,14 +408,15 @@ def make_team(platform: Platform | str | None = None, *, approval_mode: str = "h
             allowed_hosts="127.0.0.1 localhost",
         ),
     )
+    connection = applied(proposed, installation.id)
     if isinstance(platform, Platform):
-        platform.state.configure(signing_secret=connection.signing_secret, bearer_token=bearer)
+        platform.state.configure(signing_secret=proposed.shown_once["signing_secret"], bearer_token=bearer)
     components = {}
     for action, name in (("takedown", "Take down content"), ("restore", "Restore content")):
         spec = ComponentSpec(
             implementation_kind="webhook",
             implementation_reference=f"POST /actions/{action}",
-            connection_version_id=connection.version_id,
+            connection_version_id=connection["version_id"],
             input_schema=json.dumps(ACTION_INPUT_SCHEMA),
             output_schema=json.dumps(RECEIPT_OUTPUT_SCHEMA),
             approval_mode=approval_mode,
@@ -427,13 +439,15 @@ def make_team(platform: Platform | str | None = None, *, approval_mode: str = "h
     if approval_mode == "bounded_auto":  # FOUR-3: bounded automation needs a budget
         from app.services.admin.budgets import create_budget
 
-        create_budget(admin, scope_type="workflow", scope_id=workflow_version_id, **DEMO_BUDGET)
+        applied(
+            create_budget(admin, scope_type="workflow", scope_id=workflow_version_id, **DEMO_BUDGET), installation.id
+        )
     return Team(
         installation_id=installation.id,
         slug=slug,
         integration_id=integration_id,
         queue_id=queue.id,
-        connection_version_id=connection.version_id,
+        connection_version_id=connection["version_id"],
         components=components,
         workflow_version_id=workflow_version_id,
         platform=platform,
@@ -657,3 +671,14 @@ def decide(world: World, report_id: str, code: str = "remove_content", maker: st
 
     record_decision(report_id, decision_code=code, rationale="test", operator=world.user(maker))
     return proposal_of(report_id)
+
+
+def approve_pending(app, email: str = "admin2@example.com") -> list[str]:
+    """A second admin approves in the console every configuration change waiting, oldest
+    first (FOUR-4: every configuration write waits for one); their ids."""
+    ids = [change.id for change in pending_changes()]
+    for change_id in ids:
+        response = approve_in_console(app, change_id, email)
+        assert response.status_code == 303, response.get_data(as_text=True)[-2000:]
+    db.session.rollback()
+    return ids

@@ -98,30 +98,46 @@ def test_create_admin_refuses_a_taken_email_or_a_short_password(app, runner):
     assert count(OperatorUser) == 1
 
 
-def test_integration_tokens_are_issued_and_revoked(app, runner):
+def test_four4_a_cli_token_is_a_pending_change_usable_only_once_approved(app, runner):
+    """FOUR-4: create-integration-token proposes the token as an admin of the
+    installation; it is printed once, authenticates nothing until a second admin
+    approves the change, and the CLI revokes it alone (revoking only takes a voice away)."""
+    from app.models import ConfigChange
+    from app.services.admin.reviews import approve_change
+
     team = make_team()
     args = ["create-integration-token", "--installation", team.slug, "--integration", "platform"]
-    issued = runner.invoke(args=[*args, "--label", "prod 2026-12"])
+    proposer = ["--proposer", f"admin@{team.slug}.example.com"]
+    issued = runner.invoke(args=[*args, *proposer, "--label", "prod 2026-12"])
     assert issued.exit_code == 0, issued.output
     lines = dict(line.split(":", 1) for line in issued.output.splitlines()[:2])
-    token_id, token = lines["token id"].strip(), lines["token"].strip()
-    assert "not shown again" in issued.output
-    row = db.session.get(IntegrationToken, token_id)
+    change_id, token = lines["change"].split()[0], lines["token"].strip()
+    assert "not shown again" in issued.output and "second admin" in issued.output
+    assert count(IntegrationToken) == 0 and authenticate(token) is None  # not usable before approval
+    change = db.session.get(ConfigChange, change_id)
+    assert change.kind == "integration.token" and token not in str(change.content) and not change.secrets
+
+    result = approve_change(team.user("admin2"), change.id, change.digest)
+    row = db.session.get(IntegrationToken, result["token_id"])
     assert (row.label, row.token_hash != token) == ("prod 2026-12", True)  # only the hash is kept
     assert authenticate(token).id == team.integration_id
 
-    revoked = runner.invoke(args=["revoke-integration-token", token_id])
-    assert (revoked.exit_code, revoked.output.strip()) == (0, f"revoked {token_id}")
+    revoked = runner.invoke(args=["revoke-integration-token", row.id])
+    assert (revoked.exit_code, revoked.output.strip()) == (0, f"revoked {row.id}")
     db.session.rollback()
     assert authenticate(token) is None
-    actions = set(db.session.scalars(select(AuditEvent.action).where(AuditEvent.actor_id == "cli")))
-    assert actions == {"integration.token_issued", "integration.token_revoked"}
+    assert db.session.scalar(select(AuditEvent.actor_id).where(AuditEvent.action == "integration.token_revoked")) == "cli"
 
 
 def test_token_commands_refuse_unknown_names(app, runner):
     team = make_team()
-    unknown = runner.invoke(args=["create-integration-token", "--installation", team.slug, "--integration", "nope"])
+    base = ["create-integration-token", "--installation", team.slug, "--proposer", f"admin@{team.slug}.example.com"]
+    unknown = runner.invoke(args=[*base, "--integration", "nope"])
     assert unknown.exit_code == 1 and unknown.output.startswith("integration_not_found: ")
+    for proposer in (f"moderator@{team.slug}.example.com", "nobody@example.com"):
+        args = ["create-integration-token", "--installation", team.slug, "--integration", "platform"]
+        refused = runner.invoke(args=[*args, "--proposer", proposer])
+        assert refused.exit_code == 1 and refused.output.startswith("proposer_not_found: "), refused.output
     missing = runner.invoke(args=["revoke-integration-token", "tok_missing"])
     assert missing.exit_code == 1 and missing.output.startswith("token_not_found: ")
     assert count(IntegrationToken) == 0

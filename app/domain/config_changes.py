@@ -1,11 +1,14 @@
-"""Configuration changes that need a second admin (SPEC FOUR-2), and the rule that a
-connection moved to another origin cannot keep its secrets (SEC-4).
+"""Configuration changes that need a second admin (SPEC FOUR-2, FOUR-4), and the rule
+that a connection moved to another origin cannot keep its secrets (SEC-4).
 
-A change that would let one person act alone or beyond a budget is stored pending
-and applied only when another admin approves it. Which changes those are is decided
-here, once, from plain values: the proposed content and the current state of what
-it changes. Everything else (lowering a budget, a human-mode version, removing a
-role) applies at once.
+Every administrative write that can change what an action does, where it goes, how
+its answer is read, who may act or who may speak for a platform is stored pending
+and applied only when another admin approves it (FOUR-4). Which writes those are is
+decided here, once: `second_admin_reasons` from plain values (the proposed content
+and the current state of what it changes), `FOUR_EYES_WRITES` for the console's
+routes and the CLI's commands. The writes that stay single-admin are the short list
+`SINGLE_ADMIN_WRITES`, each with why it is harmless to the promise; commands that
+write no configuration are `NOT_CONFIGURATION_WRITES`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.domain.maker_checker import Verdict
+from app.domain.text_safety import SuspiciousCharacter, suspicious_in
 
 ADMIN_ROLE = "admin"
 # Roles whose holders decide on their own: a reviewer approves actions, an admin approves changes.
@@ -40,6 +44,86 @@ class ChangeKind(StrEnum):
     OPERATOR_CREATE = "operator.create"
     OPERATOR_ROLES = "operator.roles"
     OPERATOR_INVITE = "operator.invite"
+    # FOUR-4: the rest of the class
+    WORKFLOW_ACTIVE = "workflow.active"
+    COMPONENT_RETIRE = "component.retire"
+    CONNECTION_CREATE = "connection.create"
+    BUDGET_CREATE = "budget.create"
+    INTEGRATION_TOKEN = "integration.token"
+    LABEL_SET = "label.set"
+    OPERATOR_REACTIVATE = "operator.reactivate"
+
+
+K = ChangeKind
+# The console's writes (blueprint endpoint) and the CLI's (``cli:<command>``) that are
+# pending changes (FOUR-4), with the kinds they store. An entry also in
+# SINGLE_ADMIN_WRITES is four-eyes except for the harmless case named there.
+FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
+    "admin.workflow_create": (K.WORKFLOW_CREATE,),
+    "admin.workflow_version_create": (K.WORKFLOW_VERSION,),
+    "admin.workflow_version_activate": (K.WORKFLOW_ACTIVE,),
+    "admin.workflow_version_deactivate": (K.WORKFLOW_ACTIVE,),
+    "admin.component_create": (K.COMPONENT_CREATE,),
+    "admin.component_version_create": (K.COMPONENT_VERSION,),
+    "admin.component_version_retire": (K.COMPONENT_RETIRE,),
+    "admin.connection_create": (K.CONNECTION_CREATE,),
+    "admin.connection_version_create": (K.CONNECTION_VERSION,),
+    "admin.budget_create": (K.BUDGET_CREATE,),
+    "admin.budget_limit": (K.BUDGET_LIMIT,),
+    "admin.budget_activate": (K.BUDGET_ACTIVE,),
+    "admin.budget_deactivate": (K.BUDGET_ACTIVE,),
+    "admin.token_issue": (K.INTEGRATION_TOKEN,),
+    "admin.label_set": (K.LABEL_SET,),
+    "admin.user_create": (K.OPERATOR_CREATE,),
+    "admin.user_roles": (K.OPERATOR_ROLES,),
+    "admin.user_reactivate": (K.OPERATOR_REACTIVATE,),
+    "admin.user_invitation": (K.OPERATOR_INVITE,),
+    "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
+}
+# The writes that stay single-admin (FOUR-4), each with why it is harmless to the promise.
+SINGLE_ADMIN_WRITES: dict[str, str] = {
+    "admin.budget_limit": "Lowering a limit (or setting the same one) only tightens an existing bound.",
+    "admin.user_roles": "Removing roles only takes power away (granting any role is four-eyes).",
+    "admin.user_invitation": (
+        "Re-sending an invitation with a mail server configured: the link goes to the invitee only"
+        " (without one it is an operator.invite change)."
+    ),
+    "admin.user_deactivate": "It only takes power away: the account's sessions end and it cannot sign in.",
+    "admin.token_revoke": "Revoking a token only takes a platform's voice away.",
+    "admin.integration_create": (
+        "An integration grants nothing by itself: it speaks only through a token, and issuing one is four-eyes."
+    ),
+    "admin.connection_re_enable": (
+        "It resumes deliveries already approved, to the destination and with the content already approved."
+    ),
+    "admin.change_approve": "It is the second admin's approval itself, bound to the change's digest.",
+    "admin.change_reject": "Nothing of a rejected change applies.",
+    "cli:revoke-integration-token": "Revoking a token only takes a platform's voice away.",
+    "cli:config-break-glass": (
+        "The one documented way round four-eyes (FOUR-2): it needs a reason and writes a config.break_glass row."
+    ),
+    "cli:create-admin": (
+        "Bootstrap from the server: the first admin of an installation, when no second admin exists; "
+        "recorded as the system."
+    ),
+}
+# Blueprints whose writes are not configuration, with why (their routes never start with /admin).
+NOT_CONFIGURATION_BLUEPRINTS: dict[str, str] = {
+    "auth": "Signing in and out.",
+    "console": "Case work: decisions, approvals, appeals and retries under the proposal four-eyes rules (FOUR-1).",
+    "api": "A platform's intake (reports, appeals, action results) under its token: no configuration.",
+}
+# CLI commands that write no configuration of an installation, with why.
+NOT_CONFIGURATION_WRITES: dict[str, str] = {
+    "cli:demo": "Seeds a throw-away demo installation as the system and runs it.",
+    "cli:db": "Schema migrations (Alembic), run by the owner role.",
+    "cli:sweep": "Runs the periodic sweeps: deliveries, reversals and checkpoints already decided.",
+    "cli:verify-audit": "Reads the audit chain.",
+    "cli:audit-checkpoint": "Appends a signed checkpoint of the audit chain outside the database.",
+    "cli:audit-rekey": "Seals unkeyed audit rows under the chain key; changes no configuration.",
+    "cli:proposal-history": "Reads one proposal's history.",
+    "cli:config-changes": "Lists the pending changes.",
+}
 
 
 class ChangeState(StrEnum):
@@ -82,10 +166,32 @@ def _secret_changed(action: str, currently_set: bool) -> bool:
     return action not in ("keep", "none") or (action == "none" and currently_set)
 
 
+ALWAYS: dict[ChangeKind, str] = {
+    K.WORKFLOW_CREATE: "It creates a workflow: it decides which actions are proposed for decisions.",
+    K.WORKFLOW_VERSION: "It publishes a workflow version: it changes which actions are proposed and how.",
+    K.WORKFLOW_ACTIVE: "It changes which workflow version new decisions start.",
+    K.COMPONENT_CREATE: "It creates a component: what an action does, where it goes and how its answer is read.",
+    K.COMPONENT_VERSION: (
+        "It publishes a component version: it changes what an action does, where it goes or how its answer is read."
+    ),
+    K.COMPONENT_RETIRE: "It retires a component version: actions can no longer be prepared with it.",
+    K.CONNECTION_CREATE: "It creates a connection: a new destination for actions, with its secrets.",
+    K.CONNECTION_VERSION: "It publishes a connection version: it changes where actions go or how they are sent.",
+    K.BUDGET_CREATE: "It creates a budget: automation of its scope may then run up to its limit.",
+    K.INTEGRATION_TOKEN: "It issues an integration token: whoever holds it speaks for the platform.",
+    K.LABEL_SET: "It changes what a code is called on every page: reviewers decide by the label.",
+    K.OPERATOR_CREATE: "It creates an account, which a second admin confirms.",
+    K.OPERATOR_REACTIVATE: "It reactivates an account: its holder may sign in and act again.",
+}
+
+
 def second_admin_reasons(
     kind: ChangeKind | str, proposed: Mapping[str, Any], current: Mapping[str, Any] | None
 ) -> list[str]:
-    """Why a configuration change needs a second admin before it applies (FOUR-2).
+    """Why a configuration change needs a second admin before it applies (FOUR-2, FOUR-4).
+
+    Every kind needs one, except the harmless cases of `SINGLE_ADMIN_WRITES`: a budget
+    limit lowered or kept, a budget set to the state it has, roles only removed.
 
     Args:
         kind: a `ChangeKind` (or its value).
@@ -94,14 +200,16 @@ def second_admin_reasons(
             ``allowed_hosts`` (list), ``bearer_token`` and ``signing_secret`` (the
             action: keep, set/generate, none); budget.limit ``limit_amount``;
             budget.active ``active``; operator.create and operator.roles ``roles``;
-            operator.invite ``delivery`` (``mail`` to the invitee, or ``approver``).
+            operator.invite ``delivery`` (``mail`` to the invitee, or ``approver``); other kinds:
+            nothing is read.
         current: what the change replaces, in the same terms (None for a creation).
             connection.version: ``base_url``, ``allowed_hosts``, and ``bearer_token``
             / ``signing_secret`` as booleans (set or not); budget.*: ``limit_amount``,
             ``active``; operator.roles: ``roles``.
 
     Returns:
-        One sentence per reason, for the change page; empty when the change applies at once.
+        One sentence per reason, for the change page (the most specific first);
+        empty only when the change may apply at once.
 
     Raises:
         ValueError: for an unknown kind.
@@ -111,13 +219,13 @@ def second_admin_reasons(
     if kind in (ChangeKind.WORKFLOW_CREATE, ChangeKind.WORKFLOW_VERSION):
         if proposed.get("authority_mode") == "bounded_auto":
             return ["It publishes a bounded_auto workflow version: its actions run without a second person."]
-        return []
+        return [ALWAYS[kind]]
     if kind in (ChangeKind.COMPONENT_CREATE, ChangeKind.COMPONENT_VERSION):
         if proposed.get("approval_mode") == "bounded_auto":
             return ["It publishes a bounded_auto component version: its actions run without a second person."]
-        return []
+        return [ALWAYS[kind]]
     if kind is ChangeKind.CONNECTION_VERSION:
-        return _connection_reasons(proposed, current)
+        return _connection_reasons(proposed, current) or [ALWAYS[kind]]
     if kind is ChangeKind.BUDGET_LIMIT:
         before, after = current.get("limit_amount"), proposed.get("limit_amount")
         if isinstance(before, int) and isinstance(after, int) and after > before:
@@ -126,6 +234,8 @@ def second_admin_reasons(
     if kind is ChangeKind.BUDGET_ACTIVE:
         if current.get("active") and not proposed.get("active"):
             return ["It deactivates a budget: its scope is no longer bounded."]
+        if "active" in current and not current["active"] and proposed.get("active"):
+            return ["It reactivates a budget: automation of its scope may run again up to its limit."]
         return []
     if kind is ChangeKind.OPERATOR_INVITE:  # FOUR-6: a link someone other than the invitee sees
         if proposed.get("delivery") != "mail":
@@ -133,14 +243,13 @@ def second_admin_reasons(
                 "It issues a new invitation link, shown to the approving admin: whoever holds it sets the password."
             ]
         return []
-    # operator.create and operator.roles: what the change adds of the privileged roles
-    granted = PRIVILEGED_ROLES.intersection(proposed.get("roles") or ()) - set(current.get("roles") or ())
-    reasons = []
-    if kind is ChangeKind.OPERATOR_CREATE:  # FOUR-6: every account is created by two admins
-        reasons.append("It creates an account, which a second admin confirms.")
-    if granted:
-        reasons.append(f"It grants the {' and '.join(sorted(granted))} role{'s' if len(granted) > 1 else ''}.")
-    return reasons
+    if kind in (ChangeKind.OPERATOR_CREATE, ChangeKind.OPERATOR_ROLES):
+        granted = set(proposed.get("roles") or ()) - set(current.get("roles") or ())
+        reasons = [ALWAYS[kind]] if kind is ChangeKind.OPERATOR_CREATE else []
+        if granted:
+            reasons.append(f"It grants the {' and '.join(sorted(granted))} role{'s' if len(granted) > 1 else ''}.")
+        return reasons
+    return [ALWAYS[kind]]
 
 
 def _connection_reasons(proposed: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
@@ -189,12 +298,15 @@ class FieldChange:
     Attributes:
         lines: for JSON objects and lists, a unified diff of their pretty-printed
             text (empty otherwise).
+        suspicious: lookalike, invisible and bidirectional characters in the value
+            it would set (FOUR-10), for a warning on the change page.
     """
 
     name: str
     before: Any
     after: Any
     lines: tuple[str, ...] = ()
+    suspicious: tuple[SuspiciousCharacter, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -213,7 +325,8 @@ def content_diff(current: Mapping[str, Any] | None, proposed: Mapping[str, Any])
 
     Returns:
         One `FieldChange` per field the change sets, in the proposed content's order
-        (what the change leaves alone is not listed).
+        (what the change leaves alone is not listed), each with the deceiving
+        characters of its new value (FOUR-10).
     """
     current = current or {}
     changes = []
@@ -222,7 +335,7 @@ def content_diff(current: Mapping[str, Any] | None, proposed: Mapping[str, Any])
         lines: tuple[str, ...] = ()
         if before != after and (isinstance(before, dict | list) or isinstance(after, dict | list)):
             lines = tuple(difflib.unified_diff(_pretty(before), _pretty(after), "now", "proposed", lineterm="", n=2))
-        changes.append(FieldChange(name, before, after, lines))
+        changes.append(FieldChange(name, before, after, lines, tuple(suspicious_in(after))))
     return changes
 
 

@@ -4,6 +4,7 @@ approve one, the diff a change page shows, and origins of connection URLs (SEC-4
 import pytest
 
 from app.domain.config_changes import (
+    ALWAYS,
     ChangeKind,
     change_approver_verdict,
     content_diff,
@@ -13,6 +14,7 @@ from app.domain.config_changes import (
 )
 
 K = ChangeKind
+NEW_VERSION = ALWAYS[K.CONNECTION_VERSION]  # FOUR-4: every connection version waits
 CONNECTION_NOW = {
     "base_url": "https://api.example.com/v1",
     "allowed_hosts": ["api.example.com"],
@@ -32,18 +34,18 @@ SAME_PLACE = {
     "kind, proposed, current, needs",
     [
         (K.WORKFLOW_CREATE, {"authority_mode": "bounded_auto"}, None, True),
-        (K.WORKFLOW_CREATE, {"authority_mode": "assist"}, None, False),
+        (K.WORKFLOW_CREATE, {"authority_mode": "assist"}, None, True),
         (K.WORKFLOW_VERSION, {"authority_mode": "bounded_auto"}, {"authority_mode": "bounded_auto"}, True),
-        (K.WORKFLOW_VERSION, {"authority_mode": "shadow"}, {"authority_mode": "bounded_auto"}, False),
+        (K.WORKFLOW_VERSION, {"authority_mode": "shadow"}, {"authority_mode": "bounded_auto"}, True),
         (K.COMPONENT_CREATE, {"approval_mode": "bounded_auto"}, None, True),
         (K.COMPONENT_VERSION, {"approval_mode": "bounded_auto"}, {"approval_mode": "human"}, True),
-        (K.COMPONENT_VERSION, {"approval_mode": "human"}, {"approval_mode": "bounded_auto"}, False),
+        (K.COMPONENT_VERSION, {"approval_mode": "human"}, {"approval_mode": "bounded_auto"}, True),
         (K.BUDGET_LIMIT, {"limit_amount": 11}, {"limit_amount": 10, "active": True}, True),
         (K.BUDGET_LIMIT, {"limit_amount": 11}, {"limit_amount": 10, "active": False}, True),
         (K.BUDGET_LIMIT, {"limit_amount": 10}, {"limit_amount": 10, "active": True}, False),
         (K.BUDGET_LIMIT, {"limit_amount": 2}, {"limit_amount": 10, "active": True}, False),
         (K.BUDGET_ACTIVE, {"active": False}, {"active": True}, True),
-        (K.BUDGET_ACTIVE, {"active": True}, {"active": False}, False),
+        (K.BUDGET_ACTIVE, {"active": True}, {"active": False}, True),
         (K.BUDGET_ACTIVE, {"active": False}, {"active": False}, False),
         (K.OPERATOR_CREATE, {"roles": ["moderator", "auditor"]}, None, True),  # FOUR-6: every account
         (K.OPERATOR_INVITE, {"delivery": "approver"}, None, True),  # FOUR-6: the link is seen by an admin
@@ -53,12 +55,12 @@ SAME_PLACE = {
         (K.OPERATOR_ROLES, {"roles": ["moderator", "reviewer"]}, {"roles": ["moderator"]}, True),
         (K.OPERATOR_ROLES, {"roles": ["admin", "reviewer"]}, {"roles": ["reviewer"]}, True),
         (K.OPERATOR_ROLES, {"roles": ["reviewer"]}, {"roles": ["admin", "reviewer"]}, False),
-        (K.OPERATOR_ROLES, {"roles": ["auditor", "reviewer"]}, {"roles": ["reviewer"]}, False),
-        (K.CONNECTION_VERSION, SAME_PLACE, CONNECTION_NOW, False),  # a new path, the same origin
+        (K.OPERATOR_ROLES, {"roles": ["auditor", "reviewer"]}, {"roles": ["reviewer"]}, True),
+        (K.CONNECTION_VERSION, SAME_PLACE, CONNECTION_NOW, True),  # a new path (FOUR-4)
         (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "https://evil.example/v1"}, CONNECTION_NOW, True),
         (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "http://api.example.com/v1"}, CONNECTION_NOW, True),
         (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "https://api.example.com:8443/"}, CONNECTION_NOW, True),
-        (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "https://API.example.com:443/v9"}, CONNECTION_NOW, False),
+        (K.CONNECTION_VERSION, {**SAME_PLACE, "base_url": "https://API.example.com:443/v9"}, CONNECTION_NOW, True),
         (K.CONNECTION_VERSION, {**SAME_PLACE, "allowed_hosts": ["api.example.com", "x.example"]}, CONNECTION_NOW, True),
         (K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "set"}, CONNECTION_NOW, True),
         (K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "none"}, CONNECTION_NOW, True),
@@ -67,7 +69,7 @@ SAME_PLACE = {
             K.CONNECTION_VERSION,
             {**SAME_PLACE, "signing_secret": "none"},
             {**CONNECTION_NOW, "signing_secret": False},
-            False,
+            True,
         ),
     ],
 )
@@ -174,8 +176,8 @@ def test_a_new_origin_needs_the_secrets_again(previous, new, reentry):
             None,
             ["It publishes a bounded_auto component version: its actions run without a second person."],
         ),
-        (K.COMPONENT_CREATE, {"approval_mode": "human"}, None, []),
-        (K.WORKFLOW_CREATE, {}, None, []),
+        (K.COMPONENT_CREATE, {"approval_mode": "human"}, None, [ALWAYS[K.COMPONENT_CREATE]]),
+        (K.WORKFLOW_CREATE, {}, None, [ALWAYS[K.WORKFLOW_CREATE]]),
         (K.BUDGET_LIMIT, {"limit_amount": 11}, {"limit_amount": 10}, ["It raises a budget's limit from 10 to 11."]),
         (K.BUDGET_LIMIT, {"limit_amount": 11}, None, []),  # no limit before: nothing is raised
         (K.BUDGET_LIMIT, {"limit_amount": "11"}, {"limit_amount": 10}, []),
@@ -208,8 +210,8 @@ def test_four2_each_reason_is_a_sentence_for_the_change_page(kind, proposed, cur
 @pytest.mark.parametrize(
     "proposed, reasons",
     [
-        ({**SAME_PLACE, "allowed_hosts": ["api.example.com"]}, []),
-        ({"base_url": "https://api.example.com/v2", "allowed_hosts": ["api.example.com"]}, []),  # secrets kept
+        ({**SAME_PLACE, "allowed_hosts": ["api.example.com"]}, [NEW_VERSION]),
+        ({"base_url": "https://api.example.com/v2", "allowed_hosts": ["api.example.com"]}, [NEW_VERSION]),
         (
             {**SAME_PLACE, "bearer_token": "none", "signing_secret": "set"},
             ["It changes the bearer token.", "It changes the signing secret."],
@@ -226,10 +228,9 @@ def test_four2_connection_reasons(proposed, reasons):
 def test_four2_allowed_hosts_compare_as_a_set_of_names():
     now = {**CONNECTION_NOW, "allowed_hosts": ["b.example", "a.example"]}
     proposed = {**SAME_PLACE, "allowed_hosts": ["a.example", "b.example"]}
-    assert second_admin_reasons(K.CONNECTION_VERSION, proposed, now) == []
-    assert (
-        second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "allowed_hosts": []}, {"allowed_hosts": None}) == []
-    )
+    assert second_admin_reasons(K.CONNECTION_VERSION, proposed, now) == [NEW_VERSION]
+    empty = {**SAME_PLACE, "allowed_hosts": []}
+    assert second_admin_reasons(K.CONNECTION_VERSION, empty, {"allowed_hosts": None}) == [NEW_VERSION]
 
 
 def test_four2_a_new_connection_names_its_secrets_not_a_move():
@@ -240,8 +241,8 @@ def test_four2_a_new_connection_names_its_secrets_not_a_move():
 
 def test_four2_removing_a_secret_that_was_never_set_changes_nothing():
     now = {**CONNECTION_NOW, "bearer_token": False, "signing_secret": False}
-    assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "none"}, now) == []
-    assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "keep"}, now) == []
+    assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "none"}, now) == [NEW_VERSION]
+    assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "keep"}, now) == [NEW_VERSION]
     assert second_admin_reasons(K.CONNECTION_VERSION, {**SAME_PLACE, "bearer_token": "set"}, now) == [
         "It changes the bearer token."
     ]

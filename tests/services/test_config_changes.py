@@ -201,7 +201,7 @@ def test_a_change_that_no_longer_applies_is_refused_and_stays_pending(app, world
         active=True,
     )
     assert isinstance(pending, PendingChange)
-    workflows.create_workflow(
+    other = workflows.create_workflow(
         world.user("admin2"),
         name="Other",
         slug="auto",
@@ -209,6 +209,7 @@ def test_a_change_that_no_longer_applies_is_refused_and_stays_pending(app, world
         graph=bounded_graph(world),
         active=False,
     )
+    approve_change(world, other, approver="admin")  # FOUR-4: this one waits for a second admin too
     before = counts()
     with pytest.raises(ApiError) as refused:
         approve_change(world, pending)
@@ -306,8 +307,8 @@ def test_a_connection_change_made_against_an_older_version_is_stale(app, world):
         signing_secret_action="keep",
         timeout_seconds=9,
     )
-    saved = connections.create_connection_version(world.user("admin2"), connection_id(world), same_place)
-    assert saved.version == 2  # a timeout change applies at once
+    between = connections.create_connection_version(world.user("admin2"), connection_id(world), same_place)
+    assert approve_change(world, between, approver="admin")["version"] == 2  # FOUR-4: a timeout change waits too
     before = counts()
     with pytest.raises(ApiError) as refused:
         approve_change(world, pending)

@@ -19,7 +19,7 @@ from app.services.lifecycle.delivery import deliver
 from app.services.lifecycle.retry import retry_proposal
 from app.services.read.operations import dead_letters
 
-from ..builders import make_proposal, make_team, reload, set_row
+from ..builders import applied, make_proposal, make_team, reload, set_row
 
 
 @pytest.fixture
@@ -30,9 +30,10 @@ def team(app, platform):
 @pytest.fixture
 def second_connection(team):
     """A second connection: the team's restore component is delivered through it."""
-    from app.services.admin.connections import ConnectionSettings, create_connection
+    from app.services.admin.connection_create import create_connection
+    from app.services.admin.connections import ConnectionSettings
 
-    saved = create_connection(
+    proposed = create_connection(
         team.user("admin"),
         name="Other API",
         slug="other-api",
@@ -45,7 +46,8 @@ def second_connection(team):
             allowed_hosts="127.0.0.1 localhost",
         ),
     )
-    set_row(ComponentVersion, team.components["restore"], connection_version_id=saved.version_id)
+    saved = applied(proposed, team.installation_id)  # FOUR-4: a second admin approves it
+    set_row(ComponentVersion, team.components["restore"], connection_version_id=saved["version_id"])
     return saved
 
 
@@ -92,7 +94,7 @@ def test_conn4_dead_letters_are_grouped_by_connection_and_error_code(app, team, 
     only = dead_letters(team.installation_id, DeadLetterFilter(first, "platform_client_error"))
     assert {x.proposal.id for x in only.listed} == {a.id, b.id} and only.matching == 2
     assert only.digest == list_digest([(a.id, 1), (b.id, 1)])
-    other = dead_letters(team.installation_id, DeadLetterFilter(second_connection.connection_id))
+    other = dead_letters(team.installation_id, DeadLetterFilter(second_connection["connection_id"]))
     assert [x.proposal.id for x in other.listed] == [d.id]
 
 

@@ -13,7 +13,7 @@ from app.extensions import db
 from app.models import Budget, Queue
 from app.services.lifecycle.budgets import window_start
 
-from ..builders import approve_in_console, pending_changes, set_row
+from ..builders import approve_in_console, approve_pending, pending_changes, set_row
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 
@@ -35,7 +35,10 @@ def test_create_change_deactivate_and_reactivate(app, client, world):
     csrf = admin(client)
     queue = queue_id(world.installation_id)
     response = create(client, csrf, scope_type="queue", scope_id=queue, limit_amount="5", window_seconds="3600")
-    assert response.status_code == 303 and response.headers["Location"].endswith("/admin/budgets")
+    [creation] = pending_changes()  # FOUR-4: a budget lets automation run, so it waits for a second admin
+    assert response.status_code == 303 and response.headers["Location"].endswith(f"/admin/changes/{creation.id}")
+    assert snapshot(Budget) == (0,)
+    assert approve_pending(app) == [creation.id]
     budget = only_budget()
     assert (budget.installation_id, budget.scope_type, budget.scope_id, budget.metric) == (
         world.installation_id,
@@ -46,6 +49,7 @@ def test_create_change_deactivate_and_reactivate(app, client, world):
     assert (budget.limit_amount, budget.window_seconds, budget.active, budget.used_amount) == (5, 3600, True, 0)
     [event] = audits("admin.budget_created")
     assert event.target_id == budget.id and event.actor_id == world.user("admin").id
+    assert json.loads(event.details_json)["config_change_id"] == creation.id
     assert "queue: General" in text(client.get("/admin/budgets"))
 
     assert post(client, f"/admin/budgets/{budget.id}/limit", csrf, limit_amount="3").status_code == 303
@@ -70,7 +74,10 @@ def test_create_change_deactivate_and_reactivate(app, client, world):
     assert only_budget().active is False
     assert "deactivated" in text(client.get("/admin/budgets"))
     assert post(client, f"/admin/budgets/{budget.id}/activate", csrf).status_code == 303
-    assert only_budget().active is True and pending_changes() == []
+    assert only_budget().active is False  # FOUR-4: reactivating lets automation run again: it waits
+    [reactivation] = pending_changes()
+    assert "It reactivates a budget" in text(client.get(f"/admin/changes/{reactivation.id}"))
+    assert approve_pending(app) == [reactivation.id] and only_budget().active is True
     assert len(audits("admin.budget_deactivated")) == 1 and len(audits("admin.budget_activated")) == 1
 
 
@@ -84,6 +91,7 @@ def test_the_page_shows_the_current_windows_usage(app, client, world):
         limit_amount="10",
         window_seconds="86400",
     )
+    approve_pending(app)
     budget = only_budget()
     start = window_start(utcnow(), 86400)
     set_row(Budget, budget.id, used_amount=7, window_start=start)
@@ -130,6 +138,7 @@ def test_one_budget_per_scope(app, client, world):
     csrf = admin(client)
     data = {"scope_type": "queue", "scope_id": queue_id(world.installation_id), "window_seconds": "3600"}
     assert create(client, csrf, limit_amount="5", **data).status_code == 303
+    approve_pending(app)
     before = snapshot()
     assert_refused(create(client, csrf, limit_amount="6", **data), 409, "budget_exists")
     assert snapshot() == before and only_budget().limit_amount == 5
@@ -152,6 +161,7 @@ def test_a_bad_limit_change_is_refused_in_its_row(app, client, world):
         limit_amount="5",
         window_seconds="60",
     )
+    approve_pending(app)
     budget = only_budget()
     before = snapshot()
     page = assert_refused(

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from app.extensions import db
 from app.models import ComponentDefinition, ComponentVersion
 
-from ..builders import approve_in_console, pending_changes
+from ..builders import approve_in_console, approve_pending, pending_changes
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 INPUT_SCHEMA = {
@@ -58,9 +58,10 @@ def versions_of(definition_id: str) -> list[ComponentVersion]:
 def test_create_a_component_and_its_versions(app, client, world):
     csrf = admin(client)
     response = create(client, csrf, world)
-    assert response.status_code == 303
+    [creation] = pending_changes()  # FOUR-4: a human-mode component waits for a second admin too
+    assert response.status_code == 303 and response.headers["Location"].endswith(f"/admin/changes/{creation.id}")
+    assert approve_pending(app) == [creation.id]
     created = definition("suspend")
-    assert response.headers["Location"].endswith(f"/admin/components/{created.id}")
     assert (created.installation_id, created.effect_class, created.status) == (
         world.installation_id,
         "side_effecting",
@@ -106,14 +107,18 @@ def test_create_a_component_and_its_versions(app, client, world):
 
 
 def test_retire_a_version(app, client, world):
+    """FOUR-4: retiring waits for a second admin; retiring a retired version stores nothing."""
     csrf = admin(client)
     version = db.session.get(ComponentVersion, world.components["restore"])
     url = f"/admin/components/{version.definition_id}/versions/{version.id}/retire"
     assert post(client, url, csrf).status_code == 303
     db.session.rollback()
+    assert db.session.get(ComponentVersion, version.id).retired_at is None
+    [retirement] = pending_changes()
+    assert retirement.kind == "component.retire" and approve_pending(app) == [retirement.id]
     retired_at = db.session.get(ComponentVersion, version.id).retired_at
     assert retired_at is not None
-    assert post(client, url, csrf).status_code == 303  # again: nothing changes
+    assert post(client, url, csrf).status_code == 303 and pending_changes() == []  # again: nothing changes
     db.session.rollback()
     assert db.session.get(ComponentVersion, version.id).retired_at == retired_at
     [event] = audits("admin.component_version_retired")

@@ -13,7 +13,7 @@ from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import Connection, ConnectionVersion
 
-from ..builders import approve_in_console, pending_changes
+from ..builders import approve_in_console, approve_pending, pending_changes
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 SETTINGS = {
@@ -56,7 +56,13 @@ def shown_secret(page: str) -> str:
 def test_create_with_a_bearer_token_redirects_and_never_shows_it(app, client, world):
     csrf = admin(client)
     response = create(client, csrf, integration_id=world.integration_id)
-    assert response.status_code == 303
+    [creation] = pending_changes()  # FOUR-4: a new connection waits for a second admin
+    assert response.status_code == 303 and response.headers["Location"].endswith(f"/admin/changes/{creation.id}")
+    assert connection_by_slug("acme-api") is None
+    page = text(client.get(f"/admin/changes/{creation.id}"))
+    assert "acme-bearer-secret-1" not in page and "https://api.acme.example" in page
+    assert "acme-bearer-secret-1" not in canonical_json(creation.content)
+    assert approve_pending(app) == [creation.id]
     connection = connection_by_slug("acme-api")
     assert (connection.installation_id, connection.integration_id) == (world.installation_id, world.integration_id)
     [version] = versions_of(connection.id)
@@ -79,6 +85,8 @@ def test_a_generated_signing_secret_is_shown_once(app, client, world):
     assert response.status_code == 201
     secret = shown_secret(text(response))
     assert len(base64.b64decode(secret.removeprefix("whsec_"))) == 32
+    assert connection_by_slug("acme-api") is None  # FOUR-4: usable once a second admin approves
+    approve_pending(app)
     connection = connection_by_slug("acme-api")
     [version] = versions_of(connection.id)
     assert version.signing_secret == secret and version.bearer_token is None
@@ -91,6 +99,7 @@ def test_a_generated_signing_secret_is_shown_once(app, client, world):
 def test_a_new_version_keeps_or_replaces_secrets(app, client, world):
     csrf = admin(client)
     create(client, csrf, signing_secret_action="generate")
+    approve_pending(app)
     connection = connection_by_slug("acme-api")
     [first] = versions_of(connection.id)
     url = f"/admin/connections/{connection.id}/versions"
@@ -102,6 +111,8 @@ def test_a_new_version_keeps_or_replaces_secrets(app, client, world):
         "timeout_seconds": "120",
     }
     assert post(client, url, csrf, **keep).status_code == 303
+    assert len(versions_of(connection.id)) == 1  # FOUR-4: every connection version waits
+    approve_pending(app)
     second = versions_of(connection.id)[1]
     assert (second.version, second.timeout_seconds) == (2, 120)
     assert (second.bearer_token, second.signing_secret) == (first.bearer_token, first.signing_secret)
@@ -189,8 +200,8 @@ def test_another_installations_connection_is_404(app, client, world, platform):
 
 def test_conn1_health_settings_are_set_per_connection_version(app, client, world):
     """CONN-1, CONN-2, CONN-3: a version's breaker threshold and probe delays, failure
-    window and rate limit come from the form; a change of them alone applies at once
-    (four-eyes covers destinations and secrets); bad values are refused, nothing changes."""
+    window and rate limit come from the form; a change of them waits for a second admin
+    like any connection version (FOUR-4); bad values are refused, nothing changes."""
     csrf = admin(client)
     connection_id = db.session.get(ConnectionVersion, world.connection_version_id).connection_id
     url = f"/admin/connections/{connection_id}/versions"
@@ -220,6 +231,7 @@ def test_conn1_health_settings_are_set_per_connection_version(app, client, world
         "rate_limit_per_second": "25",
     }
     assert post(client, url, csrf, **same, **settings).status_code == 303
+    approve_pending(app)
     latest = versions_of(connection_id)[-1]
     assert (
         latest.breaker_failure_threshold,

@@ -145,7 +145,9 @@ def test_two_admins_make_it_bounded_auto_and_still_no_budget_means_nothing_sent(
         limit_amount="3",
         window_seconds="3600",
     )
-    assert response.status_code == 303  # adding a budget bounds more: at once
+    assert response.status_code == 303 and reload(proposal).state == "failed"  # FOUR-4: a budget waits too
+    [budget] = pending_changes()
+    assert budget.kind == "budget.create" and approve_in_console(app, budget.id).status_code == 303
     second = decide_report(world, 1)
     run_worker(app)
     assert reload(second).state == "applied" and platform.state.requests_seen == 1
@@ -203,6 +205,7 @@ def test_the_change_screens(app, client, world):
 
 
 def create_budget(client, csrf, world) -> str:
+    """A budget of 4 for the takedown component, proposed and approved by a second admin (FOUR-4)."""
     post(
         client,
         "/admin/budgets",
@@ -212,6 +215,8 @@ def create_budget(client, csrf, world) -> str:
         limit_amount="4",
         window_seconds="3600",
     )
+    [change] = pending_changes()
+    assert approve_in_console(client.application, change.id).status_code == 303
     db.session.rollback()
     return db.session.scalar(select(Budget.id))
 
@@ -278,7 +283,9 @@ def test_a_new_destination_gets_only_the_secrets_entered_for_it(app, client, wor
         f"/admin/components/{takedown.definition_id}/versions",
         csrf,
         **spec(world, implementation_reference="POST /actions/takedown", connection_version_id=moved.id),
-    )  # human approval: at once
+    )
+    [change] = pending_changes()  # FOUR-4: a human-mode version waits for a second admin too
+    assert approve_in_console(app, change.id).status_code == 303
     component = newest(ComponentVersion, definition_id=takedown.definition_id)
     workflow = db.session.get(WorkflowVersion, world.workflow_version_id)
     graph = enforcement_graph(component.id, world.components["restore"])
@@ -290,6 +297,8 @@ def test_a_new_destination_gets_only_the_secrets_entered_for_it(app, client, wor
         graph=json.dumps(graph),
         active="y",
     )
+    [change] = pending_changes()
+    assert approve_in_console(app, change.id).status_code == 303
     proposal = decide_report(world)
     approve(world, proposal)
     deliver(proposal.id)

@@ -7,10 +7,11 @@ import re
 import pytest
 from sqlalchemy import select
 
-from app.domain.digests import sha256_hex
+from app.domain.digests import canonical_json, sha256_hex
 from app.extensions import db
 from app.models import Integration, IntegrationToken, Queue
 
+from ..builders import approve_pending, pending_changes
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 
@@ -92,8 +93,14 @@ def test_token_is_shown_once_stored_hashed_and_refused_once_revoked(app, client,
     csrf = admin(client)
     url = f"/admin/integrations/{world.integration_id}"
     response = post(client, f"{url}/tokens", csrf, label="Moderation bot")
-    assert response.status_code == 201
+    assert response.status_code == 201  # FOUR-4: the change's page, the token shown this once
     plaintext = issued_token(text(response))
+    [change] = pending_changes()
+    assert change.kind == "integration.token" and plaintext not in canonical_json(change.content)
+    assert snapshot(IntegrationToken) == (1,)  # the demo's own token only
+    assert intake(client, plaintext).status_code == 401  # usable only once a second admin approves
+    assert plaintext not in text(client.get(f"/admin/changes/{change.id}"))
+    assert approve_pending(app) == [change.id]
 
     row = db.session.scalar(select(IntegrationToken).where(IntegrationToken.label == "Moderation bot"))
     assert row.token_hash == sha256_hex(plaintext) and row.token_prefix == plaintext[:12]

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from ..builders import approve_pending
 from .test_admin import admin, assert_refused, snapshot, text
 from .test_admin_components import create, definition, versions_of
 
@@ -32,6 +33,7 @@ def test_plat1_admin_saves_a_pds_component_with_its_subject_kind(app, client, wo
         client, csrf, world, implementation_kind="atproto_pds", implementation_reference="takedown record"
     )
     assert response.status_code == 303, text(response)[:1000]
+    approve_pending(app)  # FOUR-4: a second admin approves it
     [version] = versions_of(definition("suspend").id)
     assert (version.implementation_kind, version.implementation_reference) == ("atproto_pds", "takedown record")
     page = text(client.get(f"/admin/components/{version.definition_id}"))
@@ -44,6 +46,7 @@ def test_plat3_admin_saves_a_rest_component_with_its_outcome_mapping(app, client
     reference = json.dumps(REST_REFERENCE, indent=2)
     response = create(client, csrf, world, implementation_kind="rest", implementation_reference=reference)
     assert response.status_code == 303, text(response)[:1000]
+    approve_pending(app)  # FOUR-4: a second admin approves it
     [version] = versions_of(definition("suspend").id)
     assert json.loads(version.implementation_reference) == REST_REFERENCE
 

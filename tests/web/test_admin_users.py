@@ -14,7 +14,7 @@ from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import OperatorUser
 
-from ..builders import approve_in_console, login, pending_changes
+from ..builders import approve_in_console, approve_pending, login, pending_changes
 from ..conftest import csrf_from
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
@@ -154,6 +154,9 @@ def test_deactivating_logs_the_user_out_and_keeps_them_out(app, client, world):
     assert "deactivated" in text(client.get("/admin/users"))
 
     assert post(client, f"/admin/users/{user_id}/reactivate", csrf).status_code == 303
+    assert operator("reviewer@example.com").active is False  # FOUR-4: a second admin approves it
+    [change] = pending_changes()
+    assert change.kind == "operator.reactivate" and approve_pending(app) == [change.id]
     assert operator("reviewer@example.com").active is True
     assert len(audits("admin.operator_reactivated")) == 1
     assert not signed_in(app, target)  # the old session stays ended

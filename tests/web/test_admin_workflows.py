@@ -11,7 +11,7 @@ from app.demo import enforcement_graph
 from app.extensions import db
 from app.models import WorkflowDefinition, WorkflowRun, WorkflowVersion
 
-from ..builders import decide_report
+from ..builders import approve_pending, decide_report, pending_changes
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text
 
 
@@ -45,6 +45,7 @@ def test_create_a_workflow_inactive_then_a_version_activated(app, client, world)
     csrf = admin(client)
     response = create(client, csrf, world)
     assert response.status_code == 303
+    assert len(approve_pending(app)) == 1  # FOUR-4: a second admin approves every workflow
     created = db.session.scalar(select(WorkflowDefinition).where(WorkflowDefinition.slug == "escalation"))
     [first] = versions_of(created.id)
     assert (first.version, first.authority_mode, first.active, first.graph) == (1, "assist", False, graph_of(world))
@@ -62,7 +63,8 @@ def test_create_a_workflow_inactive_then_a_version_activated(app, client, world)
         graph=json.dumps(graph_of(world)),
         active="y",
     )
-    assert response.status_code == 303
+    assert response.status_code == 303 and len(versions_of(created.id)) == 1
+    assert len(approve_pending(app)) == 1
     second = versions_of(created.id)[1]
     assert (second.version, second.authority_mode, second.active) == (2, "shadow", True)
     assert len(audits("admin.workflow_version_created")) == 1
@@ -75,15 +77,19 @@ def test_deactivating_the_version_stops_decisions_starting_it(app, client, world
     base = f"/admin/workflows/{version.definition_id}/versions/{version.id}"
     assert post(client, f"{base}/deactivate", csrf).status_code == 303
     db.session.rollback()
+    assert db.session.get(WorkflowVersion, version.id).active is True  # FOUR-4: it waits for a second admin
+    [change] = pending_changes()
+    assert change.kind == "workflow.active" and approve_pending(app) == [change.id]
     assert db.session.get(WorkflowVersion, version.id).active is False
     assert [e.target_id for e in audits("admin.workflow_version_deactivated")] == [version.id]
     assert post(client, f"{base}/deactivate", csrf).status_code == 303  # again: nothing changes
-    assert len(audits("admin.workflow_version_deactivated")) == 1
+    assert len(audits("admin.workflow_version_deactivated")) == 1 and pending_changes() == []
 
     assert decide_report(world, 0) is None  # no active version: no run, no proposal
     assert db.session.scalar(select(WorkflowRun.id)) is None
 
     assert post(client, f"{base}/activate", csrf).status_code == 303
+    assert len(approve_pending(app)) == 1
     assert len(audits("admin.workflow_version_activated")) == 1
     assert decide_report(world, 1) is not None
 

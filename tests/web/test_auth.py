@@ -11,7 +11,7 @@ from app.extensions import db
 from app.models import OperatorUser
 from app.services.admin.operators import set_operator_active
 
-from ..builders import login, logout, set_row
+from ..builders import approve_change, login, logout, set_row
 from ..conftest import csrf_from
 
 
@@ -71,7 +71,9 @@ def test_deactivation_ends_open_sessions_and_they_stay_ended(app, client, world)
     stolen = session_cookie(client)
     set_operator_active(world.user("admin"), world.users["reviewer"], False)
     assert not signed_in(client)
-    set_operator_active(world.user("admin"), world.users["reviewer"], True)
+    pending = set_operator_active(world.user("admin"), world.users["reviewer"], True)
+    approve_change(world, pending)  # FOUR-4: a second admin approves the reactivation
+    assert world.user("reviewer").active
     client.set_cookie("session", stolen)
     assert not signed_in(client)
 

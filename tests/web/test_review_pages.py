@@ -12,7 +12,17 @@ from sqlalchemy import func, select
 from app.extensions import db
 from app.models import ActionProposal, AuditEvent, CodeLabel, HumanTask, HumanTaskClaim
 
-from ..builders import approve, decide_report, login, logout, proposal_of, reload, run_worker
+from ..builders import (
+    approve,
+    approve_in_console,
+    decide_report,
+    login,
+    logout,
+    pending_changes,
+    proposal_of,
+    reload,
+    run_worker,
+)
 
 
 def counts(*models):
@@ -51,8 +61,11 @@ def test_an_admin_sets_and_resets_a_label(app, client, world):
         "/admin/labels",
         data={"kind": "proposal_state", "code": "approval_required", "label": "Needs a checker", "csrf_token": token},
     )
-    assert response.status_code == 303
-    assert "Label saved" in client.get(response.headers["Location"]).get_data(as_text=True)
+    assert response.status_code == 303  # FOUR-4: stored for a second admin, who approves it
+    assert "applies when a second admin approves" in client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Waiting for approval" in client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+    [change] = pending_changes()
+    assert approve_in_console(app, change.id).status_code == 303
     page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
     assert "Needs a checker" in page and "Waiting for approval" not in page
     assert db.session.scalar(select(AuditEvent).where(AuditEvent.action == "label.changed")).details == {
@@ -60,10 +73,13 @@ def test_an_admin_sets_and_resets_a_label(app, client, world):
         "code": "approval_required",
         "label": "Needs a checker",
         "previous": None,
+        "config_change_id": change.id,
     }
     client.post(
         "/admin/labels", data={"kind": "proposal_state", "code": "approval_required", "label": "", "csrf_token": token}
     )
+    [reset] = pending_changes()
+    assert approve_in_console(app, reset.id).status_code == 303
     assert "Waiting for approval" in client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
     assert counts(CodeLabel) == (0,)
 

@@ -1,5 +1,7 @@
 """Budgets for the admin screens: create a budget for a workflow version, a
 component version or a queue; change its limit; deactivate and reactivate it.
+Creating, raising, deactivating and reactivating are changes for a second admin
+(FOUR-2, FOUR-4); lowering a limit applies at once.
 
 A budget bounds how many actions (metric ``actions``) may be delivered for its
 scope per fixed window; delivery reserves against it (`app.services.lifecycle.budgets`).
@@ -35,7 +37,7 @@ from app.services.admin.input import change_key, parse_int, plausible_id
 from app.services.admin.integrations import list_queues
 from app.services.admin.workflows import workflow_version_choices
 from app.services.lifecycle.budgets import window_start
-from app.services.uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import UnitOfWork, unit_of_work
 
 METRIC = "actions"
 MIN_WINDOW_SECONDS = 60
@@ -101,10 +103,100 @@ def _limit(value) -> int:
     )
 
 
+def _scope_target(session, installation_id: str, scope_type: str, scope_id: Any):
+    target = session.get(SCOPE_MODELS[scope_type], scope_id) if plausible_id(scope_id) else None
+    if target is None or target.installation_id != installation_id:
+        raise ApiError(
+            400,
+            "budget_scope_invalid",
+            f"Choose one of this installation's {scope_type} {'queues' if scope_type == 'queue' else 'versions'}.",
+            "scope_id",
+        )
+    return target
+
+
+def _apply_create(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    installation_id = context.installation_id
+    scope_type, scope_id = content["scope_type"], content["scope_id"]
+    _scope_target(uow.session, installation_id, scope_type, scope_id)
+    existing = uow.session.scalar(
+        select(Budget).where(
+            Budget.installation_id == installation_id,
+            Budget.scope_type == scope_type,
+            Budget.scope_id == scope_id,
+            Budget.metric == METRIC,
+        )
+    )
+    if existing is not None:
+        state = "an active" if existing.active else "a deactivated"
+        raise ApiError(
+            409,
+            "budget_exists",
+            f"This scope has {state} budget already; change its limit"
+            f"{'' if existing.active else ' or reactivate it'} instead.",
+            "scope_id",
+        )
+    budget = Budget(
+        installation_id=installation_id,
+        scope_type=scope_type,
+        scope_id=scope_id,
+        metric=METRIC,
+        limit_amount=content["limit_amount"],
+        window_seconds=content["window_seconds"],
+        used_amount=0,
+        active=True,
+    )
+    uow.session.add(budget)
+    try:
+        uow.session.flush()
+    except IntegrityError as error:
+        raise ApiError(409, "budget_exists", "This scope has a budget already.", "scope_id") from error
+    uow.audit(
+        installation_id,
+        f"admin:budget-created:{budget.id}",
+        "admin.budget_created",
+        context.actor,
+        "budget",
+        budget.id,
+        context.details({"metric": METRIC, **content}),
+    )
+    return {"budget_id": budget.id}
+
+
+def _scope_name(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    """What a new budget bounds, named (FOUR-10); refuses a scope that is not the installation's."""
+    _scope_target(session, installation_id, content["scope_type"], content["scope_id"])
+    probe = Budget(scope_type=content["scope_type"], scope_id=content["scope_id"])
+    return {"scope": _scope_label(session, probe)}
+
+
+BUDGET_CREATE = ChangeType(
+    kind=ChangeKind.BUDGET_CREATE,
+    subject_type="budget",
+    subject=lambda content: None,
+    current=_scope_name,
+    summary=lambda content, current: (
+        f"New budget of {(current or {}).get('scope', content['scope_type'])}: "
+        f"{content['limit_amount']} actions per {content['window_seconds']} s"
+    ),
+    apply=_apply_create,
+    display=lambda content, current: (
+        {},
+        {
+            "scope": (current or {}).get("scope", f"{content['scope_type']} {content['scope_id']}"),
+            "limit_amount": content["limit_amount"],
+            "window_seconds": content["window_seconds"],
+        },
+    ),
+)
+
+
 def create_budget(
     operator: OperatorUser, *, scope_type: str, scope_id: str, limit_amount: int | str, window_seconds: int | str
-) -> str:
-    """Create an active budget of actions for one scope of the operator's installation.
+) -> PendingChange:
+    """Propose an active budget of actions for one scope of the operator's installation.
+    A budget lets bounded automation of its scope run up to its limit, so it applies
+    only when a second admin approves (FOUR-4).
 
     Args:
         operator: the admin doing it.
@@ -115,14 +207,12 @@ def create_budget(
         window_seconds: the window's length in seconds, 60..2,678,400 (31 days).
 
     Returns:
-        The budget's id.
+        The `PendingChange` stored (approving it returns ``{"budget_id": ...}``).
 
     Raises:
         ApiError: 400 ``budget_scope_invalid``, ``budget_limit_invalid``,
             ``budget_window_invalid``; 409 ``budget_exists`` (one budget per scope).
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
     if scope_type not in BUDGET_SCOPES:
         raise ApiError(400, "budget_scope_invalid", "The scope is a workflow, a component or a queue.", "scope_type")
     limit = _limit(limit_amount)
@@ -134,65 +224,11 @@ def create_budget(
         maximum=MAX_WINDOW_SECONDS,
         message=f"The window is a whole number of seconds from {MIN_WINDOW_SECONDS} to {MAX_WINDOW_SECONDS:,}.",
     )
+    content = {"scope_type": scope_type, "scope_id": scope_id, "limit_amount": limit, "window_seconds": window}
     with unit_of_work() as uow:
-        target = uow.session.get(SCOPE_MODELS[scope_type], scope_id) if plausible_id(scope_id) else None
-        if target is None or target.installation_id != installation_id:
-            raise ApiError(
-                400,
-                "budget_scope_invalid",
-                f"Choose one of this installation's {scope_type} {'queues' if scope_type == 'queue' else 'versions'}.",
-                "scope_id",
-            )
-        existing = uow.session.scalar(
-            select(Budget).where(
-                Budget.installation_id == installation_id,
-                Budget.scope_type == scope_type,
-                Budget.scope_id == scope_id,
-                Budget.metric == METRIC,
-            )
-        )
-        if existing is not None:
-            state = "an active" if existing.active else "a deactivated"
-            raise ApiError(
-                409,
-                "budget_exists",
-                f"This scope has {state} budget already; change its limit"
-                f"{'' if existing.active else ' or reactivate it'} instead.",
-                "scope_id",
-            )
-        budget = Budget(
-            installation_id=installation_id,
-            scope_type=scope_type,
-            scope_id=scope_id,
-            metric=METRIC,
-            limit_amount=limit,
-            window_seconds=window,
-            used_amount=0,
-            active=True,
-        )
-        uow.session.add(budget)
-        try:
-            uow.session.flush()
-        except IntegrityError as error:
-            raise ApiError(409, "budget_exists", "This scope has a budget already.", "scope_id") from error
-        uow.audit(
-            installation_id,
-            f"admin:budget-created:{budget.id}",
-            "admin.budget_created",
-            actor,
-            "budget",
-            budget.id,
-            {
-                "scope_type": scope_type,
-                "scope_id": scope_id,
-                "metric": METRIC,
-                "limit_amount": limit,
-                "window_seconds": window,
-            },
-        )
-        budget_id = budget.id
+        outcome = submit(uow, operator, BUDGET_CREATE, content)
         uow.commit()
-    return budget_id
+    return outcome
 
 
 def _budget_for_change(session, installation_id: str, budget_id: Any) -> Budget:
@@ -317,10 +353,10 @@ def change_budget_limit(operator: OperatorUser, budget_id: str, limit_amount: in
 def set_budget_active(operator: OperatorUser, budget_id: str, active: bool) -> PendingChange | None:
     """Deactivate a budget (its scope is no longer bounded) or reactivate it.
     Setting the state it has changes nothing. Deactivating is a change for a second
-    admin (FOUR-2): it is stored pending.
+    admin (FOUR-2), and so is reactivating it (FOUR-4): either is stored pending.
 
     Returns:
-        None when applied (or nothing to change), or the `PendingChange` stored.
+        None when nothing changes, or the `PendingChange` stored.
 
     Raises:
         ApiError: 404 ``budget_not_found``.

@@ -1,11 +1,13 @@
-"""Four-eyes for configuration (SPEC FOUR-2): a change that would let one person act
-alone or beyond a budget is stored pending instead of applied.
+"""Four-eyes for configuration (SPEC FOUR-2, FOUR-4): every configuration write that
+can change what an action does, where it goes, how its answer is read, who may act or
+who may speak for a platform is stored pending instead of applied.
 
 Each admin service describes its changes as a `ChangeType`: how to read what the
 change replaces, and how to apply it inside a unit of work. `submit` asks the domain
 (`app.domain.config_changes.second_admin_reasons`) whether the change needs a second
-admin; if not it applies at once, as before; if so it tries the change in a
-savepoint (so a pending change is one that would apply now), rolls that back and
+admin; if not (the harmless cases of `SINGLE_ADMIN_WRITES`) it applies at once; if so
+it tries the change in a savepoint (so a pending change is one that would apply now),
+rolls that back and
 stores the change with the digest of its exact content. `app.services.admin.reviews`
 approves, rejects and break-glasses stored changes through the same `apply`.
 """
@@ -60,6 +62,8 @@ class ChangeType:
         deliver: (shown_once) -> what to tell the approving admin, for a change whose
             `apply` returns a ``shown_once`` entry (an invitation token, FOUR-6): run
             after the change committed; ``shown_once`` itself is never stored.
+        names: (session, side) -> the side with ids named for people (FOUR-10:
+            hosts and paths, component names), applied to both sides of the diff.
     """
 
     kind: ChangeKind
@@ -71,13 +75,20 @@ class ChangeType:
     hidden: tuple[str, ...] = ()
     display: Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], dict[str, Any]]] | None = None
     deliver: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    names: Callable[[Session, dict[str, Any]], dict[str, Any]] | None = None
 
-    def diff_sides(self, content: dict[str, Any], current: dict[str, Any] | None) -> tuple[dict, dict]:
-        """(now, proposed) as the change page compares them."""
+    def diff_sides(
+        self, content: dict[str, Any], current: dict[str, Any] | None, session: Session | None = None
+    ) -> tuple[dict, dict]:
+        """(now, proposed) as the change page compares them; with a session, ids named (FOUR-10)."""
         if self.display is not None:
-            return self.display(content, current)
-        hidden = {*self.hidden, "secret_digests"}
-        return dict(current or {}), {key: value for key, value in content.items() if key not in hidden}
+            now, proposed = self.display(content, current)
+        else:
+            hidden = {*self.hidden, "secret_digests"}
+            now, proposed = dict(current or {}), {key: value for key, value in content.items() if key not in hidden}
+        if self.names is not None and session is not None:
+            now, proposed = self.names(session, now), self.names(session, proposed)
+        return now, proposed
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Components for the admin screens: publish action types (a definition and its
-version 1), publish new versions, retire versions. A bounded_auto version is a
-configuration change for a second admin (SPEC FOUR-2, `app.services.admin.changes`).
+version 1) and publish new versions (retiring: `app.services.admin.retirement`). Each is a
+configuration change for a second admin (SPEC FOUR-2, FOUR-4, `app.services.admin.changes`).
 
 A version is immutable once published: how to call the platform (implementation
 kind and reference, connection version), what it accepts and answers (input and
@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.digests import canonical_json
 from app.domain.errors import ApiError
@@ -39,8 +38,9 @@ from app.services.admin.input import (
     parse_json_text,
     plausible_id,
 )
+from app.services.admin.names import name_component_side
 from app.services.lifecycle.components import OPERATION_PATTERN
-from app.services.uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import UnitOfWork, unit_of_work
 
 APPROVAL_MODES = ("human", "bounded_auto")
 MAX_SCHEMA_CHARS = 100_000
@@ -437,6 +437,7 @@ COMPONENT_CREATE = ChangeType(
     current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New component {content['name']!r} ({content['approval_mode']})",
     apply=_apply_create,
+    names=name_component_side,
 )
 COMPONENT_VERSION = ChangeType(
     kind=ChangeKind.COMPONENT_VERSION,
@@ -448,6 +449,7 @@ COMPONENT_VERSION = ChangeType(
     ),
     apply=_apply_version,
     hidden=("definition_id",),
+    names=name_component_side,
 )
 
 
@@ -513,33 +515,3 @@ def _add_version(
     except IntegrityError as error:
         raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
     return version
-
-
-def retire_component_version(operator: OperatorUser, definition_id: str, version_id: str) -> None:
-    """Retire a component version: actions can no longer be prepared with it.
-
-    Proposals already made keep their version. Retiring a retired version changes
-    nothing.
-
-    Raises:
-        ApiError: 404 ``component_version_not_found`` (also for another
-            installation's, or a version of another component).
-    """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
-    with unit_of_work() as uow:
-        version = uow.session.get(ComponentVersion, version_id) if plausible_id(version_id) else None
-        if version is None or version.installation_id != installation_id or version.definition_id != definition_id:
-            raise ApiError(404, "component_version_not_found", "No such component version.")
-        if version.retired_at is None:
-            version.retired_at = utcnow()
-            uow.audit(
-                installation_id,
-                f"admin:component-version-retired:{version.id}",
-                "admin.component_version_retired",
-                actor,
-                "component_version",
-                version.id,
-                {"definition_id": version.definition_id, "version": version.version},
-            )
-        uow.commit()

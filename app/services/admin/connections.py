@@ -33,16 +33,13 @@ from app.models import Connection, ConnectionVersion, Integration, OperatorUser
 from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, secret_digests, submit
 from app.services.admin.input import (
-    add_with_unique_slug,
-    clean_name,
-    clean_slug,
     latest_version,
     lock_owned,
     owned,
     parse_number,
     plausible_id,
 )
-from app.services.uow import Actor, UnitOfWork, unit_of_work
+from app.services.uow import UnitOfWork, unit_of_work
 
 BEARER_ACTIONS = ("keep", "set", "none")
 SIGNING_ACTIONS = ("keep", "generate", "none")
@@ -497,57 +494,6 @@ def _secret_note(action: str, present: bool) -> str:
     if not present:
         return "not set"
     return {"keep": "kept", "set": "set", "generate": "generated"}[action]
-
-
-def create_connection(
-    operator: OperatorUser, *, name: str, slug: str, integration_id: str | None, settings: ConnectionSettings
-) -> ConnectionSaved:
-    """Create a connection and its version 1 in the operator's installation.
-
-    A new connection applies at once: nothing uses it until a component version names
-    it, and it keeps no secret of another destination.
-
-    Args:
-        operator: the admin doing it.
-        name: 1..200 characters; slug: unique in the installation.
-        integration_id: the integration (platform) it reaches, or None/"".
-        settings: the version's settings (``keep`` is not possible for a first version).
-
-    Raises:
-        ApiError: 400 ``name_invalid``, ``slug_invalid``, ``integration_invalid``,
-            ``connection_url_invalid``, ``connection_timeout_invalid``,
-            ``connection_allowed_hosts_invalid``, ``connection_bearer_token_invalid``,
-            ``connection_signing_secret_invalid``; 409 ``slug_taken``.
-    """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
-    name = clean_name(name)
-    slug = clean_slug(slug)
-    integration_id = integration_id or None
-    content, secrets = _settings_content(settings, None)
-    columns, details = _version_row(content, secrets, None)
-    with unit_of_work() as uow:
-        if integration_id is not None:
-            integration = uow.session.get(Integration, integration_id) if plausible_id(integration_id) else None
-            if integration is None or integration.installation_id != installation_id:
-                raise ApiError(
-                    400, "integration_invalid", "Choose one of this installation's integrations.", "integration_id"
-                )
-        connection = Connection(installation_id=installation_id, integration_id=integration_id, name=name, slug=slug)
-        add_with_unique_slug(uow.session, connection, "A connection")
-        version = _add_version(uow, connection, 1, columns)
-        uow.audit(
-            installation_id,
-            f"admin:connection-created:{connection.id}",
-            "admin.connection_created",
-            actor,
-            "connection",
-            connection.id,
-            {"name": name, "slug": slug, "integration_id": integration_id, "version_id": version.id, **details},
-        )
-        saved = ConnectionSaved(connection.id, version.id, 1, secrets.get("signing_secret"))
-        uow.commit()
-    return saved
 
 
 def _lock_connection(session, installation_id: str, connection_id: Any) -> Connection:

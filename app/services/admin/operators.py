@@ -280,7 +280,7 @@ def _operator_for_change(session, installation_id: str, operator_id: Any) -> Ope
 
 def _current_roles(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
     operator = _operator_for_change(session, installation_id, content["operator_id"])
-    return {"operator": operator.email, "roles": sorted(operator.roles)}
+    return {"operator": f"{operator.display_name} <{operator.email}>", "roles": sorted(operator.roles)}
 
 
 def _apply_roles(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
@@ -348,16 +348,24 @@ def change_operator_roles(admin: OperatorUser, operator_id: str, roles) -> Opera
     return db.session.get(OperatorUser, outcome["operator_id"])
 
 
-def set_operator_active(admin: OperatorUser, operator_id: str, active: bool) -> OperatorUser:
-    """Deactivate or reactivate an operator of the admin's installation.
+def set_operator_active(admin: OperatorUser, operator_id: str, active: bool) -> OperatorUser | PendingChange:
+    """Deactivate an operator of the admin's installation, or propose reactivating one.
 
     Deactivating bumps the session version: the operator's open sessions end at
-    their next request and they cannot sign in. Setting the state an operator
-    already has changes nothing.
+    their next request and they cannot sign in. Reactivating is a change for a
+    second admin (FOUR-4, `app.services.admin.operator_changes`). Setting the state
+    an operator already has changes nothing.
+
+    Returns:
+        The operator, or the `PendingChange` stored for a reactivation.
 
     Raises:
         ApiError: 404 ``operator_not_found``; 409 ``cannot_deactivate_self``.
     """
+    if active:
+        from app.services.admin.operator_changes import reactivate_operator
+
+        return reactivate_operator(admin, operator_id) or operator_detail(admin.installation_id, operator_id)
     installation_id = admin.installation_id
     admin_id = admin.id
     if operator_id == admin_id and not active:

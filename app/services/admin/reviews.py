@@ -27,7 +27,19 @@ from app.domain.maker_checker import Verdict
 from app.domain.reasons import reason_problem
 from app.extensions import db
 from app.models import ConfigChange, OperatorUser
-from app.services.admin import budgets, components, connections, invitations, operators, workflows
+from app.services.admin import (
+    budgets,
+    components,
+    connection_create,
+    connections,
+    invitations,
+    labels,
+    operator_changes,
+    operators,
+    retirement,
+    token_changes,
+    workflows,
+)
 from app.services.admin.changes import ApplyContext, ChangeType
 from app.services.admin.input import plausible_id
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -45,6 +57,13 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         operators.OPERATOR_CREATE,
         operators.OPERATOR_ROLES,
         invitations.OPERATOR_INVITE,
+        workflows.WORKFLOW_ACTIVE,
+        retirement.COMPONENT_RETIRE,
+        connection_create.CONNECTION_CREATE,
+        budgets.BUDGET_CREATE,
+        token_changes.INTEGRATION_TOKEN,
+        labels.LABEL_SET,
+        operator_changes.OPERATOR_REACTIVATE,
     )
 }
 MAX_REASON = 2000
@@ -152,7 +171,7 @@ def change_detail(viewer: OperatorUser, change_id: str) -> ChangeDetail:
             current = change_type.current(db.session, change.installation_id, content) or {}
         except ApiError as refused:
             error = refused
-    before, after = change_type.diff_sides(content, current)
+    before, after = change_type.diff_sides(content, current, db.session)
     if change.state != ChangeState.PENDING.value:
         before = None  # what held before is in the audit trail; the page shows what it set
     [row] = _rows(viewer.installation_id, [change])

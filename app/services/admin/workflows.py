@@ -36,7 +36,8 @@ from app.services.admin.input import (
     parse_json_text,
     plausible_id,
 )
-from app.services.uow import Actor, UnitOfWork, unit_of_work
+from app.services.admin.names import name_workflow_side
+from app.services.uow import UnitOfWork, unit_of_work
 
 MAX_GRAPH_CHARS = 200_000
 
@@ -266,6 +267,7 @@ WORKFLOW_CREATE = ChangeType(
     current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New workflow {content['name']!r} ({content['authority_mode']})",
     apply=_apply_create,
+    names=name_workflow_side,
 )
 WORKFLOW_VERSION = ChangeType(
     kind=ChangeKind.WORKFLOW_VERSION,
@@ -278,6 +280,7 @@ WORKFLOW_VERSION = ChangeType(
     ),
     apply=_apply_version,
     hidden=("definition_id",),
+    names=name_workflow_side,
 )
 
 
@@ -354,32 +357,70 @@ def _add_version(
     return version
 
 
-def set_workflow_version_active(operator: OperatorUser, definition_id: str, version_id: str, active: bool) -> None:
-    """Activate or deactivate a workflow version. Setting the state it has changes nothing.
+def _version_for_change(session, installation_id: str, definition_id: Any, version_id: Any) -> WorkflowVersion:
+    version = session.get(WorkflowVersion, version_id) if plausible_id(version_id) else None
+    if version is None or version.installation_id != installation_id or version.definition_id != definition_id:
+        raise ApiError(404, "workflow_version_not_found", "No such workflow version.")
+    return version
 
-    Decisions start the newest active version of each workflow; runs already
-    started are not affected.
+
+def _current_active(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    version = _version_for_change(session, installation_id, content["definition_id"], content["version_id"])
+    definition = session.get(WorkflowDefinition, version.definition_id)
+    return {"workflow": f"{definition.name} v{version.version}", "active": version.active}
+
+
+def _apply_active(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
+    version = _version_for_change(uow.session, context.installation_id, content["definition_id"], content["version_id"])
+    active = content["active"]
+    if version.active != active:
+        version.active = active
+        verb = "activated" if active else "deactivated"
+        uow.audit(
+            context.installation_id,
+            change_key(f"workflow-version-{verb}", version.id),
+            f"admin.workflow_version_{verb}",
+            context.actor,
+            "workflow_version",
+            version.id,
+            context.details({"definition_id": version.definition_id, "version": version.version}),
+        )
+    return {"definition_id": version.definition_id, "version_id": version.id}
+
+
+WORKFLOW_ACTIVE = ChangeType(
+    kind=ChangeKind.WORKFLOW_ACTIVE,
+    subject_type="workflow_version",
+    subject=lambda content: content["version_id"],
+    current=_current_active,
+    summary=lambda content, current: (
+        f"{'Activate' if content['active'] else 'Deactivate'} workflow {(current or {}).get('workflow', '')}".strip()
+    ),
+    apply=_apply_active,
+    hidden=("definition_id", "version_id"),
+)
+
+
+def set_workflow_version_active(
+    operator: OperatorUser, definition_id: str, version_id: str, active: bool
+) -> PendingChange | None:
+    """Propose activating or deactivating a workflow version (FOUR-4). Decisions start
+    the newest active version of each workflow, so either changes which actions are
+    proposed: it applies when a second admin approves. Runs already started are not
+    affected. Setting the state it has changes nothing and stores nothing.
+
+    Returns:
+        The `PendingChange` stored, or None when nothing would change.
 
     Raises:
         ApiError: 404 ``workflow_version_not_found`` (also for another
             installation's, or a version of another workflow).
     """
-    installation_id = operator.installation_id
-    actor = Actor("operator", operator.id)
     with unit_of_work() as uow:
-        version = uow.session.get(WorkflowVersion, version_id) if plausible_id(version_id) else None
-        if version is None or version.installation_id != installation_id or version.definition_id != definition_id:
-            raise ApiError(404, "workflow_version_not_found", "No such workflow version.")
-        if version.active != bool(active):
-            version.active = bool(active)
-            verb = "activated" if active else "deactivated"
-            uow.audit(
-                installation_id,
-                change_key(f"workflow-version-{verb}", version.id),
-                f"admin.workflow_version_{verb}",
-                actor,
-                "workflow_version",
-                version.id,
-                {"definition_id": version.definition_id, "version": version.version},
-            )
+        version = _version_for_change(uow.session, operator.installation_id, definition_id, version_id)
+        if version.active == bool(active):
+            return None
+        content = {"definition_id": definition_id, "version_id": version_id, "active": bool(active)}
+        outcome = submit(uow, operator, WORKFLOW_ACTIVE, content)
         uow.commit()
+    return outcome

@@ -56,7 +56,7 @@ def budget_create():
     if not form.validate():
         return _page(form, error=form_invalid(), status=400)
     try:
-        service.create_budget(
+        pending = service.create_budget(
             current_user,
             scope_type=form.scope_type.data,
             scope_id=form.scope_id.data,
@@ -65,7 +65,7 @@ def budget_create():
         )
     except ApiError as error:
         return _page(refused(form, error), error=error, status=error.status)
-    return redirect(url_for("admin.budgets"), code=303)
+    return answer_pending(pending)
 
 
 @bp.route("/budgets/<budget_id>/limit", methods=["POST"])

@@ -10,12 +10,13 @@ from app.domain.errors import ApiError
 from app.services.admin import components as service
 from app.services.admin.changes import PendingChange
 from app.services.admin.connections import connection_version_choices
+from app.services.admin.retirement import retire_component_version
 
 from ..decorators import role_required
 from ..formatting import pretty_json
 from .blueprint import bp
 from .changes import answer_pending
-from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
+from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, raise_if_not_found, refused
 from .forms import ActionForm, ComponentForm, ComponentVersionForm
 
 
@@ -112,5 +113,11 @@ def component_version_create(definition_id: str):
 def component_version_retire(definition_id: str, version_id: str):
     if not ActionForm().validate():
         return _detail_page(definition_id, error=form_invalid(), status=400)
-    service.retire_component_version(current_user, definition_id, version_id)
+    try:
+        outcome = retire_component_version(current_user, definition_id, version_id)
+    except ApiError as error:
+        raise_if_not_found(error)
+        return _detail_page(definition_id, error=error, status=error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
     return redirect(url_for("admin.component", definition_id=definition_id), code=303)

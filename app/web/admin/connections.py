@@ -10,6 +10,7 @@ from wtforms.fields.choices import SelectChoice
 from app.domain.errors import ApiError
 from app.services.admin import connections as service
 from app.services.admin.changes import PendingChange
+from app.services.admin.connection_create import create_connection
 from app.services.admin.integrations import list_integrations
 from app.services.lifecycle import connection_health
 
@@ -98,7 +99,7 @@ def connection_create():
     if not form.validate():
         return _list_page(form, form_invalid(), 400)
     try:
-        saved = service.create_connection(
+        pending = create_connection(
             current_user,
             name=form.name.data,
             slug=form.slug.data,
@@ -107,9 +108,7 @@ def connection_create():
         )
     except ApiError as error:
         return _list_page(refused(form, error), error, error.status)
-    if saved.signing_secret:
-        return _detail_page(saved.connection_id, saved=saved, status=201)
-    return redirect(url_for("admin.connection", connection_id=saved.connection_id), code=303)
+    return answer_pending(pending)
 
 
 @bp.route("/connections/<connection_id>")

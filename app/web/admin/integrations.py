@@ -8,10 +8,12 @@ from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
 from app.services.admin import integrations as service
+from app.services.admin.token_changes import propose_token
 from app.services.uow import Actor
 
 from ..decorators import role_required
 from .blueprint import bp
+from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 from .forms import ActionForm, IntegrationForm, TokenForm
 
@@ -28,7 +30,7 @@ def _list_page(form=None, error=None, status=200):
     return render_template("admin/integrations.html", rows=rows, form=form, error=error), status
 
 
-def _detail_page(integration_id: str, token_form=None, error=None, issued=None, status=200):
+def _detail_page(integration_id: str, token_form=None, error=None, status=200):
     detail = service.integration_detail(current_user.installation_id, integration_id)
     return render_template(
         "admin/integration.html",
@@ -36,7 +38,6 @@ def _detail_page(integration_id: str, token_form=None, error=None, issued=None, 
         token_form=token_form or TokenForm(formdata=None),
         action_form=ActionForm(),
         error=error,
-        issued=issued,
     ), status
 
 
@@ -70,20 +71,16 @@ def integration(integration_id: str):
 @bp.route("/integrations/<integration_id>/tokens", methods=["POST"])
 @role_required(*EDIT_ROLES)
 def token_issue(integration_id: str):
-    """Issue a token and show its plaintext on this answer only (201); only its hash is kept."""
+    """Propose a token for a second admin (FOUR-4): its plaintext is shown on this
+    answer only (201, the change's page); it authenticates nothing until approved."""
     form = TokenForm()
     if not form.validate():
         return _detail_page(integration_id, form, form_invalid(), status=400)
     try:
-        issued = service.issue_token(
-            integration_id,
-            label=form.label.data or "",
-            actor=Actor("operator", current_user.id),
-            installation_id=current_user.installation_id,
-        )
+        pending = propose_token(current_user, integration_id, form.label.data or "")
     except ApiError as error:
         return _detail_page(integration_id, refused(form, error), error, status=error.status)
-    return _detail_page(integration_id, issued=issued, status=201)
+    return answer_pending(pending)
 
 
 @bp.route("/integrations/<integration_id>/tokens/<token_id>/revoke", methods=["POST"])

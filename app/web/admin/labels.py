@@ -15,6 +15,7 @@ from app.web.forms import ConsoleForm
 
 from ..decorators import role_required
 from .blueprint import bp
+from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 
 
@@ -49,11 +50,14 @@ def label_set():
         raise_for_json(error)
         return _page(form, error, 400)
     try:
-        shown = service.set_label(
+        pending = service.set_label(
             current_user, kind=form.kind.data or "", code=(form.code.data or "").strip(), label=form.label.data
         )
     except ApiError as error:
         raise_for_json(error)
         return _page(refused(form, error), error, error.status)
-    flash(f"Label saved: {form.code.data.strip()} now reads “{shown}”.", "ok")
-    return redirect(url_for("admin.labels"), code=303)
+    if pending is None:
+        flash(f"Nothing to change: {form.code.data.strip()} reads that already.", "ok")
+        return redirect(url_for("admin.labels"), code=303)
+    flash("Label change stored: it applies when a second admin approves it (FOUR-4).", "ok")
+    return answer_pending(pending)

@@ -92,10 +92,12 @@ def _set_active(operator_id: str, active: bool):
     if not ActionForm().validate():
         return _detail_page(operator_id, error=form_invalid(), status=400)
     try:
-        service.set_operator_active(current_user, operator_id, active)
+        outcome = service.set_operator_active(current_user, operator_id, active)
     except ApiError as error:
         raise_if_not_found(error)
         return _detail_page(operator_id, error=error, status=error.status)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
     return redirect(url_for("admin.user", operator_id=operator_id), code=303)
 
 

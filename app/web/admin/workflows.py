@@ -101,7 +101,9 @@ def workflow_version_create(definition_id: str):
 def _set_active(definition_id: str, version_id: str, active: bool):
     if not ActionForm().validate():
         return _detail_page(definition_id, error=form_invalid(), status=400)
-    service.set_workflow_version_active(current_user, definition_id, version_id, active)
+    outcome = service.set_workflow_version_active(current_user, definition_id, version_id, active)
+    if isinstance(outcome, PendingChange):
+        return answer_pending(outcome)
     return redirect(url_for("admin.workflow", definition_id=definition_id), code=303)
 
 
