@@ -189,7 +189,7 @@ def test_a_new_origin_needs_the_secrets_again(previous, new, reentry):
         ),
         (K.BUDGET_ACTIVE, {}, {"active": True}, ["It deactivates a budget: its scope is no longer bounded."]),
         (K.BUDGET_ACTIVE, {"active": False}, None, []),
-        (K.OPERATOR_CREATE, {"roles": ["moderator"]}, None, [CREATES]),
+        (K.OPERATOR_CREATE, {"roles": ["moderator"]}, None, [CREATES, "It grants the moderator role."]),
         (K.OPERATOR_CREATE, {"roles": ["reviewer"]}, None, [CREATES, "It grants the reviewer role."]),
         (
             K.OPERATOR_CREATE,

@@ -20,6 +20,7 @@ from app.domain.config_changes import (
 )
 from app.extensions import db
 from app.models import (
+    OperatorInvitation,
     Budget,
     CodeLabel,
     ComponentDefinition,
@@ -219,7 +220,7 @@ def case_label_set(client, csrf, world):
 
 
 def case_operator_create(client, csrf, world):
-    data = {"email": "new@example.com", "display_name": "New", "password": "a-long-password-1", "roles": "moderator"}
+    data = {"email": "new@example.com", "display_name": "New", "roles": "moderator"}
     return _count(OperatorUser), lambda: post(client, "/admin/users", csrf, **data)
 
 
@@ -235,6 +236,19 @@ def case_operator_reactivate(client, csrf, world):
     set_row(OperatorUser, auditor.id, active=False)
     url = f"/admin/users/{auditor.id}/reactivate"
     return _column(OperatorUser, auditor.id, "active"), lambda: post(client, url, csrf)
+
+
+def case_operator_invite(client, csrf, world):
+    """FOUR-6: without a mail server a new invitation link is shown to an admin: four-eyes."""
+    from app.services.admin import operators
+
+    operators.add_operator(world.user("admin"), email="invited@example.com", display_name="Ivy", roles=["moderator"])
+    approve_pending(client.application)
+    invited = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "invited@example.com"))
+    invitations = lambda: len(  # noqa: E731
+        db.session.scalars(select(OperatorInvitation).where(OperatorInvitation.operator_id == invited.id)).all()
+    )
+    return invitations, lambda: post(client, f"/admin/users/{invited.id}/invitation", csrf)
 
 
 CASES = {
@@ -254,6 +268,7 @@ CASES = {
     ChangeKind.OPERATOR_CREATE: case_operator_create,
     ChangeKind.OPERATOR_ROLES: case_operator_roles,
     ChangeKind.OPERATOR_REACTIVATE: case_operator_reactivate,
+    ChangeKind.OPERATOR_INVITE: case_operator_invite,
 }
 
 
