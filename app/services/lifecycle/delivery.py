@@ -680,6 +680,7 @@ def _send(operation_id: str, plan: _Plan, lease: datetime):
             response_class=error.response_class,
             error_code=error.code,
             duration_ms=error.duration_ms,
+            detail=error.detail,
         )
         raise EgressFailed(error) from error
     finally:

@@ -140,6 +140,7 @@ class EgressFailed(ActionError):
     def __init__(self, error: egress.EgressError) -> None:
         super().__init__(error.code, error.retryable, error.delay_seconds)
         self.sent = error.sent
+        self.detail = error.detail  # e.g. the TLS verifier's reason
 
 
 def http_session() -> requests.Session:
@@ -309,6 +310,7 @@ def fail(
                 "error_code": error.code,
                 "terminal": change.terminal,
                 "retry_in_seconds": None if change.terminal else round(change.delay_seconds, 3),
+                **({"detail": error.detail} if getattr(error, "detail", None) else {}),
             },
         )
         after_result(uow, proposal)

@@ -1,0 +1,126 @@
+"""Platforms that misbehave (issue 22): a certificate that does not verify is named
+(CONN-1, DLV-4, DLV-6), a synchronous receipt with a bad field that does not decide
+its outcome keeps the outcome (RCPT-1, RCPT-2), a Retry-After beyond the pause's
+bound (CONN-2), deferrals that are not failures (DLV-1, CONN-1, DLV-3), and the
+half-open probe sent when due (OPS-7)."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+from pytest_httpserver import HTTPServer
+from sqlalchemy import select
+
+from app import egress
+from app.extensions import db
+from app.models import AuditEvent, ConnectionAttempt, ConnectionHealth, ConnectionVersion
+from app.services.lifecycle.delivery import deliver
+
+from .. import scripted as s
+from ..builders import approve, decide_report, login, point_connection_at, reload
+
+
+def make_certificate(directory: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for `name` (and its key), made with the openssl CLI."""
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        + ["-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}"]
+        + ["-addext", f"subjectAltName=DNS:{name}"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.fixture
+def tls_platform(tmp_path):
+    """An HTTPS platform on loopback whose certificate is made per test: ``start(name)``
+    serves a self-signed certificate for `name` and returns (server, certificate)."""
+    servers = []
+
+    def start(name: str) -> tuple[HTTPServer, Path]:
+        cert, key = make_certificate(tmp_path, name)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        server = HTTPServer(host="127.0.0.1", port=0, ssl_context=context)
+        server.start()
+        servers.append(server)
+        return server, cert
+
+    yield start
+    for server in servers:
+        server.clear()
+        server.stop()
+
+
+def egress_request(url: str) -> egress.EgressRequest:
+    return egress.EgressRequest(
+        method="POST", url=url, body=b"{}", message_id="msg_1", idempotency_key="op-1", timeout_seconds=5
+    )
+
+
+@pytest.mark.parametrize(
+    "name, trusted, reason",
+    [("localhost", False, "self-signed certificate"), ("other.example", True, "hostname mismatch")],
+)
+def test_dlv4_a_certificate_that_does_not_verify_is_named_and_nothing_is_sent(tls_platform, name, trusted, reason):
+    """DLV-4, CONN-1: HTTPS to a platform whose certificate is self-signed, or is for
+    another name: nothing is sent, and the error says "certificate"
+    (``tls_certificate_invalid``, class ``tls_error``) with the verifier's reason,
+    retryable (the platform fixes its certificate; the breaker stops the hammering)."""
+    server, cert = tls_platform(name)
+    server.expect_request("/x").respond_with_data("{}")
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = str(cert) if trusted else True
+    with pytest.raises(egress.EgressError) as caught:
+        egress.send(
+            egress_request(f"https://localhost:{server.port}/x"),
+            egress.EgressPolicy(allowed_hosts=("localhost",), allow_private=True),
+            session=session,
+            resolver=lambda host, port: ["127.0.0.1"],
+        )
+    error = caught.value
+    assert (error.code, error.response_class, error.sent, error.retryable) == (
+        "tls_certificate_invalid",
+        "tls_error",
+        False,
+        True,
+    )
+    assert reason in error.detail
+    assert server.log == []
+
+
+def test_conn1_dlv6_a_delivery_to_a_self_signed_platform_is_named_retried_and_counted(app, world, tls_platform, client):
+    """DLV-4, DLV-6, CONN-1: a delivery to a platform whose certificate is
+    self-signed: nothing reaches it; the attempt row says ``tls_certificate_invalid``
+    with the verifier's reason; the proposal waits for its retry (backoff as for any
+    retryable failure) and the failure counts towards the breaker; the proposal's
+    page says "certificate"."""
+    server, _ = tls_platform("localhost")
+    server.expect_request("/actions/takedown").respond_with_data("{}")
+    point_connection_at(world, f"https://localhost:{server.port}/")
+    proposal = decide_report(world, 0)
+    approve(world, proposal)
+    outcome = deliver(proposal.id)
+    assert (outcome.error_code, outcome.terminal) == ("tls_certificate_invalid", False)
+    assert server.log == []
+    row = reload(proposal)
+    assert (row.state, row.delivery_terminal, row.last_error_code) == ("failed", False, "tls_certificate_invalid")
+    attempt = db.session.scalars(select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)).one()
+    assert (attempt.error_code, attempt.response_class) == ("tls_certificate_invalid", "tls_error")
+    assert "self-signed certificate" in attempt.detail
+    connection_id = db.session.get(ConnectionVersion, world.connection_version_id).connection_id
+    assert db.session.get(ConnectionHealth, connection_id).consecutive_failures == 1
+    audit = db.session.scalars(
+        select(AuditEvent).where(AuditEvent.target_id == proposal.id, AuditEvent.action == "action.delivery_failed")
+    ).one()
+    assert "self-signed certificate" in audit.details_json
+    login(client, "reviewer@example.com")
+    page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+    assert "certificate does not verify" in page and "self-signed certificate" in page
