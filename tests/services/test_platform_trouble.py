@@ -124,3 +124,66 @@ def test_conn1_dlv6_a_delivery_to_a_self_signed_platform_is_named_retried_and_co
     login(client, "reviewer@example.com")
     page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
     assert "certificate does not verify" in page and "self-signed certificate" in page
+
+
+def test_rcpt1_rcpt2_an_applied_receipt_with_an_overlong_provider_request_id_stays_applied(app, world, scripted):
+    """RCPT-1, RCPT-2, DLV-5: the platform applied the action and said so, with a
+    ``provider_request_id`` of 501 characters: the proposal is ``applied`` (the record
+    says what happened), the field is cut to 500 characters, and the attempt row says
+    so ("provider_request_id over 500 characters, truncated")."""
+    script = scripted(s.applied(provider_request_id="r" * 501))
+    proposal = decide_report(world, 0)
+    approve(world, proposal)
+    outcome = deliver(proposal.id)
+    row = reload(proposal)
+    assert (outcome.state, row.state, row.delivery_terminal, row.last_error_code) == ("applied", "applied", True, None)
+    assert row.last_receipt["provider_request_id"] == "r" * 500
+    attempt = db.session.scalars(select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)).one()
+    assert (attempt.response_class, attempt.error_code) == ("success", None)
+    assert attempt.detail == "provider_request_id over 500 characters, truncated"
+    assert len(script.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "status, field, value, note",
+    [
+        ("applied", "provider_request_id", 42, "provider_request_id not text, dropped"),
+        ("applied", "retry_after_seconds", 0, "retry_after_seconds out of range, dropped"),
+        ("applied", "error_code", "bad code!", "error_code malformed, dropped"),
+        ("accepted", "terminal", "yes", "terminal not a boolean, dropped"),
+        ("failed", "provider_request_id", "p" * 600, "provider_request_id over 500 characters, truncated"),
+    ],
+)
+def test_rcpt1_a_field_that_does_not_decide_the_outcome_is_dropped_visibly(status, field, value, note):
+    """RCPT-1: of a synchronous receipt, only fields that do not decide its outcome
+    are cut or dropped, each with a note; the outcome is kept."""
+    from app.domain.receipts import ProposalIdentity
+    from app.domain.sync_receipts import lenient_receipt
+
+    identity = ProposalIdentity("act_1", "op_1", "sha256:x")
+    body = {"action_id": "act_1", "operation_id": "op_1", "payload_digest": "sha256:x", "status": status, field: value}
+    receipt, notes = lenient_receipt(body, identity)
+    assert receipt.status == status and notes == [note]
+
+
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        ({"status": "done"}, "action_confirmation_required"),
+        ({"status": "failed", "terminal": "no"}, "action_result_invalid"),  # decides a failure's outcome
+        ({"status": "failed", "retry_after_seconds": 0}, "action_result_invalid"),
+        ({"status": "applied", "action_id": "act_2"}, "action_result_identity_mismatch"),
+    ],
+)
+def test_rcpt1_a_receipt_whose_outcome_is_unreadable_still_fails(body, code):
+    """RCPT-1: a receipt whose identity, status, or the fields a failure's outcome
+    depends on (terminal, retry_after_seconds) are unreadable is refused as before."""
+    from app.domain.errors import ActionError
+    from app.domain.receipts import ProposalIdentity
+    from app.domain.sync_receipts import lenient_receipt
+
+    identity = ProposalIdentity("act_1", "op_1", "sha256:x")
+    value = {"action_id": "act_1", "operation_id": "op_1", "payload_digest": "sha256:x", **body}
+    with pytest.raises(ActionError) as caught:
+        lenient_receipt(value, identity)
+    assert caught.value.code == code

@@ -34,7 +34,8 @@ from app.domain.preconditions import check_preconditions
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.proposal.identity import SCHEMA_VERSION
-from app.domain.receipts import ProposalIdentity, parse_receipt
+from app.domain.receipts import ProposalIdentity
+from app.domain.sync_receipts import lenient_receipt
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
@@ -688,7 +689,9 @@ def _send(operation_id: str, plan: _Plan, lease: datetime):
 
 
 def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, attempt: AttemptRow):
-    """Decode, schema-check and parse the platform's answer (DLV-5, RCPT-1)."""
+    """Decode, schema-check and parse the platform's answer (DLV-5, RCPT-1); a
+    malformed field that does not decide the outcome is cut or dropped, noted on the
+    attempt row (`lenient_receipt`)."""
     try:
         try:
             value = json.loads(body)
@@ -696,7 +699,11 @@ def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, 
             raise ActionError("action_response_invalid") from error
         if schema_errors(value, output_schema):
             raise ActionError("action_response_schema_invalid")
-        return parse_receipt(value, identity)
+        receipt, notes = lenient_receipt(value, identity)  # RCPT-1: a bad field never flips the outcome
+        if notes:
+            attempt.record(detail="; ".join(notes)[:200])
+            log.warning("receipt field(s) cut or dropped: %s", "; ".join(notes))
+        return receipt
     except ActionError as error:
         attempt.record(response_class="invalid_response", error_code=error.code)
         raise
