@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ssl
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,51 @@ def test_rcpt1_a_receipt_whose_outcome_is_unreadable_still_fails(body, code):
     with pytest.raises(ActionError) as caught:
         lenient_receipt(value, identity)
     assert caught.value.code == code
+
+
+@pytest.fixture
+def proposals(app, world):
+    """Four approved proposals of the world's one connection."""
+    from ..builders import add_reports
+
+    add_reports(world, 4, prefix="trouble")
+    made = []
+    for index in range(len(world.report_ids) - 4, len(world.report_ids)):
+        proposal = decide_report(world, index)
+        approve(world, proposal)
+        made.append(reload(proposal))
+    return made
+
+
+def connection_health(world) -> ConnectionHealth:
+    db.session.rollback()
+    return db.session.get(ConnectionHealth, db.session.get(ConnectionVersion, world.connection_version_id).connection_id)
+
+
+def held_back(client) -> int:
+    """The "Held back" figure of the world's one connection on Operations."""
+    import re
+
+    page = client.get("/operations").get_data(as_text=True)
+    return int(re.search(r'<td data-label="Held back">(\d+)</td>', page).group(1))
+
+
+def test_conn2_a_retry_after_beyond_the_pause_bound_resumes_with_the_others(app, world, proposals, scripted, client):
+    """CONN-2, DLV-6: a 429 with ``Retry-After: 864000`` (10 days) pauses the
+    connection for at most an hour; the proposal that received it resumes with the
+    others at the end of that pause (not after the 6 h backoff cap), and Operations
+    counts every proposal the pause holds back, that one included."""
+    from app.domain.clock import utcnow
+
+    from ..builders import login
+
+    scripted(s.http_status(429, {"Retry-After": "864000"}), s.applied())
+    first, second, *_ = proposals
+    assert deliver(first.id).error_code == "platform_rate_limited"
+    paused_until = connection_health(world).paused_until
+    assert paused_until - utcnow() <= timedelta(hours=1)
+    assert deliver(second.id).error_code == "connection_paused"
+    assert reload(second).next_attempt_at == paused_until
+    assert abs((reload(first).next_attempt_at - paused_until).total_seconds()) < 2
+    login(client, "admin@example.com")
+    assert held_back(client) == 4  # the 429's proposal, the deferred one and the two not yet tried

@@ -65,6 +65,15 @@ class ConnectionHeld(ActionError):
         super().__init__(code, retryable=True, delay_seconds=max(0.05, delay_seconds))
 
 
+class PausedByPlatform(ActionError):
+    """A 429's failure: retried when the connection's pause ends, never later
+    (CONN-2), whatever the backoff would say (`max_delay_seconds`)."""
+
+    def __init__(self, code: str, pause_seconds: float) -> None:
+        super().__init__(code, retryable=True, delay_seconds=pause_seconds)
+        self.max_delay_seconds = pause_seconds
+
+
 @dataclass(frozen=True)
 class Gate:
     """What `admit` let through: the connection, whether this request is the probe,
@@ -382,13 +391,14 @@ def record_failure(
 
     Returns:
         The error to record on the proposal (a 410 becomes ``platform_endpoint_gone``,
-        retryable once the endpoint is re-enabled).
+        retryable once the endpoint is re-enabled; a 429 a `PausedByPlatform` whose
+        wait is the connection's pause, at most an hour).
     """
     now = now or utcnow()
     ids = (gate.connection_id, gate.installation_id)
     if status == 429 or error.code == "platform_rate_limited":
         _decide_and_write(uow, *ids, lambda h: rules.pause(h, now, error.delay_seconds, gate.probe))
-        return error
+        return PausedByPlatform(error.code, rules.pause_seconds(error.delay_seconds))
     if status == GONE_STATUS:
         _decide_and_write(uow, *ids, lambda h: rules.gone(h, now))
         return ActionError(ENDPOINT_GONE, retryable=True, delay_seconds=rules.DISABLED_RECHECK_SECONDS)
@@ -460,32 +470,47 @@ def _held_filter():
 
 def health_views(session, installation_id: str, connection_id: str | None = None) -> list[ConnectionHealthView]:
     """The installation's connections (or one) with their health and how many
-    deliveries each holds back, by name, in one query (CONN-1, CONN-3)."""
+    deliveries each holds back, by name, in one query (CONN-1..3).
+
+    Held back: while the connection holds every delivery (open, half-open, paused,
+    disabled: `rules.holds_back`), each of its waiting deliveries, the one that
+    received the 429 or the failing answer included; otherwise those still waiting
+    with one of its wait codes.
+    """
     from sqlalchemy import func
 
-    held = (
-        select(func.count())
-        .select_from(ActionProposal)
-        .join(ComponentVersion, ComponentVersion.id == ActionProposal.component_version_id)
-        .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
-        .where(ConnectionVersion.connection_id == Connection.id, *_held_filter())
-        .scalar_subquery()
+    def count(*where):
+        return (
+            select(func.count())
+            .select_from(ActionProposal)
+            .join(ComponentVersion, ComponentVersion.id == ActionProposal.component_version_id)
+            .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+            .where(ConnectionVersion.connection_id == Connection.id, *where)
+            .scalar_subquery()
+        )
+
+    waiting = (
+        ActionProposal.state.in_(("queued", "failed")),
+        ActionProposal.delivery_terminal.is_(False),
+        ActionProposal.accepted_at.is_(None),
     )
     columns = [getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS]
     query = (
-        select(Connection.id, Connection.name, held.label("held"), *columns)
+        select(Connection.id, Connection.name, count(*_held_filter()).label("held"), *columns)
+        .add_columns(count(*waiting).label("waiting"))
         .outerjoin(ConnectionHealth, ConnectionHealth.connection_id == Connection.id)
         .where(Connection.installation_id == installation_id)
         .order_by(Connection.name, Connection.id)
     )
     if connection_id is not None:
         query = query.where(Connection.id == connection_id)
-    views = []
+    views, now = [], utcnow()
     for row in session.execute(query).all():
         values = row._asdict()
         stored = {c: values[c] for c in HEALTH_COLUMNS}
         health = Health(**stored) if stored["version"] is not None else Health()
-        views.append(ConnectionHealthView(values["id"], values["name"], health, values["held"] or 0))
+        held = values["waiting"] if rules.holds_back(health, now) else values["held"]
+        views.append(ConnectionHealthView(values["id"], values["name"], health, held or 0))
     return views
 
 

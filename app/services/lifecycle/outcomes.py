@@ -288,6 +288,7 @@ def fail(
         delay_seconds=error.delay_seconds,
         deferred=deferred,  # nothing was sent: the deferral does not use up an attempt
         now=utcnow(),
+        max_delay_seconds=getattr(error, "max_delay_seconds", None),  # a 429: with the pause (CONN-2)
     )
     changed = move_loaded(uow.session, proposal, change.move, expect=change.expect, values=change.values)
     if isinstance(error, BatchReleased) and changed:
