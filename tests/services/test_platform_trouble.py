@@ -236,3 +236,69 @@ def test_conn2_a_retry_after_beyond_the_pause_bound_resumes_with_the_others(app,
     assert abs((reload(first).next_attempt_at - paused_until).total_seconds()) < 2
     login(client, "admin@example.com")
     assert held_back(client) == 4  # the 429's proposal, the deferred one and the two not yet tried
+
+
+def test_dlv1_conn1_a_deferral_is_not_a_failure(app, world, scripted, client):
+    """DLV-1, CONN-1, DLV-6: six takedowns against a platform that always answers
+    503, through batch releases, the breaker opening, its probe and its waits: every
+    ``action.delivery_failed`` audit row is a request that was sent, and a proposal
+    that was never sent is ``queued`` (waiting for the platform, its due time moved),
+    never ``failed``, and its page does not say "Delivery failed"."""
+    from app.domain.clock import utcnow
+    from app.models import ActionProposal
+
+    from ..builders import add_reports, login, pass_connection_waits, set_row
+
+    app.config["DELIVERY_BATCH_SIZE"] = 10  # one job claims the others along (DLV-1)
+    add_reports(world, 6, prefix="always503")
+    six = []
+    for index in range(len(world.report_ids) - 6, len(world.report_ids)):
+        proposal = decide_report(world, index)
+        approve(world, proposal)
+        six.append(proposal)
+    script = scripted(s.http_status(503))
+    for _ in range(7):
+        pass_connection_waits()
+        for proposal in six:
+            if not reload(proposal).delivery_terminal:
+                set_row(ActionProposal, proposal.id, next_attempt_at=utcnow() - timedelta(seconds=1))
+        for proposal in six:
+            deliver(proposal.id)
+    db.session.rollback()
+    failed_rows = db.session.scalars(select(AuditEvent).where(AuditEvent.action == "action.delivery_failed")).all()
+    assert len(failed_rows) == len(script.requests) >= 5
+    assert db.session.scalars(select(AuditEvent).where(AuditEvent.action.like("action.delivery_defer%"))).all() == []
+    never_sent = [reload(p) for p in six if reload(p).delivery_attempt_count == 0]
+    assert never_sent, "some proposals were held back throughout"
+    assert {p.state for p in never_sent} == {"queued"}
+    login(client, "reviewer@example.com")
+    page = client.get(f"/proposals/{never_sent[0].id}").get_data(as_text=True)
+    live = page[page.index('id="live"') : page.index("<h3>Last receipt</h3>")]
+    assert "Delivery failed" not in live and "waiting for the platform" in live
+
+
+def test_dlv3_a_budget_deferral_is_queued_and_audited_once(app, world, scripted):
+    """DLV-3: a delivery a budget has no room for is deferred, ``queued`` (not
+    ``failed``), its attempt given back; deferred again for the same reason it writes
+    no second ``action.delivery_deferred`` row."""
+    from app.domain.clock import utcnow
+    from app.models import ActionProposal
+
+    from ..builders import set_row
+    from .test_delivery import add_budget
+
+    scripted(s.applied())
+    add_budget(world, "component", world.components["takedown"], limit=1)
+    first, second = decide_report(world, 0), decide_report(world, 1)
+    approve(world, first)
+    approve(world, second)
+    assert deliver(first.id).state == "applied"
+    for _ in range(2):
+        set_row(ActionProposal, second.id, next_attempt_at=utcnow() - timedelta(seconds=1))
+        assert deliver(second.id).error_code == "budget_exhausted"
+    row = reload(second)
+    assert (row.state, row.delivery_attempt_count, row.last_error_code) == ("queued", 0, "budget_exhausted")
+    db.session.rollback()
+    actions = db.session.scalars(select(AuditEvent.action).where(AuditEvent.target_id == second.id)).all()
+    assert "action.delivery_failed" not in actions
+    assert actions.count("action.delivery_deferred") == 1

@@ -66,12 +66,14 @@ class ConnectionHeld(ActionError):
 
 
 class PausedByPlatform(ActionError):
-    """A 429's failure: retried when the connection's pause ends, never later
-    (CONN-2), whatever the backoff would say (`max_delay_seconds`)."""
+    """A 429's failure (CONN-2, DLV-6): its base delay is the connection's pause
+    (Retry-After, at most an hour), doubled per attempt as any retryable failure, but
+    never beyond the pause's bound (`max_delay_seconds`, an hour, not the backoff's
+    6 h): a Retry-After of days leaves it waiting exactly as long as the others."""
 
     def __init__(self, code: str, pause_seconds: float) -> None:
         super().__init__(code, retryable=True, delay_seconds=pause_seconds)
-        self.max_delay_seconds = pause_seconds
+        self.max_delay_seconds = float(rules.MAX_PAUSE_SECONDS)
 
 
 @dataclass(frozen=True)
