@@ -302,3 +302,78 @@ def test_dlv3_a_budget_deferral_is_queued_and_audited_once(app, world, scripted)
     actions = db.session.scalars(select(AuditEvent.action).where(AuditEvent.target_id == second.id)).all()
     assert "action.delivery_failed" not in actions
     assert actions.count("action.delivery_deferred") == 1
+
+
+def test_ops7_a_half_open_breaker_sends_its_probe_when_due_and_wakes_the_others(app, world, scripted):
+    """OPS-7, CONN-1: a platform that is down, then back. The breaker opens with the
+    second failure; each proposal's own backoff is 15 s and more, but the probe is
+    scheduled for its due time (1 s here) when the breaker opens: a real RQ
+    SimpleWorker with its scheduler sends it then, its success closes the breaker
+    and wakes the other waiting proposal at once, so both are applied within one
+    probe interval of the platform's recovery, long before their own retries."""
+    import time
+
+    from app.domain.clock import utcnow
+
+    from ..builders import run_worker, set_row
+
+    set_row(ConnectionVersion, world.connection_version_id, breaker_failure_threshold=2, breaker_first_probe_seconds=1)
+    script = scripted(s.http_status(503), s.http_status(503), s.applied())  # down, then back
+    first, second = decide_report(world, 0), decide_report(world, 1)
+    approve(world, first)
+    approve(world, second)
+    for proposal in (first, second):
+        deliver(proposal.id)
+    health = connection_health(world)
+    assert (health.state, len(script.requests)) == ("open", 2)
+    own_retry = min(reload(first).next_attempt_at, reload(second).next_attempt_at)
+    assert own_retry - health.next_probe_at > timedelta(seconds=10)
+    time.sleep(max(0.0, (health.next_probe_at - utcnow()).total_seconds()))  # the probe's due time comes
+    run_worker(app, with_scheduler=True)
+    assert (reload(first).state, reload(second).state) == ("applied", "applied")
+    assert len(script.requests) == 4
+    assert utcnow() < own_retry
+    assert connection_health(world).state == "closed"
+
+
+def test_ops7_the_probe_job_is_safe_to_run_twice(app, world, proposals, scripted):
+    """OPS-7, CONN-1: the scheduled probe job run twice (RQ is at-least-once) sends
+    one probe; run before its time, or after the breaker closed, it sends nothing."""
+    from app.domain.clock import utcnow
+    from app.services.lifecycle.connection_recovery import probe_when_due
+
+    from ..builders import pass_connection_waits, set_row
+
+    set_row(ConnectionVersion, world.connection_version_id, breaker_failure_threshold=1, breaker_first_probe_seconds=60)
+    script = scripted(s.http_status(503), s.http_status(503))
+    deliver(proposals[0].id)
+    connection_id = db.session.get(ConnectionVersion, world.connection_version_id).connection_id
+    assert probe_when_due(connection_id) is None  # not due yet: nothing sent
+    pass_connection_waits(utcnow() - timedelta(seconds=1))
+    probe_when_due(connection_id)
+    probe_when_due(connection_id)  # the same job again: the probe is in flight or reopened
+    assert len(script.requests) == 2
+    assert connection_health(world).state == "open"
+
+
+def test_ops7_the_sweep_schedules_an_overdue_probe_again(app, world, proposals, scripted):
+    """OPS-7, CONN-1: a probe job lost with Redis: the sweep schedules the overdue
+    probe again, and a worker sends it."""
+    from app.queueing import delivery_queue
+    from app.services.lifecycle.sweeps import run_sweeps
+
+    from ..builders import pass_connection_waits, run_worker, set_row
+
+    set_row(ConnectionVersion, world.connection_version_id, breaker_failure_threshold=1, breaker_first_probe_seconds=60)
+    script = scripted(s.http_status(503), s.applied())
+    deliver(proposals[0].id)
+    queue = delivery_queue(app)
+    queue.empty()  # Redis lost every job
+    for job_id in queue.scheduled_job_registry.get_job_ids():
+        queue.scheduled_job_registry.remove(job_id, delete_job=True)
+    assert run_sweeps().probes_scheduled == 0  # not due yet
+    pass_connection_waits()
+    assert run_sweeps().probes_scheduled == 1
+    run_worker(app)
+    assert len(script.requests) >= 2 and connection_health(world).state == "closed"
+    assert {reload(p).state for p in proposals} == {"applied"}

@@ -47,6 +47,7 @@ from app.models import (
     ConnectionVersion,
     insert_ignore,
 )
+from app.services.lifecycle.connection_recovery import ENDPOINT_GONE, release_held, schedule_probe
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,9 @@ def _decide_and_write(uow: UnitOfWork, connection_id: str, installation_id: str,
             written = change.applied_to(health)
             _audit(uow, (connection_id, installation_id), written, change, actor)
             if written.state == rules.CLOSED and not written.disabled and health.state != rules.CLOSED:
-                release_held(uow, connection_id)
+                release_held(uow, connection_id)  # OPS-7: the recovered platform gets them at once
+            elif change.transition in ("opened", "reopened") and written.next_probe_at is not None:
+                schedule_probe(uow, connection_id, written.next_probe_at)  # OPS-7: sent when due
             return written
     log.error("connection %s: health write lost %d times", connection_id, GUARDED_WRITE_TRIES)
     return None
@@ -373,7 +376,6 @@ def record_success(uow: UnitOfWork, gate: Gate) -> None:
 
 
 GONE_STATUS = 410
-ENDPOINT_GONE = "platform_endpoint_gone"
 
 
 def record_failure(
@@ -409,44 +411,6 @@ def record_failure(
     elif status is not None:
         record_success(uow, gate)
     return error
-
-
-def release_held(uow: UnitOfWork, connection_id: str) -> int:
-    """Make every delivery the connection held back due now, and enqueue them after
-    commit (the breaker closed, or the endpoint was re-enabled).
-
-    Only the waiting time changes (no state move): queued or failed, not terminal,
-    waiting with one of the connection's wait codes.
-
-    Returns:
-        How many deliveries were released.
-    """
-    from app.queueing import enqueue_delivery
-
-    now = utcnow()
-    components = (
-        select(ComponentVersion.id)
-        .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
-        .where(ConnectionVersion.connection_id == connection_id)
-    )
-    released = uow.session.execute(
-        update(ActionProposal)
-        .where(
-            ActionProposal.state.in_(("queued", "failed")),
-            ActionProposal.accepted_at.is_(None),
-            ActionProposal.delivery_terminal.is_(False),
-            ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
-            ActionProposal.next_attempt_at > now,
-            ActionProposal.component_version_id.in_(components),
-        )
-        .values(next_attempt_at=now)
-        .returning(ActionProposal.id, ActionProposal.delivery_cycle, ActionProposal.delivery_attempt_count)
-        .execution_options(synchronize_session=False)
-    ).all()
-    jobs = [tuple(row) for row in released]
-    tag = f"r{int(now.timestamp() * 1000)}"
-    uow.after_commit(lambda: [enqueue_delivery(pid, cycle, count, tag=tag) for pid, cycle, count in jobs])
-    return len(jobs)
 
 
 # -- Operations and admin ----------------------------------------------------------------
