@@ -206,7 +206,8 @@ def proposals(app, world):
 
 def connection_health(world) -> ConnectionHealth:
     db.session.rollback()
-    return db.session.get(ConnectionHealth, db.session.get(ConnectionVersion, world.connection_version_id).connection_id)
+    version = db.session.get(ConnectionVersion, world.connection_version_id)
+    return db.session.get(ConnectionHealth, version.connection_id)
 
 
 def held_back(client) -> int:

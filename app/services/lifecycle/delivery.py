@@ -14,7 +14,6 @@ row; the jobs of the proposals it took along are taken off the queue.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -25,25 +24,22 @@ from flask import current_app
 from sqlalchemy import or_, select
 
 from app import egress
-from app.domain.attempts import webhook_message_id
 from app.domain.clock import iso, utcnow
 from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
-from app.domain.expressions import schema_errors
 from app.domain.preconditions import check_preconditions
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.receipts import ProposalIdentity
-from app.domain.sync_receipts import lenient_receipt
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
-from app.faults import failpoint, failpoint_later
+from app.faults import failpoint
 from app.metrics import record_delivery
 from app.models import ActionApproval, ActionProposal, StepRun, WorkflowRun, WorkflowVersion, is_waiting, move_loaded
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot, report_snapshots
-from app.services.lifecycle import budgets, connection_health, platforms
+from app.services.lifecycle import budgets, connection_health, platforms, sending
 from app.services.lifecycle.components import load_delivery_target, parse_operation
 from app.services.lifecycle.outcomes import (
     AttemptRow,
@@ -51,9 +47,7 @@ from app.services.lifecycle.outcomes import (
     DeliveryOutcome,
     EgressFailed,
     fail,
-    http_session,
     lease_seconds,
-    request_timeout,
     unexpected,
     write_failure,
     write_receipt,
@@ -541,7 +535,7 @@ def _send_one(c: _Claimed) -> _Sent:
     try:
         connection_health.before_send(plan.gate)
         failpoint("before_send")
-        response = _send(c.identity.operation_id, plan, c.lease)
+        response = sending.send_request(c.identity.operation_id, plan.target, plan.body, plan.attempt, c.lease)
         failpoint("after_response")
         plan.attempt.record(
             response_status=response.status,
@@ -549,7 +543,8 @@ def _send_one(c: _Claimed) -> _Sent:
             response_class="success",
             duration_ms=response.duration_ms,
         )
-        return _Sent(receipt=_read_receipt(response.body, plan.target.output_schema, c.identity, plan.attempt))
+        receipt = sending.read_receipt(response.body, plan.target.output_schema, c.identity, plan.attempt)
+        return _Sent(receipt=receipt)
     except ActionError as error:
         # A request can have reached the platform even when its response was lost.
         return _Sent(error=error, sent=error.sent if isinstance(error, EgressFailed) else True)
@@ -638,72 +633,3 @@ def _observe(outcome: DeliveryOutcome, seconds: float) -> None:
             "duration_ms": round(seconds * 1000, 1),
         },
     )
-
-
-def _send(operation_id: str, plan: _Plan, lease: datetime):
-    """One HTTP request to the platform; a failure is recorded on the attempt (DLV-4).
-
-    The whole request ends within the connection's timeout and well before the lease
-    expires (`request_timeout`), so no other worker can claim the proposal while it
-    is still open.
-
-    Raises:
-        ActionError: the egress error's code, retryability and base delay;
-            ``action_lease_too_short`` (retryable, nothing sent) when too little of
-            the lease is left.
-    """
-    target = plan.target
-    in_flight = failpoint_later("during_request", 0.05)
-    try:
-        timeout = request_timeout(target.timeout_seconds, lease)
-        return egress.send(
-            egress.EgressRequest(
-                method=target.method,
-                url=target.url,
-                body=plan.body,
-                message_id=webhook_message_id(operation_id),
-                idempotency_key=operation_id,
-                timeout_seconds=timeout,
-                bearer_token=target.bearer_token,
-                signing_secret=target.signing_secret,
-            ),
-            egress.EgressPolicy(
-                allowed_hosts=target.allowed_hosts,
-                allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
-                max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
-            ),
-            session=http_session(),
-        )
-    except egress.EgressError as error:
-        plan.attempt.record(
-            response_status=error.status,
-            response_digest=error.digest,
-            response_class=error.response_class,
-            error_code=error.code,
-            duration_ms=error.duration_ms,
-            detail=error.detail,
-        )
-        raise EgressFailed(error) from error
-    finally:
-        in_flight.cancel()
-
-
-def _read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, attempt: AttemptRow):
-    """Decode, schema-check and parse the platform's answer (DLV-5, RCPT-1); a
-    malformed field that does not decide the outcome is cut or dropped, noted on the
-    attempt row (`lenient_receipt`)."""
-    try:
-        try:
-            value = json.loads(body)
-        except (ValueError, RecursionError) as error:  # not JSON, or nested too deep to decode
-            raise ActionError("action_response_invalid") from error
-        if schema_errors(value, output_schema):
-            raise ActionError("action_response_schema_invalid")
-        receipt, notes = lenient_receipt(value, identity)  # RCPT-1: a bad field never flips the outcome
-        if notes:
-            attempt.record(detail="; ".join(notes)[:200])
-            log.warning("receipt field(s) cut or dropped: %s", "; ".join(notes))
-        return receipt
-    except ActionError as error:
-        attempt.record(response_class="invalid_response", error_code=error.code)
-        raise

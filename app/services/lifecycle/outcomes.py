@@ -326,9 +326,8 @@ def _audit_failure(uow: UnitOfWork, proposal: ActionProposal, error: ActionError
         if isinstance(error, budgets.BudgetExhausted):
             key = f"action-deferred:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
             details = {"attempt_number": attempt_number, "delivery_cycle": cycle, "reason": error.code}
-            uow.audit(
-                proposal.installation_id, key, "action.delivery_deferred", actor, "action_proposal", proposal.id, details
-            )
+            target = ("action_proposal", proposal.id)
+            uow.audit(proposal.installation_id, key, "action.delivery_deferred", actor, *target, details)
         return
     uow.audit(
         proposal.installation_id,
