@@ -375,6 +375,7 @@ def test_ops7_the_sweep_schedules_an_overdue_probe_again(app, world, proposals, 
     assert run_sweeps().probes_scheduled == 0  # not due yet
     pass_connection_waits()
     assert run_sweeps().probes_scheduled == 1
+    assert run_sweeps().probes_scheduled == 0  # its job waits: not scheduled twice
     run_worker(app)
     assert len(script.requests) >= 2 and connection_health(world).state == "closed"
     assert {reload(p).state for p in proposals} == {"applied"}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, case, or_, select, update
 
 from app.domain import connection_health as rules
 from app.domain.clock import utcnow
@@ -55,17 +55,21 @@ def _components_of(connection_id: str):
     )
 
 
-def _waiting(connection_id: str, now: datetime) -> tuple:
-    """A delivery of the connection waiting to be sent: not terminal, not accepted,
-    attempts left in its cycle, not scheduled for later (TEMP-4)."""
+def _sendable(now: datetime) -> tuple:
+    """A delivery waiting to be sent: not terminal, not accepted, attempts left in
+    its cycle, not scheduled for later (TEMP-4)."""
     return (
         P.state.in_(("queued", "failed")),
         P.accepted_at.is_(None),
         P.delivery_terminal.is_(False),
         P.delivery_attempt_count - P.cycle_start_attempt < MAX_ATTEMPTS_PER_CYCLE,
         or_(P.not_before.is_(None), P.not_before <= now),
-        P.component_version_id.in_(_components_of(connection_id)),
     )
+
+
+def _waiting(connection_id: str, now: datetime) -> tuple:
+    """A delivery of the connection waiting to be sent (`_sendable`)."""
+    return (*_sendable(now), P.component_version_id.in_(_components_of(connection_id)))
 
 
 def release_held(uow: UnitOfWork, connection_id: str) -> int:
@@ -158,18 +162,30 @@ def probe_when_due(connection_id: str, now: datetime | None = None):
     return deliver(row.id)
 
 
-def overdue_probes(session, now: datetime) -> list[str]:
-    """Connections whose probe is due and that still hold a delivery back: the sweep
-    schedules their probe job again (its job may have been lost with Redis)."""
-    return list(
-        session.scalars(
-            select(ConnectionHealth.connection_id).where(
-                ConnectionHealth.disabled_at.is_(None),
-                or_(ConnectionHealth.paused_until.is_(None), ConnectionHealth.paused_until <= now),
+def overdue_probes(session, now: datetime) -> list[tuple[str, datetime]]:
+    """(connection id, the probe's due time) of each connection whose probe is due
+    and that holds a delivery back: the sweep schedules its probe job again (the one
+    scheduled when the breaker opened may have been lost with Redis)."""
+    H = ConnectionHealth
+    due_at = case((H.state == rules.OPEN, H.next_probe_at), else_=H.probe_lease_expires_at)
+    holds_one = (
+        select(P.id)
+        .join(ComponentVersion, ComponentVersion.id == P.component_version_id)
+        .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
+        .where(ConnectionVersion.connection_id == H.connection_id, *_sendable(now))
+        .exists()
+    )
+    return [
+        (row.connection_id, row.due_at)
+        for row in session.execute(
+            select(H.connection_id, due_at.label("due_at")).where(
+                H.disabled_at.is_(None),
+                or_(H.paused_until.is_(None), H.paused_until <= now),
                 or_(
-                    and_(ConnectionHealth.state == rules.OPEN, ConnectionHealth.next_probe_at <= now),
-                    and_(ConnectionHealth.state == rules.HALF_OPEN, ConnectionHealth.probe_lease_expires_at <= now),
+                    and_(H.state == rules.OPEN, H.next_probe_at <= now),
+                    and_(H.state == rules.HALF_OPEN, H.probe_lease_expires_at <= now),
                 ),
+                holds_one,
             )
         )
-    )
+    ]

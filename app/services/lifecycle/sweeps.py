@@ -90,14 +90,15 @@ def enqueue_due_deliveries(now) -> int:
 def schedule_overdue_probes(now) -> int:
     """Schedule the probe job of every connection whose half-open probe is due
     (OPS-7, CONN-1): the job scheduled when the breaker opened may have been lost
-    with Redis. A job already waiting is not added again (its id names the time)."""
+    with Redis, and only where a delivery waits. A job already waiting is not added
+    again (its id names the probe's due time)."""
     from app.extensions import db
     from app.queueing import enqueue_probe
     from app.services.lifecycle.connection_recovery import overdue_probes
 
-    connection_ids = overdue_probes(db.session, now)
+    overdue = overdue_probes(db.session, now)
     db.session.rollback()
-    return sum(1 for connection_id in connection_ids if enqueue_probe(connection_id, now))
+    return sum(1 for connection_id, due_at in overdue if enqueue_probe(connection_id, due_at))
 
 
 def time_out_confirmations(now) -> int:
