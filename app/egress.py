@@ -22,6 +22,7 @@ import ipaddress
 import os
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from requests.adapters import HTTPAdapter
 from standardwebhooks import Webhook
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util.ssl_match_hostname import CertificateError
 
 from app.domain.digests import sha256_digest
 from app.domain.errors import ActionError
@@ -82,6 +84,8 @@ class EgressError(Exception):
         response_class: the attempt's class (timeout, network_error, ...).
         sent: whether the request may have reached the platform.
         body: the answer's body for an HTTP error status (capped), else None.
+        detail: a short reason in words for the attempt row (the TLS verifier's
+            reason for ``tls_certificate_invalid``), else None.
     """
 
     def __init__(
@@ -96,6 +100,7 @@ class EgressError(Exception):
         digest: str | None = None,
         duration_ms: int | None = None,
         body: bytes | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(code)
         self.code = code
@@ -107,6 +112,7 @@ class EgressError(Exception):
         self.digest = digest
         self.duration_ms = duration_ms
         self.body = body  # the (capped) answer of a non-2xx status: platform kinds read it (PLAT-2, PLAT-3)
+        self.detail = detail
 
 
 # A reference's path: URL path characters only (no "?", "#" or backslash), no empty
@@ -432,6 +438,31 @@ def _may_have_been_sent(error: requests.RequestException) -> bool:
     return not isinstance(reason, urllib3.exceptions.NewConnectionError | urllib3.exceptions.NameResolutionError)
 
 
+TLS_CERTIFICATE_INVALID = "tls_certificate_invalid"
+TLS_HANDSHAKE_FAILED = "tls_handshake_failed"
+MAX_DETAIL = 200
+
+
+def tls_failure(error: requests.RequestException) -> tuple[str, str] | None:
+    """The TLS failure behind a request error, as (code, the verifier's reason), or
+    None when it was not TLS (DLV-4).
+
+    A certificate that does not verify (self-signed, expired, for another name,
+    unknown issuer) is ``tls_certificate_invalid``; any other TLS error before the
+    request went out is ``tls_handshake_failed``. Either way nothing was sent.
+    """
+    if not isinstance(error, requests.exceptions.SSLError):
+        return None
+    cause = error.args[0] if error.args else None
+    cause = getattr(cause, "reason", cause)  # urllib3's MaxRetryError -> its SSLError
+    inner = cause.args[0] if isinstance(cause, urllib3.exceptions.SSLError) and cause.args else cause
+    if isinstance(inner, ssl.SSLCertVerificationError) and getattr(inner, "verify_message", None):
+        return TLS_CERTIFICATE_INVALID, inner.verify_message[:MAX_DETAIL]
+    if isinstance(inner, CertificateError | ssl.CertificateError):  # urllib3's own host name check
+        return TLS_CERTIFICATE_INVALID, f"hostname mismatch: {inner}"[:MAX_DETAIL]
+    return TLS_HANDSHAKE_FAILED, str(inner or error)[:MAX_DETAIL]
+
+
 def _read_capped(response: requests.Response, limit: int) -> bytes | None:
     chunks, size = [], 0
     for chunk in response.iter_content(chunk_size=65536):
@@ -469,7 +500,9 @@ def send(
             ``platform_request_timeout``, ``platform_rate_limited``,
             ``platform_server_error`` (HTTP classes, 408/429/5xx retryable and
             honouring Retry-After); ``platform_response_too_large``
-            (``invalid_response``).
+            (``invalid_response``); ``tls_certificate_invalid`` or
+            ``tls_handshake_failed`` (``tls_error``, retryable, nothing sent, the
+            verifier's reason in ``detail``).
     """
     addresses = check_destination(request.url, policy, resolver)
     http = session or requests.Session()
@@ -528,6 +561,16 @@ def _send_pinned(
     except requests.RequestException as error:
         if deadline.expired:  # the watchdog cut the connection while the request was going out
             raise _timed_out(True, started) from error
+        tls = tls_failure(error)
+        if tls is not None:  # the handshake failed: no byte of the request left (retried, counts: CONN-1)
+            raise EgressError(
+                tls[0],
+                retryable=True,
+                response_class="tls_error",
+                sent=False,
+                duration_ms=elapsed(),
+                detail=tls[1],
+            ) from error
         raise EgressError(
             "connection_failed",
             retryable=True,

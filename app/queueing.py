@@ -138,3 +138,35 @@ def discard_delivery_jobs(claimed: list[tuple]) -> int:
     except redis.RedisError:
         log.warning("could not take claimed jobs off the queue; they will claim nothing", exc_info=True)
         return 0
+
+
+PROBE_JOB = "app.jobs.probe_connection_job"
+
+
+def enqueue_probe(connection_id: str, at) -> bool:
+    """Schedule a connection's half-open probe job for `at` (aware UTC), once per
+    probe time (OPS-7, CONN-1); now when `at` has passed. Needs a worker running
+    RQ's scheduler. Best-effort like `enqueue_delivery`: the sweep schedules an
+    overdue probe again.
+
+    Returns:
+        True when a job was scheduled; False when one was already waiting or Redis
+        could not be reached.
+    """
+    from app.domain.clock import utcnow
+
+    queue = delivery_queue()
+    digest = hashlib.sha256(connection_id.encode()).hexdigest()[:32]
+    job_id = f"probe-{digest}-{int(at.timestamp() * 1000)}"
+    options = dict(job_id=job_id, unique=True, result_ttl=0, failure_ttl=3600, job_timeout=300)
+    try:
+        if at > utcnow():
+            queue.enqueue_at(at, PROBE_JOB, connection_id, **options)
+        else:
+            queue.enqueue(PROBE_JOB, connection_id, **options)
+        return True
+    except DuplicateJobError:
+        return False
+    except redis.RedisError:
+        log.warning("could not schedule the probe of %s; the sweep will", connection_id, exc_info=True)
+        return False

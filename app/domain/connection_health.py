@@ -149,6 +149,13 @@ def admit(h: Health, now: datetime, probe_lease_seconds: float) -> Admission:
     return Admission(True, probe=True, change=change)
 
 
+def holds_back(h: Health, now: datetime) -> bool:
+    """Whether the connection holds every delivery back now: disabled, paused by a
+    429, or its breaker not closed (CONN-1..3). Operations then counts each waiting
+    delivery of it as held back, whichever error it last recorded."""
+    return h.disabled or (h.paused_until is not None and h.paused_until > now) or h.state != CLOSED
+
+
 def counts_as_failure(retryable: bool, status: int | None, code: str) -> bool:
     """Whether an attempt's failure counts toward opening the breaker (CONN-1).
 
@@ -225,6 +232,13 @@ def after_success(h: Health) -> HealthChange | None:
     return HealthChange(values, "closed" if h.state != CLOSED else None)
 
 
+def pause_seconds(retry_after_seconds: float) -> float:
+    """How long a 429 pauses the connection, in seconds: its Retry-After, at least
+    1 s and at most `MAX_PAUSE_SECONDS` (CONN-2). The proposal that received the 429
+    waits exactly this long too, so it resumes with the others."""
+    return max(1.0, min(retry_after_seconds, MAX_PAUSE_SECONDS))
+
+
 def pause(h: Health, now: datetime, retry_after_seconds: float, was_probe: bool) -> HealthChange | None:
     """A 429 pauses the whole connection until its Retry-After (CONN-2).
 
@@ -234,7 +248,7 @@ def pause(h: Health, now: datetime, retry_after_seconds: float, was_probe: bool)
 
     Returns None when a longer pause is already set.
     """
-    until = now + timedelta(seconds=max(1.0, min(retry_after_seconds, MAX_PAUSE_SECONDS)))
+    until = now + timedelta(seconds=pause_seconds(retry_after_seconds))
     if h.paused_until is not None and h.paused_until >= until:
         return None
     values: dict[str, Any] = {"paused_until": until}

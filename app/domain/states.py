@@ -33,6 +33,7 @@ class Move(StrEnum):
     RECEIPT_APPLIED = "receipt_applied"
     RECEIPT_FAILED = "receipt_failed"
     DELIVERY_FAILED = "delivery_failed"
+    DELIVERY_DEFERRED = "delivery_deferred"
     OPERATOR_RETRY = "operator_retry"
     COMPENSATE = "compensate"
     WAIT_TIMED_OUT_UNSENT = "wait_timed_out_unsent"
@@ -55,6 +56,9 @@ TRANSITIONS: dict[Move, tuple[frozenset[ProposalState], ProposalState]] = {
     Move.RECEIPT_APPLIED: (frozenset({S.APPLYING, S.QUEUED, S.FAILED}), S.APPLIED),
     Move.RECEIPT_FAILED: (frozenset({S.APPLYING, S.QUEUED, S.FAILED}), S.FAILED),
     Move.DELIVERY_FAILED: (frozenset({S.APPLYING}), S.FAILED),
+    # a claimed attempt sent nothing (a budget, the connection, a batch released it):
+    # waiting again, not failed (DLV-1, DLV-3, CONN-1)
+    Move.DELIVERY_DEFERRED: (frozenset({S.APPLYING}), S.QUEUED),
     Move.OPERATOR_RETRY: (frozenset({S.FAILED}), S.QUEUED),
     Move.COMPENSATE: (frozenset({S.APPLIED, S.COMPENSATION_REQUIRED}), S.COMPENSATION_REQUIRED),
     # WAIT-2: nothing can have been sent -> cancelled; something may have -> failed

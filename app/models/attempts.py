@@ -17,6 +17,7 @@ RESPONSE_CLASSES = (
     "network_error",
     "invalid_response",
     "refused",  # egress policy refused the destination; nothing left the process
+    "tls_error",  # the TLS handshake failed (a certificate that does not verify): nothing sent
 )
 
 
@@ -45,6 +46,8 @@ class ConnectionAttempt(Base):
     response_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
     response_class: Mapped[str | None] = mapped_column(String(30), nullable=True)
     error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # A short reason in words, e.g. the TLS verifier's ("self-signed certificate").
+    detail: Mapped[str | None] = mapped_column(String(200), nullable=True)
     started_at: Mapped[datetime] = created_at_column()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     duration_ms: Mapped[int | None] = mapped_column(nullable=True)

@@ -30,6 +30,7 @@ DIAGRAM = {
     Move.RECEIPT_APPLIED: (RECEIPT_FROM, S.APPLIED),  # applying --receipt applied--> applied
     Move.RECEIPT_FAILED: (RECEIPT_FROM, S.FAILED),  # applying --receipt failed--> failed
     Move.DELIVERY_FAILED: ({S.APPLYING}, S.FAILED),  # applying --error--> failed
+    Move.DELIVERY_DEFERRED: ({S.APPLYING}, S.QUEUED),  # applying --nothing sent, waits--> queued (DLV-1, issue 22)
     Move.OPERATOR_RETRY: ({S.FAILED}, S.QUEUED),  # failed(terminal) --operator retry--> queued
     Move.COMPENSATE: ({S.APPLIED, S.COMPENSATION_REQUIRED}, S.COMPENSATION_REQUIRED),  # COMP-1
     # wait timed out --> cancelled (nothing sent) or failed (something may have been sent), WAIT-2

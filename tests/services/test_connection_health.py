@@ -293,7 +293,7 @@ def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(
 ):
     """CONN-1: a delivery claimed while the breaker opened (past the unclaimed check)
     is deferred by the claim's own check, like an exhausted budget: its attempt is
-    given back, nothing is sent."""
+    given back, nothing is sent, and it is queued again, not failed (issue 22)."""
     from app.services.lifecycle import delivery
 
     script = scripted(s.http_status(503))
@@ -303,5 +303,5 @@ def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(
     outcome = deliver(proposals[1].id)
     assert (outcome.claimed, outcome.error_code, outcome.terminal) == (True, rules.WAIT_OPEN, False)
     row = reload(proposals[1])
-    assert (row.state, row.delivery_attempt_count, row.delivery_terminal) == ("failed", 0, False)
+    assert (row.state, row.delivery_attempt_count, row.delivery_terminal) == ("queued", 0, False)
     assert len(script.requests) == 5

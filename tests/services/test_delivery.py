@@ -229,7 +229,8 @@ def add_budget(world, scope_type, scope_id, limit, window=3600):
 
 
 def test_budget_is_consumed_when_sent_and_defers_when_exhausted(app, world, scripted):
-    """DLV-3: reserve per scope, consume when sent, defer (nothing sent) when exhausted."""
+    """DLV-3: reserve per scope, consume when sent, defer (nothing sent) when
+    exhausted: a deferral is not a failure, the proposal is queued again (issue 22)."""
     script = scripted(s.applied())
     add_budget(world, "component", world.components["takedown"], limit=1)
     first = decide_report(world, 0)
@@ -239,7 +240,7 @@ def test_budget_is_consumed_when_sent_and_defers_when_exhausted(app, world, scri
     assert deliver(first.id).state == "applied"
     outcome = deliver(second.id)
     row = reload(second)
-    assert (outcome.error_code, row.state, row.delivery_terminal) == ("budget_exhausted", "failed", False)
+    assert (outcome.error_code, row.state, row.delivery_terminal) == ("budget_exhausted", "queued", False)
     assert row.delivery_attempt_count == 0  # a deferral does not use up an attempt
     assert row.next_attempt_at > utcnow() and len(script.requests) == 1
     reservations = db.session.scalars(select(BudgetReservation)).all()

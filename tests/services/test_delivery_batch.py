@@ -99,8 +99,8 @@ def test_dlv1_only_due_ordinary_proposals_are_taken_along(app, platform, burst):
 def test_dlv6_after_a_failure_the_rest_are_released_unsent_without_using_an_attempt(app, burst, httpserver):
     """DLV-6, CONN-1: once one request of the batch fails, the others are not sent:
     each is deferred ``delivery_batch_released`` with its attempt and budget given
-    back, waits as long as the failure's base delay (here its Retry-After), and its
-    own job delivers it."""
+    back, queued again (a deferral is no failure, issue 22), waits as long as the
+    failure's base delay (here its Retry-After), and its own job delivers it."""
     world, proposals = burst
     struggling = s.http_status(503, headers={"Retry-After": "7"})
     script = scripted_platform(httpserver, world, s.applied(), struggling, s.applied())
@@ -117,7 +117,7 @@ def test_dlv6_after_a_failure_the_rest_are_released_unsent_without_using_an_atte
     for released in proposals[2:]:
         row = reload(released)
         assert (row.state, row.last_error_code, row.delivery_attempt_count, row.delivery_terminal) == (
-            "failed",
+            "queued",
             BATCH_RELEASED,
             0,
             False,
@@ -161,7 +161,7 @@ def test_dlv3_an_exhausted_budget_defers_one_and_leaves_the_rest_unclaimed(app, 
     assert platform.state.requests_seen == 2
     deferred = reload(proposals[2])
     assert (deferred.state, deferred.delivery_attempt_count, deferred.last_error_code) == (
-        "failed",
+        "queued",
         0,
         "budget_exhausted",
     )

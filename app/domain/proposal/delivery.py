@@ -181,6 +181,7 @@ def request_timeout(connection_timeout: float, lease_seconds: float, lease_left:
 
 
 BATCH_RELEASED = "delivery_batch_released"
+MAX_RELEASED_SECONDS = 3600  # as connection_health.MAX_PAUSE_SECONDS
 
 
 def batch_member_may_send(connection_timeout: float, lease_seconds: float, lease_left: float) -> bool:
@@ -210,9 +211,11 @@ def released_delay(retryable: bool, delay_seconds: float) -> float:
 
     Args:
         retryable: whether the failure may be tried again.
-        delay_seconds: its base delay (``Retry-After``, or the error's default).
+        delay_seconds: its base delay (``Retry-After``, or the error's default);
+            at most `MAX_RELEASED_SECONDS` (a platform's Retry-After of days holds
+            the rest no longer than a 429 pauses the connection, CONN-2).
     """
-    return max(0.0, delay_seconds) if retryable else 0.0
+    return min(max(0.0, delay_seconds), MAX_RELEASED_SECONDS) if retryable else 0.0
 
 
 def pre_send_problem(d: Delivery, now: datetime) -> str | None:
@@ -244,6 +247,7 @@ def failure(
     delay_seconds: float,
     now: datetime,
     deferred: bool = False,
+    max_delay_seconds: float | None = None,
 ) -> Change:
     """A failed attempt (DLV-6): terminal when not retryable or the cycle's 8 attempts
     are used; otherwise due again after the backoff.
@@ -256,11 +260,18 @@ def failure(
         delay_seconds: the failure's base delay (``Retry-After``, a receipt's
             ``retry_after_seconds``, or the error's default).
         deferred: nothing was sent (a budget had no room): the attempt is given
-            back and the delay is not multiplied.
+            back and the delay is not multiplied; a retryable one is a `deferral`
+            (``queued`` again, no failure).
+        max_delay_seconds: the wait never exceeds this (a 429's: the pause's bound,
+            CONN-2, so the proposal that received it resumes with the others).
     """
+    if deferred and retryable:
+        return deferral(d, lease, code=code, delay_seconds=delay_seconds, now=now)
     in_cycle = lease.attempt_number - d.cycle_start_attempt
     terminal = not retryable or (not deferred and in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
     delay = delay_seconds if deferred else retry_delay(delay_seconds, in_cycle)
+    if max_delay_seconds is not None:
+        delay = min(delay, max_delay_seconds)
     values: dict[str, Any] = {
         "delivery_terminal": terminal,
         "next_attempt_at": now + timedelta(seconds=delay),
@@ -276,6 +287,34 @@ def failure(
         "lease_expires_at": lease.expires_at,
     }
     return Change(Move.DELIVERY_FAILED, values, expect, None if terminal else delay)
+
+
+def deferral(d: Delivery, lease: Lease, *, code: str, delay_seconds: float, now: datetime) -> Change:
+    """A claimed attempt that sent nothing and waits (DLV-1, DLV-3, CONN-1): a budget
+    had no room, the connection holds deliveries back, or a batch released it. Not a
+    failure: the proposal is ``queued`` again, due after `delay_seconds` (not
+    multiplied), its attempt given back; ``last_error_code`` says why it waits.
+
+    Args:
+        lease: the attempt the worker held; the write is guarded by it.
+        code: why it waits (``budget_exhausted``, a connection wait code,
+            ``delivery_batch_released``).
+        delay_seconds: until it is due again.
+    """
+    values: dict[str, Any] = {
+        "delivery_terminal": False,
+        "next_attempt_at": now + timedelta(seconds=delay_seconds),
+        "lease_expires_at": None,
+        "last_error_code": code,
+        "delivery_attempt_count": lease.attempt_number - 1,
+    }
+    expect = {
+        "delivery_terminal": False,
+        "delivery_attempt_count": lease.attempt_number,
+        "delivery_cycle": lease.delivery_cycle,
+        "lease_expires_at": lease.expires_at,
+    }
+    return Change(Move.DELIVERY_DEFERRED, values, expect, delay_seconds)
 
 
 RECEIPT_MOVES = {"accepted": Move.RECEIPT_ACCEPTED, "applied": Move.RECEIPT_APPLIED, "failed": Move.RECEIPT_FAILED}

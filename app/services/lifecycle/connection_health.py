@@ -47,6 +47,7 @@ from app.models import (
     ConnectionVersion,
     insert_ignore,
 )
+from app.services.lifecycle.connection_recovery import ENDPOINT_GONE, release_held, schedule_probe
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,17 @@ class ConnectionHeld(ActionError):
 
     def __init__(self, code: str, delay_seconds: float) -> None:
         super().__init__(code, retryable=True, delay_seconds=max(0.05, delay_seconds))
+
+
+class PausedByPlatform(ActionError):
+    """A 429's failure (CONN-2, DLV-6): its base delay is the connection's pause
+    (Retry-After, at most an hour), doubled per attempt as any retryable failure, but
+    never beyond the pause's bound (`max_delay_seconds`, an hour, not the backoff's
+    6 h): a Retry-After of days leaves it waiting exactly as long as the others."""
+
+    def __init__(self, code: str, pause_seconds: float) -> None:
+        super().__init__(code, retryable=True, delay_seconds=pause_seconds)
+        self.max_delay_seconds = float(rules.MAX_PAUSE_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -159,7 +171,9 @@ def _decide_and_write(uow: UnitOfWork, connection_id: str, installation_id: str,
             written = change.applied_to(health)
             _audit(uow, (connection_id, installation_id), written, change, actor)
             if written.state == rules.CLOSED and not written.disabled and health.state != rules.CLOSED:
-                release_held(uow, connection_id)
+                release_held(uow, connection_id)  # OPS-7: the recovered platform gets them at once
+            elif change.transition in ("opened", "reopened") and written.next_probe_at is not None:
+                schedule_probe(uow, connection_id, written.next_probe_at)  # OPS-7: sent when due
             return written
     log.error("connection %s: health write lost %d times", connection_id, GUARDED_WRITE_TRIES)
     return None
@@ -362,7 +376,6 @@ def record_success(uow: UnitOfWork, gate: Gate) -> None:
 
 
 GONE_STATUS = 410
-ENDPOINT_GONE = "platform_endpoint_gone"
 
 
 def record_failure(
@@ -382,13 +395,14 @@ def record_failure(
 
     Returns:
         The error to record on the proposal (a 410 becomes ``platform_endpoint_gone``,
-        retryable once the endpoint is re-enabled).
+        retryable once the endpoint is re-enabled; a 429 a `PausedByPlatform` whose
+        wait is the connection's pause, at most an hour).
     """
     now = now or utcnow()
     ids = (gate.connection_id, gate.installation_id)
     if status == 429 or error.code == "platform_rate_limited":
         _decide_and_write(uow, *ids, lambda h: rules.pause(h, now, error.delay_seconds, gate.probe))
-        return error
+        return PausedByPlatform(error.code, rules.pause_seconds(error.delay_seconds))
     if status == GONE_STATUS:
         _decide_and_write(uow, *ids, lambda h: rules.gone(h, now))
         return ActionError(ENDPOINT_GONE, retryable=True, delay_seconds=rules.DISABLED_RECHECK_SECONDS)
@@ -397,109 +411,6 @@ def record_failure(
     elif status is not None:
         record_success(uow, gate)
     return error
-
-
-def release_held(uow: UnitOfWork, connection_id: str) -> int:
-    """Make every delivery the connection held back due now, and enqueue them after
-    commit (the breaker closed, or the endpoint was re-enabled).
-
-    Only the waiting time changes (no state move): queued or failed, not terminal,
-    waiting with one of the connection's wait codes.
-
-    Returns:
-        How many deliveries were released.
-    """
-    from app.queueing import enqueue_delivery
-
-    now = utcnow()
-    components = (
-        select(ComponentVersion.id)
-        .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
-        .where(ConnectionVersion.connection_id == connection_id)
-    )
-    released = uow.session.execute(
-        update(ActionProposal)
-        .where(
-            ActionProposal.state.in_(("queued", "failed")),
-            ActionProposal.accepted_at.is_(None),
-            ActionProposal.delivery_terminal.is_(False),
-            ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
-            ActionProposal.next_attempt_at > now,
-            ActionProposal.component_version_id.in_(components),
-        )
-        .values(next_attempt_at=now)
-        .returning(ActionProposal.id, ActionProposal.delivery_cycle, ActionProposal.delivery_attempt_count)
-        .execution_options(synchronize_session=False)
-    ).all()
-    jobs = [tuple(row) for row in released]
-    tag = f"r{int(now.timestamp() * 1000)}"
-    uow.after_commit(lambda: [enqueue_delivery(pid, cycle, count, tag=tag) for pid, cycle, count in jobs])
-    return len(jobs)
-
-
-# -- Operations and admin ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConnectionHealthView:
-    """A connection's health for Operations and the admin pages."""
-
-    connection_id: str
-    name: str
-    health: Health
-    held: int  # deliveries waiting on it
-
-
-def _held_filter():
-    return (
-        ActionProposal.state.in_(("queued", "failed")),
-        ActionProposal.delivery_terminal.is_(False),
-        ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
-    )
-
-
-def health_views(session, installation_id: str, connection_id: str | None = None) -> list[ConnectionHealthView]:
-    """The installation's connections (or one) with their health and how many
-    deliveries each holds back, by name, in one query (CONN-1, CONN-3)."""
-    from sqlalchemy import func
-
-    held = (
-        select(func.count())
-        .select_from(ActionProposal)
-        .join(ComponentVersion, ComponentVersion.id == ActionProposal.component_version_id)
-        .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
-        .where(ConnectionVersion.connection_id == Connection.id, *_held_filter())
-        .scalar_subquery()
-    )
-    columns = [getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS]
-    query = (
-        select(Connection.id, Connection.name, held.label("held"), *columns)
-        .outerjoin(ConnectionHealth, ConnectionHealth.connection_id == Connection.id)
-        .where(Connection.installation_id == installation_id)
-        .order_by(Connection.name, Connection.id)
-    )
-    if connection_id is not None:
-        query = query.where(Connection.id == connection_id)
-    views = []
-    for row in session.execute(query).all():
-        values = row._asdict()
-        stored = {c: values[c] for c in HEALTH_COLUMNS}
-        health = Health(**stored) if stored["version"] is not None else Health()
-        views.append(ConnectionHealthView(values["id"], values["name"], health, values["held"] or 0))
-    return views
-
-
-def disabled_connections(session, installation_id: str) -> list[tuple[str, str, str | None]]:
-    """(id, name, reason) of the installation's disabled connections (the admin banner, CONN-3)."""
-    return [
-        tuple(row)
-        for row in session.execute(
-            select(Connection.id, Connection.name, ConnectionHealth.disabled_reason)
-            .join(ConnectionHealth, ConnectionHealth.connection_id == Connection.id)
-            .where(Connection.installation_id == installation_id, ConnectionHealth.disabled_at.is_not(None))
-            .order_by(Connection.name)
-        ).all()
-    ]
 
 
 def re_enable(operator, connection_id: str) -> int:
@@ -533,20 +444,3 @@ def re_enable(operator, connection_id: str) -> int:
         released = release_held(uow, connection.id)
         uow.commit()
     return released
-
-
-def history(session, installation_id: str, connection_id: str | None = None, limit: int = 20) -> list:
-    """The latest connection health transitions (audit rows), newest first (CONN-1)."""
-    from app.models import AuditEvent
-
-    query = select(AuditEvent).where(
-        AuditEvent.installation_id == installation_id,
-        AuditEvent.target_type == "connection",
-        AuditEvent.action.in_([f"connection.{t}" for t in TRANSITIONS]),
-    )
-    if connection_id is not None:
-        query = query.where(AuditEvent.target_id == connection_id)
-    return list(session.scalars(query.order_by(AuditEvent.seq.desc()).limit(limit)))
-
-
-TRANSITIONS = ("opened", "probe_started", "closed", "reopened", "paused", "disabled", "re_enabled")

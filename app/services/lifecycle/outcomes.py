@@ -24,12 +24,12 @@ from flask import current_app
 from sqlalchemy import bindparam, delete, func, update
 
 from app import egress
-from app.domain.clock import iso, utcnow
+from app.domain.clock import utcnow
 from app.domain.digests import sha256_digest
 from app.domain.errors import ActionError
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
-from app.domain.states import LEASE_SECONDS
+from app.domain.states import LEASE_SECONDS, Move
 from app.faults import failpoint
 from app.models import ActionProposal, ConnectionAttempt, move_loaded, new_id, statements
 from app.services.lifecycle import budgets, connection_health
@@ -140,6 +140,7 @@ class EgressFailed(ActionError):
     def __init__(self, error: egress.EgressError) -> None:
         super().__init__(error.code, error.retryable, error.delay_seconds)
         self.sent = error.sent
+        self.detail = error.detail  # e.g. the TLS verifier's reason
 
 
 def http_session() -> requests.Session:
@@ -287,6 +288,7 @@ def fail(
         delay_seconds=error.delay_seconds,
         deferred=deferred,  # nothing was sent: the deferral does not use up an attempt
         now=utcnow(),
+        max_delay_seconds=getattr(error, "max_delay_seconds", None),  # a 429: with the pause (CONN-2)
     )
     changed = move_loaded(uow.session, proposal, change.move, expect=change.expect, values=change.values)
     if isinstance(error, BatchReleased) and changed:
@@ -295,22 +297,7 @@ def fail(
         attempt.write(uow)
     budgets.settle(uow, reservations, consumed=sent)
     if changed:
-        uow.audit(
-            proposal.installation_id,
-            f"action-attempt-failed:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
-            + (f":{iso(change.values['next_attempt_at'])}" if deferred else ""),
-            "action.delivery_failed",
-            Actor.system(proposal.run_id),
-            "action_proposal",
-            proposal.id,
-            {
-                "attempt_number": attempt_number,
-                "delivery_cycle": cycle,
-                "error_code": error.code,
-                "terminal": change.terminal,
-                "retry_in_seconds": None if change.terminal else round(change.delay_seconds, 3),
-            },
-        )
+        _audit_failure(uow, proposal, error, change, cycle, attempt_number)
         after_result(uow, proposal)
     return DeliveryOutcome(
         claimed=True,
@@ -320,6 +307,43 @@ def fail(
         error_code=error.code,
         terminal=proposal.delivery_terminal,
         extra={"http_seconds": attempt.seconds if attempt else None},
+    )
+
+
+def _audit_failure(uow: UnitOfWork, proposal: ActionProposal, error: ActionError, change, cycle, attempt_number):
+    """The audit row of a failed attempt (``action.delivery_failed``: a request that
+    may have reached the platform, or a check that stopped it for good).
+
+    A deferral is not a failure and writes no ``delivery_failed`` row (DLV-1,
+    CONN-1): a connection's wait is audited once on the connection itself
+    (``connection.opened``, ``connection.paused``, ...) and a batch release is a
+    scheduling detail; an exhausted budget, which nothing else audits, writes one
+    ``action.delivery_deferred`` row per cycle and attempt however often it defers
+    it (DLV-3).
+    """
+    actor = Actor.system(proposal.run_id)
+    if change.move == Move.DELIVERY_DEFERRED:
+        if isinstance(error, budgets.BudgetExhausted):
+            key = f"action-deferred:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
+            details = {"attempt_number": attempt_number, "delivery_cycle": cycle, "reason": error.code}
+            target = ("action_proposal", proposal.id)
+            uow.audit(proposal.installation_id, key, "action.delivery_deferred", actor, *target, details)
+        return
+    uow.audit(
+        proposal.installation_id,
+        f"action-attempt-failed:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}",
+        "action.delivery_failed",
+        actor,
+        "action_proposal",
+        proposal.id,
+        {
+            "attempt_number": attempt_number,
+            "delivery_cycle": cycle,
+            "error_code": error.code,
+            "terminal": change.terminal,
+            "retry_in_seconds": None if change.terminal else round(change.delay_seconds, 3),
+            **({"detail": error.detail} if getattr(error, "detail", None) else {}),
+        },
     )
 
 

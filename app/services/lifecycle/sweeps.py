@@ -50,6 +50,7 @@ class SweepCounts:
     corrections_reconciled: int = 0
     audit_checkpoints_written: int = 0
     reversals_created: int = 0
+    probes_scheduled: int = 0
 
 
 def due_query(now, limit: int = BATCH):
@@ -84,6 +85,20 @@ def enqueue_due_deliveries(now) -> int:
     for proposal_id, cycle, attempts in due_proposals(now):
         count += enqueue_delivery(proposal_id, cycle, attempts, tag="s")
     return count
+
+
+def schedule_overdue_probes(now) -> int:
+    """Schedule the probe job of every connection whose half-open probe is due
+    (OPS-7, CONN-1): the job scheduled when the breaker opened may have been lost
+    with Redis, and only where a delivery waits. A job already waiting is not added
+    again (its id names the probe's due time)."""
+    from app.extensions import db
+    from app.queueing import enqueue_probe
+    from app.services.lifecycle.connection_recovery import overdue_probes
+
+    overdue = overdue_probes(db.session, now)
+    db.session.rollback()
+    return sum(1 for connection_id, due_at in overdue if enqueue_probe(connection_id, due_at))
 
 
 def time_out_confirmations(now) -> int:
@@ -218,6 +233,7 @@ def run_sweeps() -> SweepCounts:
         counts.dispatches_retried = retry_dispatches(started)
         counts.reversals_created = create_missing_reversals(started)  # TEMP-2: then enqueued below when due
         counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
+        counts.probes_scheduled = schedule_overdue_probes(utcnow())  # OPS-7
         counts.audit_checkpoints_written = write_due_checkpoints()  # REC-4
     except Exception as exc:
         log.exception("sweep failed")

@@ -13,6 +13,7 @@ from app.services.admin.changes import PendingChange
 from app.services.admin.connection_create import create_connection
 from app.services.admin.integrations import list_integrations
 from app.services.lifecycle import connection_health
+from app.services.read import connections as connection_views
 
 from ..decorators import role_required
 from .blueprint import bp
@@ -74,12 +75,12 @@ def _detail_page(connection_id: str, form=None, error=None, saved=None, status=2
     listing = service.connection_detail(current_user.installation_id, connection_id)
     from app.extensions import db
 
-    health = connection_health.health_views(db.session, current_user.installation_id, listing.connection.id)
+    health = connection_views.health_views(db.session, current_user.installation_id, listing.connection.id)
     return render_template(
         "admin/connection.html",
         c=listing,
         health=health[0] if health else None,
-        health_history=connection_health.history(db.session, current_user.installation_id, listing.connection.id),
+        health_history=connection_views.history(db.session, current_user.installation_id, listing.connection.id),
         form=form or _version_form_for(listing),
         error=error,
         saved=saved,
@@ -154,4 +155,4 @@ def disabled_connection_banner() -> list[tuple[str, str, str | None]]:
 
     if not current_user.is_authenticated or not current_user.has_role("admin"):
         return []
-    return connection_health.disabled_connections(db.session, current_user.installation_id)
+    return connection_views.disabled_connections(db.session, current_user.installation_id)

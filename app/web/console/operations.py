@@ -9,8 +9,8 @@ from app.domain.errors import ApiError
 from app.domain.proposal.offers import OPERATOR_ROLES
 from app.extensions import db
 from app.queueing import delivery_queue
-from app.services.lifecycle import connection_health
 from app.services.lifecycle.dead_letters import DeadLetterFilter, retry_dead_letters
+from app.services.read import connections as connection_views
 from app.services.read.operations import operations_view
 from app.services.read.temporary import reversals_due
 
@@ -47,8 +47,8 @@ def _render(where: DeadLetterFilter, form: DeadLetterRetryForm | None = None, er
         v=view,
         reversals_soon=soon,
         reversals_overdue=overdue,
-        connections=connection_health.health_views(db.session, installation_id),  # CONN-1, CONN-3
-        connection_history=connection_health.history(db.session, installation_id),
+        connections=connection_views.health_views(db.session, installation_id),  # CONN-1, CONN-3
+        connection_history=connection_views.history(db.session, installation_id),
         dead=dead,
         retry_form=retry_form,
         may_retry=current_user.has_role(*OPERATOR_ROLES),

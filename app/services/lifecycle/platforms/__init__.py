@@ -178,6 +178,7 @@ def _send(plan, request: Request, operation_id: str, lease):
             response_class=error.response_class,
             error_code=error.code,
             duration_ms=error.duration_ms,
+            detail=error.detail,
         )
         if error.status is None or error.body is None:
             raise _Sent(ActionError(error.code, error.retryable, error.delay_seconds), error.sent) from error
