@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
+from app.domain.text_safety import reference_problem
 from app.domain.workflow import triggered_by
 from app.models import (
     AuditEvent,
@@ -175,7 +176,11 @@ def _validate_intake(value: Any) -> dict[str, Any]:
     targets = value.get("targets")
     if not isinstance(targets, list) or not 1 <= len(targets) <= 50:
         raise _intake_error("targets must list 1 to 50 targets.", "targets")
-    for target in targets:
+    for index, target in enumerate(targets):
+        reference = target.get("reference") if isinstance(target, dict) else None
+        problem = isinstance(reference, str) and reference_problem(reference, f"targets[{index}].reference")
+        if problem:  # FOUR-10: before the pattern, which lets these through as non-space
+            raise ApiError(400, "reference_characters", problem, f"targets[{index}].reference")
         if (
             not isinstance(target, dict)
             or set(target) - {"reference", "kind", "evidence"}
@@ -218,8 +223,10 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
         (``evidence_mismatch`` says the repeat carried other evidence).
 
     Raises:
-        ApiError: 400 ``report_invalid`` / ``report_evidence_invalid``; 404
-            ``queue_not_found``.
+        ApiError: 400 ``report_invalid`` / ``report_evidence_invalid``;
+            ``reference_characters`` (a reference with an invisible, bidirectional or
+            lookalike character, FOUR-10); ``url_userinfo`` (a link with a user name,
+            FOUR-10); 404 ``queue_not_found``. Nothing is stored.
     """
     value = _validate_intake(value)
     evidence = parse_target_evidence(value["targets"])

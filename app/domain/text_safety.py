@@ -1,0 +1,139 @@
+"""Characters that change what a reviewer sees (SPEC FOUR-10).
+
+``post:1001\\u200b`` looks like ``post:1001`` on every screen but names another post,
+with none of its history; a right-to-left override turns ``user:1234`` around; a
+Cyrillic ``о`` in ``pоst:1`` passes for Latin. `suspicious_characters` finds such
+characters in one pass, with their position and one of three categories:
+
+* ``invisible``: format characters (Unicode category Cf: zero-width space and joiners,
+  word joiner, byte-order mark, soft hyphen...), control characters (Cc), and the few
+  other code points drawn as nothing (combining grapheme joiner, Hangul fillers,
+  variation selectors);
+* ``bidi``: bidirectional controls -- embeddings and overrides U+202A..U+202E,
+  isolates U+2066..U+2069, the marks U+200E/U+200F and the Arabic letter mark U+061C;
+* ``lookalike``: a non-ASCII character drawn like an ASCII one: whatever NFKC folds to
+  ASCII (fullwidth and mathematical letters and digits, no-break space...), and the
+  Cyrillic, Greek and Armenian letters, dashes and slashes of `LOOKALIKES`.
+
+Other non-ASCII text (``tag:日本語``, ``user:émile``) is not suspicious. Pure: no
+Flask, no database. References refuse any finding (400 ``reference_characters``).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+BIDI_CONTROLS = frozenset(
+    {chr(c) for c in range(0x202A, 0x202F)} | {chr(c) for c in range(0x2066, 0x206A)} | {"\u200e", "\u200f", "\u061c"}
+)
+# Drawn as nothing, though not of category Cf.
+OTHER_INVISIBLES = frozenset(
+    {"\u034f", "\u115f", "\u1160", "\u3164", "\uffa0", "\u2800"}
+    | {chr(c) for c in range(0xFE00, 0xFE10)}
+    | {chr(c) for c in range(0xE0100, 0xE01F0)}
+)
+# Non-ASCII letters and signs drawn like ASCII that NFKC leaves alone.
+LOOKALIKES = frozenset(
+    # Cyrillic
+    "аеорсухіјѕԁԛԝһӏ"
+    "АВЕКМНОРСТХІЈЅ"
+    # Greek
+    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧοναι"
+    # Armenian
+    "օսհո"
+    # Latin that is not ASCII but reads as it: dotless i, small capitals
+    "ıɑɡ"
+    # dashes, minus, slashes, dots
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2044\u2215\u29f8\u0589\u05c3\u2236"
+)
+CATEGORIES = ("invisible", "bidi", "lookalike")
+
+
+@dataclass(frozen=True)
+class SuspiciousCharacter:
+    """One character that changes what is shown.
+
+    Attributes:
+        position: its index in the text (0-based, in code points).
+        character: the character itself.
+        category: ``invisible``, ``bidi`` or ``lookalike``.
+    """
+
+    position: int
+    character: str
+    category: str
+
+    @property
+    def codepoint(self) -> str:
+        """``U+200B``."""
+        return f"U+{ord(self.character):04X}"
+
+    @property
+    def name(self) -> str:
+        """The Unicode name (``ZERO WIDTH SPACE``), or the code point when it has none."""
+        return unicodedata.name(self.character, self.codepoint)
+
+
+def classify(character: str) -> str | None:
+    """The category of one character (``invisible``, ``bidi``, ``lookalike``), or None.
+
+    Args:
+        character: a string of one code point.
+    """
+    if character.isascii():
+        return "invisible" if unicodedata.category(character) == "Cc" and character not in "\t\n\r" else None
+    if character in BIDI_CONTROLS:
+        return "bidi"
+    if unicodedata.category(character) in ("Cf", "Cc") or character in OTHER_INVISIBLES:
+        return "invisible"
+    if character in LOOKALIKES or unicodedata.normalize("NFKC", character).isascii():
+        return "lookalike"
+    return None
+
+
+def suspicious_characters(text: str) -> tuple[SuspiciousCharacter, ...]:
+    """Every character of `text` that changes what a reviewer sees (SPEC FOUR-10).
+
+    Args:
+        text: any text (a reference, a name, a value in a diff).
+
+    Returns:
+        The findings in order of position; empty when the text shows as what it is.
+    """
+    found = []
+    for position, character in enumerate(text):
+        category = classify(character)
+        if category is not None:
+            found.append(SuspiciousCharacter(position, character, category))
+    return tuple(found)
+
+
+def describe(finding: SuspiciousCharacter) -> str:
+    """For people: ``U+200B ZERO WIDTH SPACE (invisible) at position 9``."""
+    return f"{finding.codepoint} {finding.name} ({finding.category}) at position {finding.position}"
+
+
+def reference_problem(text: str, field: str) -> str | None:
+    """Why a reference cannot be accepted as sent, or None (SPEC FOUR-10).
+
+    A reference (a target, an author, a subject) must be exactly what the console
+    shows: one with an invisible, bidirectional or lookalike character would look
+    like another reference and carry none of its history.
+
+    Args:
+        text: the reference as received.
+        field: its JSON path, for the message (``targets[0].reference``).
+
+    Returns:
+        A message for people naming the first such character and its position (the
+        caller answers 400 ``reference_characters``), or None when there is none.
+    """
+    found = suspicious_characters(text)
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return (
+        f"{field} contains {describe(found[0])}{more}: it would look like another reference. "
+        "Send the reference with plain characters only."
+    )

@@ -1,0 +1,44 @@
+"""Which characters change what a reviewer sees (SPEC FOUR-10): one pure classification."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain.text_safety import describe, suspicious_characters
+
+
+@pytest.mark.parametrize(
+    ("text", "position", "category", "codepoint"),
+    [
+        ("post:1001\u200b", 9, "invisible", "U+200B"),  # zero width space
+        ("post:10\u00ad01", 7, "invisible", "U+00AD"),  # soft hyphen
+        ("post:\u206010", 5, "invisible", "U+2060"),  # word joiner (Cf)
+        ("\ufeffpost:1", 0, "invisible", "U+FEFF"),
+        ("post:1\x07", 6, "invisible", "U+0007"),  # a control character
+        ("user:\u202e1234", 5, "bidi", "U+202E"),  # right-to-left override
+        ("user:\u20661", 5, "bidi", "U+2066"),
+        ("user:1\u200f", 6, "bidi", "U+200F"),
+        ("user:1\u061c", 6, "bidi", "U+061C"),
+        ("p\u043est:1", 1, "lookalike", "U+043E"),  # Cyrillic o
+        ("post:\uff11", 5, "lookalike", "U+FF11"),  # fullwidth 1
+        ("post:\u0391", 5, "lookalike", "U+0391"),  # Greek capital alpha
+    ],
+)
+def test_four10_each_character_that_changes_what_is_shown_is_named(text, position, category, codepoint):
+    """FOUR-10: invisible (Cf, zero-width, soft hyphen, controls), bidirectional controls
+    and non-ASCII lookalikes of ASCII are found with their position and category."""
+    found = suspicious_characters(text)
+    assert [(f.position, f.category, f.codepoint) for f in found] == [(position, category, codepoint)]
+    assert f"position {position}" in describe(found[0]) and codepoint in describe(found[0])
+
+
+@pytest.mark.parametrize("text", ["post:1001", "at://did:plc:abc/app.bsky.feed.post/3k", "tag:日本語", "user:émile", ""])
+def test_four10_plain_text_has_nothing_suspicious(text):
+    """FOUR-10: ASCII and non-ASCII text that looks like itself (no lookalike of ASCII) passes."""
+    assert suspicious_characters(text) == ()
+
+
+def test_four10_every_occurrence_is_listed_in_order():
+    """FOUR-10: all of them, in order of position."""
+    found = suspicious_characters("\u202ep\u043e\u200b")
+    assert [(f.position, f.category) for f in found] == [(0, "bidi"), (2, "lookalike"), (3, "invisible")]
