@@ -89,3 +89,22 @@ def test_four10_platform_text_is_isolated_and_links_name_their_host(app, client,
     assert "<bdi>Users \u202ereported</bdi>" in html
     assert "Open on example.social" in html  # the permalink's host
     assert re.search(r'class="link-host"[^>]*>cdn\.example<', html)  # the media link's host
+
+
+def test_four10_an_appeal_statement_is_isolated(app, client, world, platform):
+    """FOUR-10: the appellant's statement (platform-supplied text) is rendered in `<bdi>`
+    on the appeal's page and in the appeals list."""
+    from ..builders import approve, run_worker
+
+    report_id = post(client, world, intake(evidence=EVIDENCE)).get_json()["report_id"]
+    proposal = decide(world, report_id)
+    approve(world, proposal)
+    run_worker(app)
+    appeal = client.post(
+        "/api/v1/appeals",
+        headers={"Authorization": f"Bearer {world.console_token}"},
+        json={"report_external_id": "ev-1", "statement": "satire \u202eesrever"},
+    ).get_json()
+    login(client, "reviewer@example.com")
+    for url in (f"/appeals/{appeal['appeal_id']}", "/appeals"):
+        assert "<bdi>satire \u202eesrever</bdi>" in client.get(url).get_data(as_text=True), url
