@@ -45,15 +45,15 @@ def test_four10_an_author_reference_with_hidden_characters_is_refused(app, clien
     assert counts() == before
 
 
+MEDIA = {"url": "https://cdn.example/1.jpg", "sha256": "b" * 64, "mime_type": "image/png"}
+
+
 @pytest.mark.parametrize(
     ("evidence", "field"),
     [
         ({"permalink": "https://example.social@evil.example/p/77"}, "targets[0].evidence.permalink"),
         ({"permalink": "https://user:pw@example.social/p/77"}, "targets[0].evidence.permalink"),
-        (
-            {"media": [{"url": "https://cdn.example@evil.example/1.jpg", "sha256": "b" * 64, "mime_type": "image/jpeg"}]},
-            "targets[0].evidence.media[0].url",
-        ),
+        ({"media": [{**MEDIA, "url": "https://cdn.example@evil.example/1.jpg"}]}, "targets[0].evidence.media[0].url"),
         ({"permalink": "https://example.social\\@evil.example/p/77"}, "targets[0].evidence.permalink"),
     ],
 )
