@@ -123,12 +123,20 @@ def link_host(url: str) -> str:
         url: an http(s) URL accepted at intake (no userinfo).
 
     Returns:
-        The lower-cased host (no port), e.g. ``platform.example``; ``""`` when none.
+        The lower-cased host (no port), e.g. ``platform.example``; a host with non-ASCII
+        characters in its DNS form (``xn--...``), so a lookalike host cannot pass for
+        another; ``""`` when none.
     """
     host = link_authority(url).rsplit("@", 1)[-1]
     if host.startswith("["):  # an IPv6 literal keeps its brackets
         return host.split("]", 1)[0].lower() + "]"
-    return host.split(":", 1)[0].lower()
+    host = host.split(":", 1)[0].lower()
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:  # not a valid name: show its characters escaped
+        return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _reference(value: Any, field: str) -> str | None:

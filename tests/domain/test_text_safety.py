@@ -42,3 +42,20 @@ def test_four10_every_occurrence_is_listed_in_order():
     """FOUR-10: all of them, in order of position."""
     found = suspicious_characters("\u202ep\u043e\u200b")
     assert [(f.position, f.category) for f in found] == [(0, "bidi"), (2, "lookalike"), (3, "invisible")]
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("https://Platform.example/p/1", "platform.example"),
+        ("https://platform.example:8443/p?x=@", "platform.example"),
+        ("http://[2001:db8::1]:80/x", "[2001:db8::1]"),
+        ("https://ex\u0430mple.social/p/1", "xn--exmple-4nf.social"),  # a Cyrillic a: shown as the DNS name
+    ],
+)
+def test_four10_a_link_shows_the_host_it_really_opens(url, host):
+    """FOUR-10: the host shown beside an external link is the one it opens; a host with
+    non-ASCII characters is shown in its DNS (punycode) form, so a lookalike cannot pass."""
+    from app.domain.evidence import link_host
+
+    assert link_host(url) == host
