@@ -393,14 +393,20 @@ def describe_exit(returncode: int) -> str:
 class _ChildWatch:
     """Waits on each of the demo's child processes (demo platform, worker, PDS) in a
     thread of its own, so none is left a zombie: the first that exits while the demo
-    runs is named on standard error with how it ended, and the console server is shut
-    down, which stops the rest (the demo then exits with status 1)."""
+    runs (and not within `STOP_GRACE_SECONDS` of a stop the person asked for) is named
+    on standard error with how it ended, and the console server is shut down, which
+    stops the rest (the demo then exits with status 1)."""
+
+    # Ctrl-C reaches every process of the terminal's group at once: a child may end on
+    # it before the demo itself has handled it. That is the asked-for stop, not a death.
+    STOP_GRACE_SECONDS = 1.0
 
     def __init__(self, server) -> None:
         self.server = server
         self.died: str | None = None
         self._lock = threading.Lock()
         self._stopping = False
+        self._stop_requested = threading.Event()
 
     def watch(self, name: str, process: subprocess.Popen) -> None:
         """Wait for `process` (called `name` in the message) in a daemon thread."""
@@ -410,9 +416,12 @@ class _ChildWatch:
         """The demo is stopping: exits from now on are expected, not reported."""
         with self._lock:
             self._stopping = True
+        self._stop_requested.set()
 
     def _wait(self, name: str, process: subprocess.Popen) -> None:
         returncode = process.wait()
+        if self._stop_requested.wait(self.STOP_GRACE_SECONDS):
+            return  # ended by the same Ctrl-C that stops the demo (its status says nothing)
         with self._lock:
             if self._stopping:
                 return

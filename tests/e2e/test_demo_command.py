@@ -261,3 +261,17 @@ def test_the_demo_says_which_process_died_and_stops_the_rest(demo, child):
     assert f"The {name} (pid {children[child]}) was killed by SIGKILL" in demo.output()
     eventually(lambda: not any(_alive(pid) for pid in family), timeout=30)
     assert refused(f"{demo.base}/healthz") and refused(f"{demo.platform}/content")
+
+
+def test_ctrl_c_to_the_whole_group_is_a_clean_stop_not_a_dead_child(demo):
+    """PREP-8 (issue 22): Ctrl-C in a terminal reaches every process of the group at once;
+    children ending on it are the stop the person asked for, not a process that died:
+    exit status 0 and no "stopping the demo" message."""
+    demo.start()
+    children = eventually(lambda: (found := demo.children()).keys() == {"platform", "worker"} and found)
+
+    os.killpg(demo.process.pid, signal.SIGINT)
+
+    assert demo.process.wait(timeout=60) == 0, demo.output()[-3000:]
+    assert "stopping the demo" not in demo.output()
+    eventually(lambda: not any(_alive(pid) for pid in children.values()), timeout=30)
