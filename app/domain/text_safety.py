@@ -24,6 +24,8 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from .errors import ApiError
+
 BIDI_CONTROLS = frozenset(
     {chr(c) for c in range(0x202A, 0x202F)} | {chr(c) for c in range(0x2066, 0x206A)} | {"\u200e", "\u200f", "\u061c"}
 )
@@ -137,3 +139,18 @@ def reference_problem(text: str, field: str) -> str | None:
         f"{field} contains {describe(found[0])}{more}: it would look like another reference. "
         "Send the reference with plain characters only."
     )
+
+
+def check_reference(text: str | None, field: str) -> None:
+    """Refuse a reference that would look like another (SPEC FOUR-10).
+
+    Args:
+        text: the reference as received (None: not sent, nothing to check).
+        field: its JSON path (``targets[0].reference``, ``external_id``).
+
+    Raises:
+        ApiError: 400 ``reference_characters`` naming the character and its position.
+    """
+    problem = reference_problem(text, field) if isinstance(text, str) else None
+    if problem:
+        raise ApiError(400, "reference_characters", problem, field)

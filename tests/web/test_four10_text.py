@@ -108,3 +108,36 @@ def test_four10_an_appeal_statement_is_isolated(app, client, world, platform):
     login(client, "reviewer@example.com")
     for url in (f"/appeals/{appeal['appeal_id']}", "/appeals"):
         assert "<bdi>satire \u202eesrever</bdi>" in client.get(url).get_data(as_text=True), url
+
+
+def test_four10_the_platforms_own_report_and_appeal_ids_are_references_too(app, client, world, platform):
+    """FOUR-10: a report's `external_id` (and an appeal's) names the platform's report: one
+    with a zero-width space would look like a repeat yet be a second report. 400
+    `reference_characters`; no row."""
+    before = counts()
+    response = post(client, world, intake(external_id="ev-1\u200b", evidence=EVIDENCE))
+    assert response.status_code == 400
+    assert (response.get_json()["error"]["code"], response.get_json()["error"]["field"]) == (
+        "reference_characters",
+        "external_id",
+    )
+    assert counts() == before
+
+    from ..builders import approve, run_worker
+
+    report_id = post(client, world, intake(evidence=EVIDENCE)).get_json()["report_id"]
+    proposal = decide(world, report_id)
+    approve(world, proposal)
+    run_worker(app)
+    before = counts()
+    response = client.post(
+        "/api/v1/appeals",
+        headers={"Authorization": f"Bearer {world.console_token}"},
+        json={"report_external_id": "ev-1", "statement": "satire", "external_id": "appeal-1\u202e"},
+    )
+    assert response.status_code == 400
+    assert (response.get_json()["error"]["code"], response.get_json()["error"]["field"]) == (
+        "reference_characters",
+        "external_id",
+    )
+    assert counts() == before

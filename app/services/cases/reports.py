@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
-from app.domain.text_safety import reference_problem
+from app.domain.text_safety import check_reference
 from app.domain.workflow import triggered_by
 from app.models import (
     AuditEvent,
@@ -169,6 +169,7 @@ def _validate_intake(value: Any) -> dict[str, Any]:
     external_id = value.get("external_id")
     if not isinstance(external_id, str) or not 1 <= len(external_id) <= 200:
         raise _intake_error("external_id must be 1 to 200 characters.", "external_id")
+    check_reference(external_id, "external_id")  # the platform's report id is a reference too (FOUR-10)
     for name, limit in (("queue", 100), ("category", 100), ("policy_version_id", 200), ("summary", 5000)):
         field_value = value.get(name)
         if field_value is not None and (not isinstance(field_value, str) or len(field_value) > limit):
@@ -177,10 +178,8 @@ def _validate_intake(value: Any) -> dict[str, Any]:
     if not isinstance(targets, list) or not 1 <= len(targets) <= 50:
         raise _intake_error("targets must list 1 to 50 targets.", "targets")
     for index, target in enumerate(targets):
-        reference = target.get("reference") if isinstance(target, dict) else None
-        problem = isinstance(reference, str) and reference_problem(reference, f"targets[{index}].reference")
-        if problem:  # FOUR-10: before the pattern, which lets these through as non-space
-            raise ApiError(400, "reference_characters", problem, f"targets[{index}].reference")
+        # FOUR-10: before the pattern, which lets these characters through as non-space
+        check_reference(target.get("reference") if isinstance(target, dict) else None, f"targets[{index}].reference")
         if (
             not isinstance(target, dict)
             or set(target) - {"reference", "kind", "evidence"}
