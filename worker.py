@@ -32,14 +32,14 @@ import time
 
 import redis
 from rq import Queue
-from rq.cron import CronScheduler
+from rq.exceptions import StopRequested
 
 os.environ.setdefault("PROCESS_ROLE", "worker")
 
 from app import create_app  # noqa: E402
 from app.jobs import bind_app, sweep_job  # noqa: E402
 from app.queueing import get_redis  # noqa: E402
-from app.rq_workers import ConsoleSimpleWorker, ConsoleWorker, die_with_parent  # noqa: E402
+from app.rq_workers import ConsoleCronScheduler, ConsoleSimpleWorker, ConsoleWorker, die_with_parent  # noqa: E402
 
 log = logging.getLogger("worker")
 
@@ -58,16 +58,25 @@ def _reconnect_delays():
 def run_cron(interval_seconds: int, parent_pid: int) -> None:
     """Enqueue the sweep on the sweeps queue every `interval_seconds` (RQ's cron).
 
-    RQ's cron loop stops on a Redis error; start it again once Redis answers.
+    RQ's cron loop stops on a Redis error; start it again once Redis answers. A stop
+    request (SIGTERM/SIGINT, from the worker or its death) ends it quietly wherever it
+    arrives: also while it waits to start again.
     """
     die_with_parent(parent_pid)
     app = create_app(web=False)
     bind_app(app)
+    try:
+        _cron_loop(app, interval_seconds)
+    except StopRequested:  # raised by the cron's signal handler outside its own loop
+        return
+
+
+def _cron_loop(app, interval_seconds: int) -> None:
     delays = _reconnect_delays()
     while True:
         try:
             with app.app_context():
-                cron = CronScheduler(connection=get_redis(app), name=f"sweeps-{os.getpid()}")
+                cron = ConsoleCronScheduler(connection=get_redis(app), name=f"sweeps-{os.getpid()}")
                 cron.register(
                     sweep_job,
                     queue_name=app.config["SWEEP_QUEUE"],

@@ -12,6 +12,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -372,6 +373,68 @@ def _interrupt(*_args) -> None:
     raise KeyboardInterrupt
 
 
+def describe_exit(returncode: int) -> str:
+    """How a child process ended, for the person running the demo.
+
+    Args:
+        returncode: ``Popen.returncode`` (negative: the number of the signal that killed it).
+
+    Returns:
+        ``"was killed by SIGKILL"`` or ``"exited with status 3"``.
+    """
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class _ChildWatch:
+    """Waits on each of the demo's child processes (demo platform, worker, PDS) in a
+    thread of its own, so none is left a zombie: the first that exits while the demo
+    runs (and not within `STOP_GRACE_SECONDS` of a stop the person asked for) is named
+    on standard error with how it ended, and the console server is shut down, which
+    stops the rest (the demo then exits with status 1)."""
+
+    # Ctrl-C reaches every process of the terminal's group at once: a child may end on
+    # it before the demo itself has handled it. That is the asked-for stop, not a death.
+    STOP_GRACE_SECONDS = 1.0
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.died: str | None = None
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._stop_requested = threading.Event()
+
+    def watch(self, name: str, process: subprocess.Popen) -> None:
+        """Wait for `process` (called `name` in the message) in a daemon thread."""
+        threading.Thread(target=self._wait, args=(name, process), name=f"demo-watch-{name}", daemon=True).start()
+
+    def stop(self) -> None:
+        """The demo is stopping: exits from now on are expected, not reported."""
+        with self._lock:
+            self._stopping = True
+        self._stop_requested.set()
+
+    def _wait(self, name: str, process: subprocess.Popen) -> None:
+        returncode = process.wait()
+        if self._stop_requested.wait(self.STOP_GRACE_SECONDS):
+            return  # ended by the same Ctrl-C that stops the demo (its status says nothing)
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+            self.died = name
+        print(
+            f"\n  The {name} (pid {process.pid}) {describe_exit(returncode)}; stopping the demo.\n",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.server.shutdown()
+
+
 def _port_free(port: int) -> bool:
     """Whether a server could listen on 127.0.0.1:`port` now."""
     import socket
@@ -386,14 +449,16 @@ def _port_free(port: int) -> bool:
 
 
 def run_demo(app, console_port: int, platform_port: int, platform: str = "demo") -> None:
-    """Migrate, seed, and run console + worker + demo platform until Ctrl-C.
+    """Migrate, seed, and run console + worker + demo platform until Ctrl-C, or until
+    one of its processes dies: it is named with how it ended, and the rest stop.
 
     Args:
         platform: ``demo`` (the demo platform only) or ``atproto`` (also a real AT
             Protocol PDS on loopback and the ``pds`` installation acting on it, PLAT-5).
 
     Raises:
-        SystemExit: 2 with a clear message when ``atproto`` cannot install or start the PDS.
+        SystemExit: 2 with a clear message when ``atproto`` cannot install or start the PDS;
+            1 after a child process (demo platform, worker, PDS) died while the demo ran.
     """
     from flask_migrate import upgrade
     from werkzeug.serving import make_server
@@ -455,11 +520,17 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
         print(f"    {pds.url}/xrpc/com.atproto.repo.getRecord")
     print("  Press Ctrl-C to stop everything.\n", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
+    watch = _ChildWatch(server)
+    for name, child in zip(("demo platform", "worker"), children, strict=True):
+        watch.watch(name, child)
+    if pds is not None:
+        watch.watch("AT Protocol PDS", pds.process)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        watch.stop()
         server.server_close()
         for child in children:
             child.terminate()
@@ -474,3 +545,5 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
             from app.queueing import embedded_redis
 
             embedded_redis(app.config["EMBEDDED_REDIS_PATH"]).shutdown(save=True)
+    if watch.died is not None:
+        raise SystemExit(1)

@@ -3,7 +3,7 @@
 Besides the demo installation (the demo platform's receipt contract), the command
 installs Node 22 with ``@atproto/pds`` and ``@did-plc/server`` (``.ci/pds-install``,
 cached after the first run), starts both on loopback with the launcher the tests use
-(``tests/pds/launch.mjs``), creates accounts and posts through the PDS's own XRPC API,
+(``app/pds_launch.mjs``, through ``app.pds_runtime``), creates accounts and posts through the PDS's own XRPC API,
 and seeds a second installation (slug ``pds``, users ``pds-<name>@example.com``) whose
 takedown and restore components are the ``atproto_pds`` kind, with reports about those
 posts. A taken-down post is then no longer served by the PDS, and an appeal correction
@@ -15,7 +15,6 @@ installation's connection is pointed at the new PDS and new reports are added.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 from pathlib import Path
@@ -25,6 +24,7 @@ from sqlalchemy import func, select
 
 from app.domain.evidence import parse_evidence
 from app.extensions import db
+from app import pds_runtime
 from app.models import (
     ComponentDefinition,
     ComponentVersion,
@@ -40,7 +40,6 @@ from app.services.uow import Actor, unit_of_work
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = ROOT / ".ci" / "pds-install"
-HARNESS = ROOT / "tests" / "pds" / "harness.py"
 PDS_SLUG = "pds"
 INSTALL_TIMEOUT_SECONDS = 1800
 PDS_POSTS = (
@@ -59,16 +58,6 @@ REFERENCES = {
 
 class PdsUnavailable(Exception):
     """The PDS could not be installed or started; the message says why and what to do."""
-
-
-def _harness():
-    """The tests' PDS launcher module (tests/pds/harness.py of this checkout)."""
-    spec = importlib.util.spec_from_file_location("console_pds_harness", HARNESS)
-    if spec is None or spec.loader is None:
-        raise PdsUnavailable(f"{HARNESS} is missing: run the demo from a full checkout.")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def install_pds(env: dict[str, str] | None = None, timeout: float = INSTALL_TIMEOUT_SECONDS) -> Path:
@@ -115,16 +104,15 @@ def start_pds(log_path: Path, env: dict[str, str] | None = None):
 
     Returns:
         The running launcher (``url``, ``admin_password``, ``create_account``,
-        ``create_post``, ``stop``...; see tests/pds/harness.py).
+        ``create_post``, ``stop``...; see ``app.pds_runtime.Pds``).
 
     Raises:
         PdsUnavailable: install or start failed.
     """
-    harness = _harness()
     home = install_pds(env)
     try:
-        return harness.Pds.start(home, log_path)
-    except harness.PdsError as error:
+        return pds_runtime.Pds.start(home, log_path)
+    except pds_runtime.PdsError as error:
         raise PdsUnavailable(f"The PDS did not start: {error}") from error
 
 

@@ -167,13 +167,35 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return None
 
 
+# Special-purpose ranges (IANA's IPv4 and IPv6 special-purpose address registries, and
+# deprecated ones) that Python's `ipaddress` still calls global: no platform is there.
+_SPECIAL_RANGES = tuple(
+    ipaddress.ip_network(network)
+    for network in (
+        "64:ff9b:1::/48",  # local-use IPv4/IPv6 translation (RFC 8215): a NAT64 of your own network
+        "100:0:0:1::/64",  # dummy IPv6 prefix (RFC 9780)
+        "3fff::/20",  # documentation (RFC 9637)
+        "5f00::/16",  # segment routing (SRv6) SIDs (RFC 9602)
+        "fec0::/10",  # site-local, deprecated (RFC 3879)
+        "192.88.99.0/24",  # 6to4 relay anycast, deprecated (RFC 7526)
+    )
+)
+
+
+def _special(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return any(ip.version == network.version and ip in network for network in _SPECIAL_RANGES)
+
+
 def forbidden_address(address: str) -> bool:
-    """Whether egress refuses `address`: not global, multicast, or an IPv6 form that
-    embeds such an IPv4 address (SEC-2)."""
+    """Whether egress refuses `address`: not global, multicast, in a special-purpose
+    range of `_SPECIAL_RANGES` (local-use NAT64 64:ff9b:1::/48...), or an IPv6 form
+    that embeds such an IPv4 address (SEC-2, FOUR-10)."""
     ip = ipaddress.ip_address(address)
+    if _special(ip):
+        return True
     if isinstance(ip, ipaddress.IPv6Address):
         ip = _embedded_ipv4(ip) or ip
-    return not ip.is_global or ip.is_multicast
+    return not ip.is_global or ip.is_multicast or _special(ip)
 
 
 def check_destination(url: str, policy: EgressPolicy, resolver: Resolver = system_resolver) -> list[str]:

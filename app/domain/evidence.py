@@ -16,6 +16,7 @@ from typing import Any
 
 from .clock import iso
 from .digests import json_digest
+from .text_safety import reference_problem
 
 # Documented limits (README, OpenAPI): beyond any of them intake answers 400.
 MAX_CONTENT_TEXT = 10_000
@@ -36,12 +37,15 @@ POSTED_AT_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?
 
 
 class EvidenceInvalid(ValueError):
-    """Evidence outside the contract; `field` names the JSON path at fault."""
+    """Evidence outside the contract; `field` names the JSON path at fault, `code` the
+    error code (``report_evidence_invalid``; ``reference_characters`` and
+    ``url_userinfo`` for FOUR-10)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, code: str = "report_evidence_invalid") -> None:
         super().__init__(message)
         self.field = field
         self.message = message
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -88,11 +92,58 @@ def _url(value: Any, field: str) -> str | None:
     text = _text(value, field, MAX_URL)
     if text is not None and not URL_PATTERN.fullmatch(text):
         raise EvidenceInvalid(field, f"{field} must be an http or https URL of at most {MAX_URL:,} characters.")
+    if text is not None and ("@" in link_authority(text) or "\\" in link_authority(text)):
+        # FOUR-10: https://platform.example@evil.example/ reads as the platform, opens evil.example
+        raise EvidenceInvalid(
+            field,
+            f"{field} must not carry a user name or password before its host (user@host): "
+            "the link would read as one host and open another.",
+            "url_userinfo",
+        )
     return text
+
+
+def link_authority(url: str) -> str:
+    """What follows ``scheme://`` up to the first ``/``, ``?`` or ``#`` (SPEC FOUR-10).
+
+    Args:
+        url: an http(s) URL as received.
+
+    Returns:
+        The authority as written: host and port, and any userinfo (``user@``).
+    """
+    rest = url.split("//", 1)[1] if "//" in url else url
+    return re.split(r"[/?#]", rest, maxsplit=1)[0]
+
+
+def link_host(url: str) -> str:
+    """The host a link opens, for the page to show beside it (SPEC FOUR-10).
+
+    Args:
+        url: an http(s) URL accepted at intake (no userinfo).
+
+    Returns:
+        The lower-cased host (no port), e.g. ``platform.example``; a host with non-ASCII
+        characters in its DNS form (``xn--...``), so a lookalike host cannot pass for
+        another; ``""`` when none.
+    """
+    host = link_authority(url).rsplit("@", 1)[-1]
+    if host.startswith("["):  # an IPv6 literal keeps its brackets
+        return host.split("]", 1)[0].lower() + "]"
+    host = host.split(":", 1)[0].lower()
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:  # not a valid name: show its characters escaped
+        return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _reference(value: Any, field: str) -> str | None:
     text = _text(value, field, MAX_REFERENCE)
+    problem = text is not None and reference_problem(text, field)
+    if problem:  # FOUR-10
+        raise EvidenceInvalid(field, problem, "reference_characters")
     if text is not None and not REFERENCE_PATTERN.fullmatch(text):
         raise EvidenceInvalid(field, f"{field} must be an account reference like 'user:42'.")
     return text

@@ -302,6 +302,9 @@ def parse_rest_reference(text: Any) -> RestOperation:
 def fill_path(template: str, fields: dict[str, Any]) -> str:
     """A path template with its placeholders filled, each value percent-encoded as one
     path segment (a reference such as ``post:1`` or an at-uri cannot add segments).
+    A value made only of dots (``.``, ``..``) has its dots encoded too (``%2E%2E``):
+    the HTTP client would otherwise resolve it as a dot segment and walk the path
+    (SPEC FOUR-10).
 
     Args:
         template: e.g. ``/posts/{target.reference}/moderation``.
@@ -318,6 +321,8 @@ def fill_path(template: str, fields: dict[str, Any]) -> str:
             value = value.get(part) if isinstance(value, dict) else None
         if not isinstance(value, str) or not value:
             raise ActionError(SUBJECT_INVALID)
+        if value.strip(".") == "":  # a dot segment: requests would remove it and the one before
+            return "%2E" * len(value)
         return quote(value, safe="")
 
     return PLACEHOLDER.sub(value_of, template)

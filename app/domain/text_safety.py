@@ -1,16 +1,24 @@
-"""Characters that make text read as something it is not (SPEC FOUR-10): lookalikes of
-ASCII letters from other scripts (Cyrillic ``а`` in ``аdmin2@example.com``), invisible
-characters (zero-width, soft hyphen, other format characters) and bidirectional
-controls that reorder what is shown.
+"""Characters that change what a reviewer sees (SPEC FOUR-10).
 
-One pure predicate for every place that shows or accepts such text: the change page
-flags them in a diff; a platform reference can refuse them
-(``if suspicious_characters(reference): raise ...``). No Flask, no database.
+``post:1001\\u200b`` looks like ``post:1001`` on every screen but names another post,
+with none of its history; a right-to-left override turns ``user:1234`` around; a
+Cyrillic ``о`` in ``pоst:1`` passes for Latin. `suspicious_characters` finds such
+characters in one pass, with their position and one of three categories:
 
-    >>> [c.kind for c in suspicious_characters("\\u0430dmin2@example.com")]
-    ['lookalike']
-    >>> suspicious_characters("plain text, accents too: café")
-    []
+* ``invisible``: format characters (Unicode category Cf: zero-width space and joiners,
+  word joiner, byte-order mark, soft hyphen...), control characters (Cc), and the few
+  other code points drawn as nothing (combining grapheme joiner, Hangul fillers,
+  variation selectors);
+* ``bidi``: bidirectional controls -- embeddings and overrides U+202A..U+202E,
+  isolates U+2066..U+2069, the marks U+200E/U+200F and the Arabic letter mark U+061C;
+* ``lookalike``: a non-ASCII character drawn like an ASCII one: whatever NFKC folds to
+  ASCII (fullwidth and mathematical letters and digits, no-break space...), the
+  Cyrillic, Greek and Armenian letters, dashes and slashes of `LOOKALIKES`, and any
+  letter of a Latin-like script (`LOOKALIKE_SCRIPTS`) in text that also has ASCII
+  letters (mixed scripts: ``аdmin2@example.com``).
+
+Other non-ASCII text (``tag:日本語``, ``user:émile``) is not suspicious. Pure: no
+Flask, no database. References refuse any finding (400 ``reference_characters``).
 """
 
 from __future__ import annotations
@@ -20,95 +28,116 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-BIDI = "bidi"
-INVISIBLE = "invisible"
-LOOKALIKE = "lookalike"
+from .errors import ApiError
 
-# Bidirectional controls: embeddings and overrides, isolates, marks.
 BIDI_CONTROLS = frozenset(
-    [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)] + ["\u200e", "\u200f", "\u061c"]
+    {chr(c) for c in range(0x202A, 0x202F)} | {chr(c) for c in range(0x2066, 0x206A)} | {"\u200e", "\u200f", "\u061c"}
 )
-# Characters that show nothing (beyond the format category Cf, which is flagged as a whole).
-INVISIBLES = frozenset(["\u034f", "\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u180e"])
-# Scripts whose letters are drawn like Latin ones.
+# Drawn as nothing, though not of category Cf.
+OTHER_INVISIBLES = frozenset(
+    {"\u034f", "\u115f", "\u1160", "\u3164", "\uffa0", "\u2800"}
+    | {chr(c) for c in range(0xFE00, 0xFE10)}
+    | {chr(c) for c in range(0xE0100, 0xE01F0)}
+)
+# Non-ASCII letters and signs drawn like ASCII that NFKC leaves alone.
+LOOKALIKES = frozenset(
+    # Cyrillic
+    "аеорсухіјѕԁԛԝһӏ"
+    "АВЕКМНОРСТХІЈЅ"
+    # Greek
+    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧοναι"
+    # Armenian
+    "օսհո"
+    # Latin that is not ASCII but reads as it: dotless i, small capitals
+    "ıɑɡ"
+    # dashes, minus, slashes, dots
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2044\u2215\u29f8\u0589\u05c3\u2236"
+)
+# Scripts whose letters are drawn like Latin ones: one of them among ASCII letters is mixed scripts.
 LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC", "LISU", "TIFINAGH")
+CATEGORIES = ("invisible", "bidi", "lookalike")
 
 
 @dataclass(frozen=True)
 class SuspiciousCharacter:
-    """One character that may deceive a reader.
+    """One character that changes what is shown.
 
     Attributes:
-        index: its position in the text (code points).
-        char: the character.
-        kind: ``bidi`` (reorders text), ``invisible`` (shows nothing) or
-            ``lookalike`` (drawn like an ASCII character it is not).
-        name: its Unicode name, e.g. ``CYRILLIC SMALL LETTER A``.
+        position: its index in the text (0-based, in code points).
+        character: the character itself.
+        category: ``invisible``, ``bidi`` or ``lookalike``.
     """
 
-    index: int
-    char: str
-    kind: str
-    name: str
+    position: int
+    character: str
+    category: str
 
     @property
     def codepoint(self) -> str:
-        """``U+0430`` for Cyrillic ``а``."""
-        return f"U+{ord(self.char):04X}"
+        """``U+200B``."""
+        return f"U+{ord(self.character):04X}"
+
+    @property
+    def name(self) -> str:
+        """The Unicode name (``ZERO WIDTH SPACE``), or the code point when it has none."""
+        return unicodedata.name(self.character, self.codepoint)
+
+    # The change page's words for the same facts.
+    index = property(lambda self: self.position)
+    char = property(lambda self: self.character)
+    kind = property(lambda self: self.category)
 
     def __str__(self) -> str:
-        return f"{self.codepoint} {self.name} ({self.kind})"
+        return f"{self.codepoint} {self.name} ({self.category})"
 
 
-def _name(char: str) -> str:
-    return unicodedata.name(char, f"U+{ord(char):04X}")
+def classify(character: str, among_ascii_letters: bool = False) -> str | None:
+    """The category of one character (``invisible``, ``bidi``, ``lookalike``), or None.
 
-
-def _kind(char: str, text_has_ascii_letters: bool) -> str | None:
-    if char.isascii():
-        return INVISIBLE if unicodedata.category(char) == "Cc" else None
-    if char in BIDI_CONTROLS:
-        return BIDI
-    if char in INVISIBLES or unicodedata.category(char) in ("Cf", "Cc", "Zl", "Zp"):
-        return INVISIBLE
-    folded = unicodedata.normalize("NFKC", char)
-    if folded != char and folded.isascii() and folded.strip():
-        return LOOKALIKE  # fullwidth, mathematical and other compatibility forms of ASCII
-    if char.isalpha() and text_has_ascii_letters and _name(char).startswith(LOOKALIKE_SCRIPTS):
-        return LOOKALIKE  # mixed scripts: a Cyrillic or Greek letter among Latin ones
+    Args:
+        character: a string of one code point.
+        among_ascii_letters: whether its text also has ASCII letters (then a letter of
+            a `LOOKALIKE_SCRIPTS` script is a lookalike: mixed scripts).
+    """
+    if character.isascii():
+        return "invisible" if unicodedata.category(character) == "Cc" and character not in "\t\n\r" else None
+    if character in BIDI_CONTROLS:
+        return "bidi"
+    if unicodedata.category(character) in ("Cf", "Cc") or character in OTHER_INVISIBLES:
+        return "invisible"
+    if unicodedata.normalize("NFKC", character).isascii():
+        return "lookalike"
+    if not character.isalpha():
+        return "lookalike" if character in LOOKALIKES else None
+    # a letter: only among ASCII letters does it pass for one (text wholly in Greek is Greek)
+    if among_ascii_letters and (character in LOOKALIKES or unicodedata.name(character, "").startswith(LOOKALIKE_SCRIPTS)):
+        return "lookalike"
     return None
 
 
-def suspicious_characters(text: str) -> list[SuspiciousCharacter]:
-    """The characters of `text` that may deceive a reader (FOUR-10).
+def suspicious_characters(text: Any) -> list[SuspiciousCharacter]:
+    """Every character of `text` that changes what a reviewer sees (SPEC FOUR-10).
 
     Args:
-        text: any text (a value of a configuration change, a platform reference).
+        text: any text (a reference, a name, a value in a diff); a non-string has none.
 
     Returns:
-        Each bidirectional control, invisible character (format and control
-        characters, zero-width ones, the soft hyphen, fillers) and lookalike
-        (a compatibility form of an ASCII character, or a Cyrillic, Greek or other
-        Latin-like letter in text that also has ASCII letters), in order; empty when
-        the text is plain. Letters with accents and text wholly in another script are
-        not flagged. Tab, line feed and carriage return are not flagged.
+        The findings in order of position; empty when the text shows as what it is.
     """
     if not isinstance(text, str):
         return []
-    has_ascii_letters = any(c.isascii() and c.isalpha() for c in text)
+    among_ascii_letters = any(c.isascii() and c.isalpha() for c in text)
     found = []
-    for index, char in enumerate(text):
-        if char in "\t\n\r":
-            continue
-        kind = _kind(char, has_ascii_letters)
-        if kind is not None:
-            found.append(SuspiciousCharacter(index, char, kind, _name(char)))
+    for position, character in enumerate(text):
+        category = classify(character, among_ascii_letters)
+        if category is not None:
+            found.append(SuspiciousCharacter(position, character, category))
     return found
 
 
 def suspicious_in(value: Any) -> list[SuspiciousCharacter]:
     """`suspicious_characters` of every string in a JSON-like value (keys included),
-    for the diff of a change whose fields are objects and lists."""
+    for the diff of a configuration change whose fields are objects and lists."""
     return [found for text in _strings(value) for found in suspicious_characters(text)]
 
 
@@ -122,3 +151,48 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list | tuple):
         for item in value:
             yield from _strings(item)
+
+
+def describe(finding: SuspiciousCharacter) -> str:
+    """For people: ``U+200B ZERO WIDTH SPACE (invisible) at position 9``."""
+    return f"{finding.codepoint} {finding.name} ({finding.category}) at position {finding.position}"
+
+
+def reference_problem(text: str, field: str) -> str | None:
+    """Why a reference cannot be accepted as sent, or None (SPEC FOUR-10).
+
+    A reference (a target, an author, a subject) must be exactly what the console
+    shows: one with an invisible, bidirectional or lookalike character would look
+    like another reference and carry none of its history.
+
+    Args:
+        text: the reference as received.
+        field: its JSON path, for the message (``targets[0].reference``).
+
+    Returns:
+        A message for people naming the first such character and its position (the
+        caller answers 400 ``reference_characters``), or None when there is none.
+    """
+    found = suspicious_characters(text)
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return (
+        f"{field} contains {describe(found[0])}{more}: it would look like another reference. "
+        "Send the reference with plain characters only."
+    )
+
+
+def check_reference(text: str | None, field: str) -> None:
+    """Refuse a reference that would look like another (SPEC FOUR-10).
+
+    Args:
+        text: the reference as received (None: not sent, nothing to check).
+        field: its JSON path (``targets[0].reference``, ``external_id``).
+
+    Raises:
+        ApiError: 400 ``reference_characters`` naming the character and its position.
+    """
+    problem = reference_problem(text, field) if isinstance(text, str) else None
+    if problem:
+        raise ApiError(400, "reference_characters", problem, field)

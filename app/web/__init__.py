@@ -12,6 +12,7 @@ from flask_login import AnonymousUserMixin, current_user
 
 from app.domain.clock import iso
 from app.domain.errors import ApiError
+from app.domain.evidence import link_host
 from app.domain.states import is_terminal
 from app.extensions import csrf, db, login_manager
 from app.models import OperatorUser
@@ -107,6 +108,7 @@ def register_web(app: Flask) -> None:
     register_error_handlers(app)
     app.jinja_env.filters["pretty_json"] = pretty_json
     app.jinja_env.filters["iso"] = iso
+    app.jinja_env.filters["link_host"] = link_host  # the host an external link opens (FOUR-10)
     app.jinja_env.filters["time"] = time_tag  # a filter, not a macro: pages render hundreds
     app.jinja_env.globals["is_terminal"] = is_terminal
     from app.domain.proposal.temporary import format_duration

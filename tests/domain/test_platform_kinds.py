@@ -431,3 +431,15 @@ def test_plat2_a_reversal_does_not_agree_with_a_takedown_that_is_not_plainly_off
         assert not pds_read_back_agrees({"subject": {}, "takedown": {"applied": odd, "ref": "x"}}, reversal, "op-2")
     assert pds_read_back_agrees({"subject": {}, "takedown": {"applied": False}}, reversal, "op-2")
     assert pds_read_back_agrees({"subject": {}, "takedown": {}}, reversal, "op-2")
+
+
+@pytest.mark.parametrize(("value", "segment"), [(".", "%2E"), ("..", "%2E%2E"), ("...", "%2E%2E%2E")])
+def test_four10_a_dot_segment_value_is_encoded_and_cannot_walk_the_path(value, segment):
+    """FOUR-10 (issue 22): a value that is a whole dot segment (a target kind or reference
+    of ``..``) is percent-encoded; left as it was, the HTTP client resolves
+    ``/v2/posts/../moderation`` to ``/v2/moderation`` and the action reaches another path."""
+    fields = {"target": {"reference": value, "kind": value}}
+    assert fill_path("/v2/posts/{target.reference}/moderation", fields) == f"/v2/posts/{segment}/moderation"
+    assert fill_path("/{target.kind}/{target.reference}", fields) == f"/{segment}/{segment}"
+    # dots inside a value stay as they are: they walk nowhere
+    assert fill_path("/p/{target.reference}", {"target": {"reference": "post:1.2"}}) == "/p/post%3A1.2"

@@ -32,19 +32,20 @@ class Demo:
         self.platform = f"http://127.0.0.1:{self.platform_port}"
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> None:
+    def start(self, platform: str = "demo", timeout: float = 90) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
         env["INSTANCE_PATH"] = str(self.instance)
         self.log = open(self.instance.parent / "demo.log", "a")  # noqa: SIM115 (closed in stop)
+        ports = ["--port", str(self.port), "--platform-port", str(self.platform_port)]
         self.process = subprocess.Popen(
-            [str(FLASK), "--app", "app", "demo", "--port", str(self.port), "--platform-port", str(self.platform_port)],
+            [str(FLASK), "--app", "app", "demo", *ports, "--platform", platform],
             env=env,
             cwd=ROOT,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, as a terminal would run it
         )
-        eventually(self._up, timeout=90)
+        eventually(self._up, timeout=timeout)
 
     def _up(self) -> bool:
         assert self.process.poll() is None, self.output()
@@ -64,6 +65,19 @@ class Demo:
         self.log.flush()
         return (self.instance.parent / "demo.log").read_text()
 
+    def children(self) -> dict[str, int]:
+        """The demo's own child processes by role: ``platform``, ``worker``, ``pds``."""
+        # by parent, not by environment: RQ's process title overwrites the worker's
+        roles = {"app.demo_platform": "platform", "worker.py": "worker", "rq:worker": "worker", "pds_launch.mjs": "pds"}
+        found = {}
+        for pid in _children_of(self.process.pid):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            found.update({role: pid for marker, role in roles.items() if marker in command})
+        return found
+
     def query(self, sql: str, **params):
         engine = create_engine(f"sqlite:///{self.instance / 'console.db'}")
         try:
@@ -79,6 +93,8 @@ def demo(tmp_path):
     yield made
     if made.process is not None and made.process.poll() is None:
         os.killpg(made.process.pid, signal.SIGKILL)
+    for pid in _processes_of(made.instance):  # whatever outlived it, so no later test meets it
+        os.kill(pid, signal.SIGKILL)
 
 
 def csrf(html: str) -> str:
@@ -155,6 +171,26 @@ def test_the_demo_command_runs_readme_walkthrough_stops_everything_and_restarts(
     assert demo.stop() == 0
 
 
+def _children_of(parent: int) -> list[int]:
+    """Live processes whose parent is `parent`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry.name))
+        except OSError:  # gone
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _processes_of(instance: Path) -> list[int]:
     """Processes started for this demo (they carry its INSTANCE_PATH), still alive."""
     marker = f"INSTANCE_PATH={instance}".encode()
@@ -200,3 +236,42 @@ def test_a_port_in_use_stops_the_demo_without_leaving_its_worker_behind(demo, ta
         os.kill(pid, signal.SIGKILL)
     assert left == []
     assert refused(demo.platform + "/content") if taken_port == "console" else refused(demo.base + "/login")
+
+
+@pytest.mark.parametrize("child", ["platform", "worker", "pds"])
+def test_the_demo_says_which_process_died_and_stops_the_rest(demo, child):
+    """PREP-8, PLAT-5 (issue 22): when one of the demo's processes dies (here `kill -9`
+    of the demo platform, the worker, or the AT Protocol PDS of `--platform atproto`),
+    the demo says which one and how, stops the others and exits non-zero (a killed demo
+    platform once stayed a zombie while the console ran on, nothing printed). The
+    `pds` case also runs `flask demo --platform atproto`'s start path end to end."""
+    demo.start(platform="atproto" if child == "pds" else "demo", timeout=240)
+    roles = {"platform", "worker", "pds"} if child == "pds" else {"platform", "worker"}
+    try:
+        children = eventually(lambda: (found := demo.children()).keys() == roles and found)
+    except AssertionError:
+        raise AssertionError(f"children {demo.children()} of {demo.process.pid}; {demo.output()[-2000:]}") from None
+    name = {"platform": "demo platform", "worker": "worker", "pds": "AT Protocol PDS"}[child]
+
+    family = [*children.values(), *(pid for parent in children.values() for pid in _children_of(parent))]
+
+    os.kill(children[child], signal.SIGKILL)
+
+    assert demo.process.wait(timeout=60) != 0
+    assert f"The {name} (pid {children[child]}) was killed by SIGKILL" in demo.output()
+    eventually(lambda: not any(_alive(pid) for pid in family), timeout=30)
+    assert refused(f"{demo.base}/healthz") and refused(f"{demo.platform}/content")
+
+
+def test_ctrl_c_to_the_whole_group_is_a_clean_stop_not_a_dead_child(demo):
+    """PREP-8 (issue 22): Ctrl-C in a terminal reaches every process of the group at once;
+    children ending on it are the stop the person asked for, not a process that died:
+    exit status 0 and no "stopping the demo" message."""
+    demo.start()
+    children = eventually(lambda: (found := demo.children()).keys() == {"platform", "worker"} and found)
+
+    os.killpg(demo.process.pid, signal.SIGINT)
+
+    assert demo.process.wait(timeout=60) == 0, demo.output()[-3000:]
+    assert "stopping the demo" not in demo.output()
+    eventually(lambda: not any(_alive(pid) for pid in children.values()), timeout=30)

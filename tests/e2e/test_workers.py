@@ -105,3 +105,39 @@ def test_redis_flushed_mid_run_loses_nothing(app, platform):
     sweeps.run_sweeps()
     run_worker(app)
     assert_each_applied_once(proposals, platform)
+
+
+def flush_redis_then_deliver(proposal_id: str) -> str | None:
+    """A delivery job during which Redis is flushed (a restart without persistence)."""
+    from app.jobs import deliver_proposal_job
+
+    get_redis().flushdb()
+    return deliver_proposal_job(proposal_id)
+
+
+def test_a_job_whose_rq_bookkeeping_vanished_is_not_an_error(app, platform, caplog):
+    """EVT-3 (issue 22): Redis flushed while a delivery job runs; the delivery works, and
+    RQ's lost bookkeeping of that job is one WARNING line, not an ERROR traceback
+    (`InvalidJobOperation`) nor a failed job."""
+    from rq import Queue
+
+    from app.rq_workers import ConsoleSimpleWorker
+
+    world, proposals = bounded_world(app, platform, reports=1)
+    get_redis(app).flushdb()  # only the job below runs
+    connection = get_redis(app)
+    queue = Queue(app.config["DELIVERY_QUEUE"], connection=connection)
+    job = queue.enqueue(
+        flush_redis_then_deliver, proposals[0].id, job_id="flushed-mid-job", result_ttl=0, failure_ttl=3600
+    )
+    caplog.set_level("INFO")
+
+    ConsoleSimpleWorker([queue], connection=connection).work(burst=True, logging_level="INFO")
+
+    db.session.rollback()
+    assert db.session.get(ActionProposal, proposals[0].id).state == "applied"
+    assert [r.getMessage() for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")] == []
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and job.id in r.getMessage()]
+    assert len(warnings) == 1 and "Redis no longer knows" in warnings[0], warnings
+    assert queue.failed_job_registry.count == 0
+    assert not connection.exists(job.key)  # no husk of a job hash left behind

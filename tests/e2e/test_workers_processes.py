@@ -187,3 +187,46 @@ def test_a_killed_worker_is_shown_dead(app, tmp_path):
         assert status.live_workers == 0
     finally:
         stop(worker)
+
+
+@pytest.mark.slow
+def test_a_stopped_sweep_cron_ends_quietly(app, tmp_path):
+    """EVT-3 (issue 22): the sweep cron child asked to stop -- here SIGTERM after SIGTERM
+    until it is gone, as when its worker is killed (the parent-death signal) while a
+    terminal's signal reaches the group -- ends quietly: no uncaught `StopRequested`
+    traceback (one arriving while it registered its death escaped)."""
+    from rq.cron import CronScheduler
+
+    log = tmp_path / "worker.log"
+    with open(log, "w") as output:
+        worker = subprocess.Popen(
+            [sys.executable, str(ROOT / "worker.py")],
+            env={
+                **os.environ,
+                "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+                "REDIS_URL": app.config["REDIS_URL"],
+                "EGRESS_ALLOW_PRIVATE": "1",
+                "INSTANCE_PATH": str(tmp_path / "worker"),
+                "LOG_LEVEL": "WARNING",
+            },
+            cwd=ROOT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        connection = get_redis(app)
+
+        def cron_pid():
+            names = {s.name for s in CronScheduler.all(connection)}
+            return next((pid for pid in children_of(worker.pid) if f"sweeps-{pid}" in names), None)
+
+        pid = wait_for(cron_pid, 60, "the sweep cron to run")
+        deadline = time.monotonic() + 30
+        while alive(pid) and time.monotonic() < deadline:  # one more while it stops, as a second sender would
+            os.kill(pid, signal.SIGTERM)
+            time.sleep(0.0005)
+        assert not alive(pid)
+    finally:
+        stop(worker)
+    output = log.read_text()
+    assert "StopRequested" not in output and "Traceback" not in output, output

@@ -4,13 +4,15 @@ real PDS, and the clear message when Node cannot be installed."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
 from app.demo import seed_demo
-from app.demo_pds import PDS_SLUG, PdsUnavailable, install_pds, seed_pds_demo
+from app.demo_pds import PDS_SLUG, PdsUnavailable, install_pds, seed_pds_demo, start_pds
 from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.services.cases.reports import record_decision
@@ -53,6 +55,31 @@ def test_plat5_demo_seeds_an_installation_whose_takedown_hides_the_pds_post(app,
 
     again = seed_pds_demo(pds, seed_demo)  # a second start: same installation, new reports
     assert again["installation_id"] == iid and set(again["report_ids"]).isdisjoint(seeded["report_ids"])
+
+
+def test_plat5_demo_starts_its_own_pds_through_the_product_code(tmp_path):
+    """PLAT-5 (issue 22): `flask demo --platform atproto`'s start path -- install, launch,
+    talk XRPC -- works from the product code alone (it once crashed at once, for every
+    user, loading the tests' harness without registering it as a module)."""
+    pds = start_pds(tmp_path / "pds.log")
+    try:
+        author = pds.create_account()
+        post = pds.create_post(author, "a post the demo made")
+        assert pds.get_record(post.uri)["value"]["text"] == "a post the demo made"
+    finally:
+        assert pds.stop() == 0
+
+
+def test_plat5_product_code_loads_no_test_code():
+    """PLAT-5 (issue 22): nothing under app/ loads a file from tests/ (a product module
+    that needs the PDS launcher has it in app/pds_runtime.py)."""
+    app_dir = Path(__file__).resolve().parents[2] / "app"
+    offenders = [
+        str(path.relative_to(app_dir))
+        for path in app_dir.rglob("*.py")
+        if re.search(r"""["']tests["']|spec_from_file_location""", path.read_text())
+    ]
+    assert offenders == []
 
 
 def test_plat5_demo_says_clearly_when_node_cannot_be_installed(tmp_path):

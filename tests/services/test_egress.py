@@ -204,6 +204,28 @@ def test_ipv6_forms_embedding_a_private_ipv4_are_refused(host):
     assert error.code == "egress_destination_forbidden"
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "64:ff9b:1::808:808",  # local-use NAT64 prefix (RFC 8215), even with a public IPv4 in it
+        "64:ff9b:1:ffff::1",
+        "100:0:0:1::1",  # dummy IPv6 prefix (RFC 9780)
+        "3fff::1",  # documentation (RFC 9637)
+        "5f00::1",  # SRv6 SIDs (RFC 9602)
+        "fec0::1",  # site-local, deprecated (RFC 3879)
+        "192.88.99.1",  # 6to4 relay anycast, deprecated (RFC 7526)
+        "::ffff:192.88.99.1",
+    ],
+)
+def test_four10_special_purpose_ranges_python_calls_global_are_refused(host):
+    """SEC-2, FOUR-10 (issue 22): the special-purpose ranges of IANA's registries that
+    Python's `ipaddress` still reports as global are refused like the others; the
+    local-use NAT64 prefix 64:ff9b:1::/48 was let through."""
+    literal = f"[{host}]" if ":" in host else host
+    error = refused(f"http://{literal}/x", EgressPolicy(allowed_hosts=(host,), allow_private=False))
+    assert error.code == "egress_destination_forbidden"
+
+
 @pytest.mark.parametrize("host", ["64:ff9b::808:808", "2002:808:808::1"])
 def test_ipv6_forms_embedding_a_public_ipv4_pass_the_address_check(host):
     """SEC-2: only embeddings of non-public addresses are refused."""

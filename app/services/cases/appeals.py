@@ -14,6 +14,7 @@ from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.proposal.identity import correction_proposal
 from app.domain.proposal.makers import DecisionRef, MakerFacts, appeal_verdict, makers
 from app.domain.states import ProposalState
+from app.domain.text_safety import check_reference
 from app.models import (
     ActionProposal,
     Appeal,
@@ -88,12 +89,14 @@ def file_appeal(
         integration_id: set for platform calls: the report must be theirs.
 
     Raises:
-        ApiError: 400 ``appeal_statement_invalid``; 404 ``report_not_found``; 409
+        ApiError: 400 ``appeal_statement_invalid``; ``reference_characters`` (an
+            external_id with an invisible, bidirectional or lookalike character, FOUR-10); 404 ``report_not_found``; 409
             ``report_not_appealable`` (no decision, closed, or an open appeal exists).
     """
     statement = _text(statement, "statement", 5000)
     if external_id is not None and (not isinstance(external_id, str) or not 1 <= len(external_id) <= 200):
         raise ApiError(400, "appeal_external_id_invalid", "external_id must be 1 to 200 characters.", "external_id")
+    check_reference(external_id, "external_id")  # the platform's appeal id (FOUR-10)
     with unit_of_work() as uow:
         session = uow.session
         report = session.get(Report, report_id)

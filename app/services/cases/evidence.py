@@ -20,7 +20,8 @@ def parse_target_evidence(targets: list[dict[str, Any]]) -> list[Evidence | None
 
     Raises:
         ApiError: 400 ``report_evidence_invalid`` naming the JSON path at fault,
-            e.g. ``targets[0].evidence.media[1].sha256`` (REV-1's size limits).
+            e.g. ``targets[0].evidence.media[1].sha256`` (REV-1's size limits);
+            ``reference_characters`` / ``url_userinfo`` (FOUR-10).
     """
     parsed = []
     for index, target in enumerate(targets):
@@ -31,7 +32,7 @@ def parse_target_evidence(targets: list[dict[str, Any]]) -> list[Evidence | None
         try:
             parsed.append(parse_evidence(value, f"targets[{index}].evidence"))
         except EvidenceInvalid as error:
-            raise ApiError(400, "report_evidence_invalid", error.message, error.field) from error
+            raise ApiError(400, error.code, error.message, error.field) from error
     return parsed
 
 

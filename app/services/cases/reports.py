@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
+from app.domain.text_safety import check_reference
 from app.domain.workflow import triggered_by
 from app.models import (
     AuditEvent,
@@ -168,6 +169,7 @@ def _validate_intake(value: Any) -> dict[str, Any]:
     external_id = value.get("external_id")
     if not isinstance(external_id, str) or not 1 <= len(external_id) <= 200:
         raise _intake_error("external_id must be 1 to 200 characters.", "external_id")
+    check_reference(external_id, "external_id")  # the platform's report id is a reference too (FOUR-10)
     for name, limit in (("queue", 100), ("category", 100), ("policy_version_id", 200), ("summary", 5000)):
         field_value = value.get(name)
         if field_value is not None and (not isinstance(field_value, str) or len(field_value) > limit):
@@ -175,7 +177,9 @@ def _validate_intake(value: Any) -> dict[str, Any]:
     targets = value.get("targets")
     if not isinstance(targets, list) or not 1 <= len(targets) <= 50:
         raise _intake_error("targets must list 1 to 50 targets.", "targets")
-    for target in targets:
+    for index, target in enumerate(targets):
+        # FOUR-10: before the pattern, which lets these characters through as non-space
+        check_reference(target.get("reference") if isinstance(target, dict) else None, f"targets[{index}].reference")
         if (
             not isinstance(target, dict)
             or set(target) - {"reference", "kind", "evidence"}
@@ -218,8 +222,10 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
         (``evidence_mismatch`` says the repeat carried other evidence).
 
     Raises:
-        ApiError: 400 ``report_invalid`` / ``report_evidence_invalid``; 404
-            ``queue_not_found``.
+        ApiError: 400 ``report_invalid`` / ``report_evidence_invalid``;
+            ``reference_characters`` (a reference with an invisible, bidirectional or
+            lookalike character, FOUR-10); ``url_userinfo`` (a link with a user name,
+            FOUR-10); 404 ``queue_not_found``. Nothing is stored.
     """
     value = _validate_intake(value)
     evidence = parse_target_evidence(value["targets"])

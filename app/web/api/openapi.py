@@ -13,7 +13,7 @@ def _error(description: str) -> dict:
 ERRORS = {
     "400": _error(
         "Invalid request (error codes: invalid_json, action_result_invalid, report_invalid,"
-        " report_evidence_invalid, ...)."
+        " report_evidence_invalid, reference_characters, url_userinfo, ...)."
     ),
     "401": _error("Missing or wrong bearer token (unauthorized)."),
     "404": _error("Not found or not this integration's (action_result_unavailable, queue_not_found)."),
@@ -30,7 +30,12 @@ def evidence_schema() -> dict:
     """What a platform may send about a reported target (SPEC REV-1), with its limits."""
     from app.domain import evidence as e
 
-    url = {"type": "string", "maxLength": e.MAX_URL, "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+[^\\s]*$"}
+    url = {
+        "type": "string",
+        "maxLength": e.MAX_URL,
+        "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#@\\\\]+([/?#][^\\s]*)?$",
+        "description": "http(s); no user name or password before the host (FOUR-10: url_userinfo).",
+    }
     return {
         "type": "object",
         "additionalProperties": False,

@@ -1,10 +1,10 @@
 // Start a PLC directory (in memory) and an AT Protocol PDS on 127.0.0.1 for the
-// console's tests (SPEC PLAT-5), then print one JSON line when both are ready:
+// console's demo and tests (SPEC PLAT-5), then print one JSON line when both are ready:
 //
 //   {"pds_url": "...", "plc_url": "...", "admin_password": "...",
 //    "handle_domain": ".test", "data_dir": "..."}
 //
-// Usage: <Node 22> tests/pds/launch.mjs <install folder printed by .ci/pds-install>
+// Usage: <Node 22> app/pds_launch.mjs <install folder printed by .ci/pds-install>
 //
 // Nothing leaves the machine: both servers listen on 127.0.0.1 only (free ports
 // chosen by the kernel), the PDS resolves DIDs through our PLC, and it has no relay
@@ -30,7 +30,7 @@ const STOP_GRACE_MS = 10_000
 process.env.LOG_DESTINATION ??= '/dev/stderr'
 
 const home = process.argv[2] ?? process.env.PDS_HOME
-if (!home) fail('usage: launch.mjs <PDS install folder> (or set PDS_HOME)')
+if (!home) fail('usage: pds_launch.mjs <PDS install folder> (or set PDS_HOME)')
 const requireFromHome = createRequire(join(home, 'package.json'))
 
 const servers = []
@@ -40,7 +40,7 @@ let plcDb = null
 let stopping = false
 
 function fail(message) {
-  process.stderr.write(`launch.mjs: ${message}\n`)
+  process.stderr.write(`pds_launch.mjs: ${message}\n`)
   process.exit(1)
 }
 
@@ -112,7 +112,7 @@ async function stop(code) {
     await pds?.ctx.destroy()
     await plcDb?.close()
   } catch (err) {
-    process.stderr.write(`launch.mjs: while stopping: ${err?.stack ?? err}\n`)
+    process.stderr.write(`pds_launch.mjs: while stopping: ${err?.stack ?? err}\n`)
     code = code || 1
   } finally {
     if (dataDir) await rm(dataDir, { recursive: true, force: true })
@@ -143,6 +143,6 @@ async function main() {
 }
 
 main().catch((err) => {
-  process.stderr.write(`launch.mjs: could not start: ${err?.stack ?? err}\n`)
+  process.stderr.write(`pds_launch.mjs: could not start: ${err?.stack ?? err}\n`)
   stop(1)
 })
