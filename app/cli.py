@@ -11,13 +11,16 @@ from sqlalchemy import select
 
 
 def _invoked_by() -> dict[str, str]:
-    """Who runs a command that acts without a second person: OS user and host (FOUR-10)."""
-    import getpass
+    """Who runs a command that acts without a second person: OS user and host (FOUR-10).
+
+    The user is the process owner's name from its user id, not ``LOGNAME``/``USER``,
+    which whoever runs the command may set to anything."""
+    import pwd
     import socket
 
     try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no login name in the environment nor the password database
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a user id with no entry in the password database
         user = f"uid {os.getuid()}"
     return {"os_user": user, "host": socket.gethostname()}
 

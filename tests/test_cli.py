@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import getpass
 import json
+import os
+import pwd
 import socket
 
 from sqlalchemy import func, select
@@ -32,7 +33,21 @@ def create_admin(runner, email="ada@example.org", installation="trust-safety", p
 
 
 def who() -> dict[str, str]:
-    return {"os_user": getpass.getuser(), "host": socket.gethostname()}
+    return {"os_user": pwd.getpwuid(os.getuid()).pw_name, "host": socket.gethostname()}
+
+
+def test_four10_the_os_user_recorded_is_the_process_owner_not_a_claimed_login_name(app, runner):
+    """FOUR-10 (break-it pass): ``LOGNAME=ceo-alice flask ...`` does not make the audit row
+    say ceo-alice: the OS user comes from the process's user id."""
+    result = runner.invoke(
+        args=["create-admin", "--email", "ada@example.org", "--name", "Ada", "--installation", "trust-safety",
+              "--password", PASSWORD],
+        env={"LOGNAME": "ceo-alice", "USER": "ceo-alice", "LNAME": "ceo-alice", "USERNAME": "ceo-alice"},
+    )
+    assert result.exit_code == 0, result.output
+    db.session.rollback()
+    created = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "operator.created"))
+    assert json.loads(created.details_json)["os_user"] == pwd.getpwuid(os.getuid()).pw_name != "ceo-alice"
 
 
 def test_create_admin_makes_the_installation_and_an_admin_who_is_not_a_reviewer(app, runner):

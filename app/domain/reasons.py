@@ -2,14 +2,17 @@
 
 A reason typed for ``config-break-glass`` or for ``create-admin`` (when the
 installation has an admin already) is read by whoever audits the installation later:
-it must say something. Invisible characters (Unicode format characters, category Cf:
-zero-width spaces and joiners, bidirectional controls, the BOM) and whitespace do not
-count, so ten zero-width spaces or "x x x" are not a reason.
+it must say something. What draws nothing does not count: the invisible and
+bidirectional characters of `app.domain.text_safety` (format characters, fillers,
+Braille blanks, Khmer inherent vowels), combining marks on their own, and whitespace;
+so ten zero-width spaces, twelve Hangul fillers or "x x x" are not a reason.
 """
 
 from __future__ import annotations
 
 import unicodedata
+
+from app.domain.text_safety import classify
 
 MIN_VISIBLE_CHARACTERS = 12
 MIN_WORDS = 2
@@ -17,15 +20,21 @@ MAX_REASON_CHARACTERS = 2000
 
 
 def visible_text(text: str) -> str:
-    """`text` without its format characters (Unicode category Cf) and control characters."""
-    return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc") or ch in "\n\t")
+    """`text` without what draws nothing: invisible and bidirectional characters
+    (`text_safety.classify`) and combining marks (Mn, Me); line feeds and tabs stay."""
+    return "".join(
+        ch
+        for ch in text
+        if ch in "\n\t"
+        or (classify(ch) not in ("invisible", "bidi") and unicodedata.category(ch) not in ("Mn", "Me"))
+    )
 
 
 def reason_problem(reason: object) -> str | None:
     """Why `reason` is not a reason of substance, or None when it is one (FOUR-10).
 
-    A reason of substance has, once format characters (Cf: zero-width, bidi
-    controls) and whitespace are left out, at least 12 visible characters, and at
+    A reason of substance has, once what draws nothing (`visible_text`) and
+    whitespace are left out, at least 12 visible characters, and at
     least two words (runs of visible characters separated by whitespace), and at most
     2,000 characters in all.
 

@@ -35,7 +35,7 @@ BIDI_CONTROLS = frozenset(
 )
 # Drawn as nothing, though not of category Cf.
 OTHER_INVISIBLES = frozenset(
-    {"\u034f", "\u115f", "\u1160", "\u3164", "\uffa0", "\u2800"}
+    {"\u034f", "\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u17b4", "\u17b5"}
     | {chr(c) for c in range(0xFE00, 0xFE10)}
     | {chr(c) for c in range(0xE0100, 0xE01F0)}
 )

@@ -25,6 +25,11 @@ NOW = datetime(2026, 12, 3, tzinfo=UTC)
         ("\u202eoverride\u202c incident\u2066 4711", True),  # bidi controls do not count, the words do
         ("\u202e\u202c \u2066\u2069 \ufeff\u00ad ok", False),
         ("incident 4711\x00 on leave", False),
+        ("\u3164" * 12 + " \u3164", False),  # break-it: Hangul fillers draw nothing
+        ("\u2800" * 12 + " \u2800\u2800", False),  # Braille blanks
+        ("\u115f\u1160" * 6 + " \u034f\u034f", False),  # Hangul choseong/jungseong fillers, CGJ
+        ("a\u0301\u0301\u0301\u0301\u0301\u0301 b\u0301\u0301\u0301\u0301\u0301\u0301", False),  # marks alone
+        ("\u17b4" * 12 + " \u17b5\u17b5", False),  # Khmer invisible vowels
         ("x " * 1001, False),
         (None, False),
         (12345678901234, False),

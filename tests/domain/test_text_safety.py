@@ -59,3 +59,9 @@ def test_four10_a_link_shows_the_host_it_really_opens(url, host):
     from app.domain.evidence import link_host
 
     assert link_host(url) == host
+
+
+@pytest.mark.parametrize("char", ["\u17b4", "\u17b5", "\u3164", "\u2800"])
+def test_four10_blank_drawing_letters_are_invisible(char):
+    """FOUR-10 (break-it pass): Khmer inherent vowels, Hangul filler and Braille blank draw nothing."""
+    assert [found.category for found in suspicious_characters(f"post:1{char}")] == ["invisible"]

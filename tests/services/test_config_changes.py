@@ -4,7 +4,8 @@ applying in the same transaction), rejected, or applied by the CLI break-glass."
 
 from __future__ import annotations
 
-import getpass
+import os
+import pwd
 import json
 import socket
 
@@ -374,14 +375,14 @@ def test_break_glass_applies_without_a_second_admin_and_says_so(app, world):
     )
     assert result.exit_code == 0, result.output
     assert pending.change_id in result.output
-    assert f"OS user {getpass.getuser()} on host {socket.gethostname()}" in result.output
+    assert f"OS user {pwd.getpwuid(os.getuid()).pw_name} on host {socket.gethostname()}" in result.output
     assert reload_budget(budget_id).limit_amount == 50
     row = change_row(pending)
     assert (row.state, row.decided_via, row.decided_by, row.reason) == ("applied", "break_glass", None, reason)
     [event] = audits("config.break_glass")
     assert (event.idempotency_key, event.actor_type) == (f"config:break-glass:{row.id}", "system")
     details = json.loads(event.details_json)
-    assert (details["reason"], details["os_user"], details["host"]) == (reason, getpass.getuser(), socket.gethostname())
+    assert (details["reason"], details["os_user"], details["host"]) == (reason, pwd.getpwuid(os.getuid()).pw_name, socket.gethostname())
     assert audits("config.change_approved") == []
     assert "nothing waits" in runner.invoke(args=["config-changes"]).output
 
