@@ -6,6 +6,7 @@ half-open probe sent when due (OPS-7)."""
 
 from __future__ import annotations
 
+import json
 import ssl
 import subprocess
 from datetime import timedelta
@@ -188,6 +189,27 @@ def test_rcpt1_a_receipt_whose_outcome_is_unreadable_still_fails(body, code):
     with pytest.raises(ActionError) as caught:
         lenient_receipt(value, identity)
     assert caught.value.code == code
+
+
+def test_rcpt1_a_receipt_with_a_duplicate_key_is_refused_not_read_last_wins(app, world, scripted):
+    """RCPT-1, DLV-5 (break-it pass): ``{"status": "applied", ..., "status": "failed"}`` says
+    two things; it is an invalid response (``action_response_invalid``), not whichever key
+    came last."""
+    from flask import Response
+
+    def duplicate_status(body, request, script):
+        receipt = s.receipt_for(body, "applied")
+        text = json.dumps(receipt)[:-1] + ', "status": "failed"}'
+        return Response(text, status=200, content_type="application/json")
+
+    scripted(duplicate_status)
+    proposal = decide_report(world, 0)
+    approve(world, proposal)
+    deliver(proposal.id)
+    row = reload(proposal)
+    attempt = db.session.scalars(select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id)).one()
+    assert (attempt.response_class, attempt.error_code) == ("invalid_response", "action_response_invalid")
+    assert row.state != "applied" and row.last_error_code == "action_response_invalid"
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ one transaction (SPEC DLV-4..7, RCPT-1). The first half, the claim, is
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,7 +22,7 @@ from app.domain.expressions import schema_errors
 from app.domain.proposal import delivery as rules
 from app.domain.receipts import ProposalIdentity, Receipt
 from app.domain.states import ProposalState
-from app.domain.sync_receipts import lenient_receipt
+from app.domain.sync_receipts import decode_body, lenient_receipt
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionProposal, StepRun, WorkflowRun, WorkflowVersion
@@ -121,8 +120,8 @@ def read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, a
     """
     try:
         try:
-            value = json.loads(body)
-        except (ValueError, RecursionError) as error:  # not JSON, or nested too deep to decode
+            value = decode_body(body)
+        except (ValueError, RecursionError) as error:  # not JSON, a key said twice, or nested too deep
             raise ActionError("action_response_invalid") from error
         if schema_errors(value, output_schema):
             raise ActionError("action_response_schema_invalid")
