@@ -49,7 +49,7 @@ def deliver_proposal_job(proposal_id: str) -> str | None:
 def probe_connection_job(connection_id: str) -> str | None:
     """Send a connection's half-open probe if it is due (SPEC CONN-1, OPS-7).
     Returns the probe delivery's state, or None when nothing was due."""
-    from app.services.lifecycle.connection_recovery import probe_when_due
+    from app.services.lifecycle.probes import probe_when_due
 
     with _job_context():
         outcome = probe_when_due(connection_id)

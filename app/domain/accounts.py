@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
+from typing import Any
+
+from .errors import ApiError
 
 INVITATION_LIFETIME = timedelta(hours=72)
 
@@ -60,3 +63,14 @@ def invitation_problem(
     if now >= expires_at:
         return 410, "invitation_expired", "This invitation has expired. Ask an admin to send you a new one."
     return None
+
+
+def check_new_password(password: Any) -> str:
+    """The project's password rule: 12 to 500 characters (an invitee sets their own, FOUR-6).
+
+    Raises:
+        ApiError: 400 ``password_invalid``.
+    """
+    if not isinstance(password, str) or not 12 <= len(password) <= 500:
+        raise ApiError(400, "password_invalid", "Passwords need 12 to 500 characters.", "password")
+    return password

@@ -363,7 +363,7 @@ def test_ops7_the_probe_job_is_safe_to_run_twice(app, world, proposals, scripted
     """OPS-7, CONN-1: the scheduled probe job run twice (RQ is at-least-once) sends
     one probe; run before its time, or after the breaker closed, it sends nothing."""
     from app.domain.clock import utcnow
-    from app.services.lifecycle.connection_recovery import probe_when_due
+    from app.services.lifecycle.probes import probe_when_due
 
     from ..builders import pass_connection_waits, set_row
 

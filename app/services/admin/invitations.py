@@ -21,7 +21,7 @@ from typing import Any
 from flask import current_app, has_request_context, request
 from sqlalchemy import func, select, update
 
-from app.domain.accounts import INVITATION_LIFETIME, invitation_problem, invitation_token_hash
+from app.domain.accounts import INVITATION_LIFETIME, check_new_password, invitation_problem, invitation_token_hash
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
@@ -187,8 +187,6 @@ def accept_invitation(token: str, password: str, confirm: str) -> OperatorUser:
         ApiError: as `open_invitation`; 400 ``password_invalid``, ``password_mismatch``;
             409 ``invitation_changed`` when the link was used or replaced a moment ago.
     """
-    from app.services.admin.operators import check_new_password
-
     check_new_password(password)
     if password != confirm:
         raise ApiError(400, "password_mismatch", "The two passwords differ.", "confirm")

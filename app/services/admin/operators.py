@@ -14,7 +14,7 @@ from flask import current_app
 from sqlalchemy import func, select, update
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from app.domain.accounts import email_lookalike_problem
+from app.domain.accounts import check_new_password, email_lookalike_problem
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
@@ -100,17 +100,6 @@ def validate_roles(roles) -> list[str]:
     if not roles or any(role not in ROLES for role in roles):
         raise ApiError(400, "roles_invalid", f"Roles must be among: {', '.join(ROLES)}.", "roles")
     return roles
-
-
-def check_new_password(password: Any) -> str:
-    """The project's password rule: 12 to 500 characters.
-
-    Raises:
-        ApiError: 400 ``password_invalid``.
-    """
-    if not isinstance(password, str) or not 12 <= len(password) <= 500:
-        raise ApiError(400, "password_invalid", "Passwords need 12 to 500 characters.", "password")
-    return password
 
 
 def _clean_new_operator(email: Any, display_name: Any, roles) -> tuple[str, str, list[str]]:

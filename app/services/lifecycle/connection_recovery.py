@@ -3,7 +3,7 @@ deliveries it held woken at once when it closes (SPEC CONN-1, OPS-7).
 
 When the breaker opens (or opens again after a failed probe), a probe job is
 scheduled in RQ for the probe's due time (`schedule_probe`; the workers run RQ's
-scheduler). The job (`probe_when_due`) makes the connection's longest-waiting
+scheduler). The job (`probes.probe_when_due`) makes the connection's longest-waiting
 delivery due and delivers it: the claim's own check (`connection_health.admit`)
 takes the probe with a write guarded on the health row's version, so the job run
 twice, early, or after the breaker closed sends at most the one probe. The sweep
@@ -27,7 +27,7 @@ from app.domain.clock import utcnow
 from app.domain.proposal.delivery import BATCH_RELEASED
 from app.domain.states import MAX_ATTEMPTS_PER_CYCLE
 from app.models import ActionProposal, ComponentVersion, ConnectionHealth, ConnectionVersion
-from app.services.uow import UnitOfWork, unit_of_work
+from app.services.uow import UnitOfWork
 
 log = logging.getLogger(__name__)
 P = ActionProposal
@@ -67,7 +67,7 @@ def _sendable(now: datetime) -> tuple:
     )
 
 
-def _waiting(connection_id: str, now: datetime) -> tuple:
+def waiting_for(connection_id: str, now: datetime) -> tuple:
     """A delivery of the connection waiting to be sent (`_sendable`)."""
     return (*_sendable(now), P.component_version_id.in_(_components_of(connection_id)))
 
@@ -89,7 +89,7 @@ def release_held(uow: UnitOfWork, connection_id: str) -> int:
     now = utcnow()
     released = uow.session.execute(
         update(P)
-        .where(*_waiting(connection_id, now), P.last_error_code.in_(sorted(RELEASED_CODES)), P.next_attempt_at > now)
+        .where(*waiting_for(connection_id, now), P.last_error_code.in_(sorted(RELEASED_CODES)), P.next_attempt_at > now)
         .values(next_attempt_at=now)
         .returning(P.id, P.delivery_cycle, P.delivery_attempt_count)
         .execution_options(synchronize_session=False)
@@ -117,49 +117,6 @@ def probe_due(health: rules.Health, now: datetime) -> bool:
     if health.state == rules.HALF_OPEN:
         return health.probe_lease_expires_at is None or health.probe_lease_expires_at <= now
     return False
-
-
-def probe_when_due(connection_id: str, now: datetime | None = None):
-    """The probe job (OPS-7, CONN-1): when the connection's probe is due, make its
-    longest-waiting delivery due now and deliver it; that delivery's claim takes the
-    probe (one guarded write), and its success closes the breaker and wakes the rest.
-
-    Safe to run twice or early: before the probe time, while a probe is in flight,
-    or once the breaker closed it sends nothing.
-
-    Args:
-        connection_id: the connection whose breaker opened.
-        now: the time to judge by (UTC); defaults to now.
-
-    Returns:
-        The probe delivery's `DeliveryOutcome`, or None when no probe was due or no
-        delivery waits.
-    """
-    from app.services.lifecycle import connection_health
-    from app.services.lifecycle.delivery import deliver
-
-    now = now or utcnow()
-    with unit_of_work() as uow:
-        if not probe_due(connection_health.load(uow.session, connection_id), now):
-            return None
-        row = uow.session.execute(
-            select(P.id, P.next_attempt_at)
-            .where(*_waiting(connection_id, now))
-            .order_by(P.next_attempt_at, P.id)
-            .limit(1)
-        ).first()
-        if row is None:
-            return None
-        if row.next_attempt_at > now:  # guarded on the row as read: a claim meanwhile wins
-            uow.session.execute(
-                update(P)
-                .where(P.id == row.id, P.next_attempt_at == row.next_attempt_at)
-                .values(next_attempt_at=now)
-                .execution_options(synchronize_session=False)
-            )
-        uow.commit()
-    log.info("connection %s: probe due, delivering %s", connection_id, row.id, extra={"connection_id": connection_id})
-    return deliver(row.id)
 
 
 def overdue_probes(session, now: datetime) -> list[tuple[str, datetime]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flask import current_app
 from sqlalchemy import select
@@ -43,8 +43,16 @@ from app.services.lifecycle.outcomes import (
 from app.services.lifecycle.receipts import DEFERRAL_CODES
 from app.services.uow import RetryWithSavepoints, unit_of_work
 
-if TYPE_CHECKING:
-    from app.services.lifecycle.delivery import _Claimed as Claimed
+
+class Claimed(Protocol):
+    """What `delivery` hands over for each proposal it claimed (its ``_Claimed``):
+    named by shape, so this half never imports the half that claims."""
+
+    identity: ProposalIdentity
+    plan: Any
+    attempt_number: int
+    cycle: int
+    lease: datetime
 
 log = logging.getLogger("app.services.lifecycle.delivery")  # the delivery job's lines, whichever half logs them
 S = ProposalState
