@@ -10,6 +10,7 @@ import os
 import secrets
 from pathlib import Path
 
+from app.domain.accounts import check_public_url
 from app.domain.audit_chain import MIN_KEY_LENGTH
 from app.domain.states import LEASE_SECONDS, MAX_TIMEOUT_SECONDS, REQUEST_SHARE_OF_LEASE
 
@@ -85,6 +86,18 @@ def delivery_lease_seconds() -> float:
     return value
 
 
+def public_url() -> str | None:
+    """``PUBLIC_URL``: the console's address as users reach it, the only base of a mailed
+    invitation link (FOUR-6); None when unset (invitations are then never mailed).
+
+    Raises:
+        ValueError: when set but not an absolute http(s) URL without userinfo, query or
+            fragment (`app.domain.accounts.check_public_url`): the console refuses to start.
+    """
+    value = os.environ.get("PUBLIC_URL", "").strip()
+    return check_public_url(value) if value else None
+
+
 class Config:
     """Settings read from the environment when the app is created."""
 
@@ -141,14 +154,16 @@ class Config:
             self.SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
             self.REMEMBER_COOKIE_SECURE = self.SESSION_COOKIE_SECURE
         self.METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
-        # FOUR-6: invitations are mailed to the invitee when MAIL_SERVER is set (plain SMTP,
-        # STARTTLS if MAIL_STARTTLS); else the link is shown once to the approving admin.
+        # FOUR-6: invitations are mailed to the invitee when MAIL_SERVER and PUBLIC_URL are
+        # both set (plain SMTP, STARTTLS if MAIL_STARTTLS); else the link is shown once to
+        # the approving admin.
         self.MAIL_SERVER = os.environ.get("MAIL_SERVER") or None
         self.MAIL_PORT = int(os.environ.get("MAIL_PORT", "25"))
         self.MAIL_SENDER = os.environ.get("MAIL_SENDER", "console@localhost")
         self.MAIL_STARTTLS = env_bool("MAIL_STARTTLS", False)
-        # The console's address as users reach it (invitation links); else the request's host.
-        self.PUBLIC_URL = os.environ.get("PUBLIC_URL") or None
+        # The console's address as users reach it: the only base of a mailed invitation link
+        # (never the request's host, which the sender chooses); validated, see public_url().
+        self.PUBLIC_URL = public_url()
         # Reverse proxies in front of the console (their X-Forwarded-For/-Proto are trusted).
         self.TRUSTED_PROXIES = int(os.environ.get("TRUSTED_PROXIES", "0"))
         self.TESTING = False

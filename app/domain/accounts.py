@@ -13,12 +13,17 @@ needs a non-ASCII address to sign in to a console.
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import ApiError
 
 INVITATION_LIFETIME = timedelta(hours=72)
+MAX_PUBLIC_URL_LENGTH = 500
+# Printable ASCII without space, backslash, quotes or angle brackets: one plain address.
+_PLAIN_URL = re.compile(r"[!#-&(-;=?-\[\]-~]+")
 
 
 def email_lookalike_problem(email: str) -> str | None:
@@ -74,3 +79,38 @@ def check_new_password(password: Any) -> str:
     if not isinstance(password, str) or not 12 <= len(password) <= 500:
         raise ApiError(400, "password_invalid", "Passwords need 12 to 500 characters.", "password")
     return password
+
+
+def check_public_url(value: str) -> str:
+    """``PUBLIC_URL``, the only base of an invitation link that is mailed (FOUR-6).
+
+    A mailed link must not come from the request (its Host or X-Forwarded-Host header is
+    whatever the sender chose), so it is built from this setting alone.
+
+    Args:
+        value: the console's address as users reach it, e.g. ``https://console.example.org``
+            (a path prefix is allowed).
+
+    Returns:
+        The address without its final slash.
+
+    Raises:
+        ValueError: naming ``PUBLIC_URL``, unless it is an absolute ``http``/``https`` URL
+            with a host and a valid port, no userinfo, query or fragment, in printable
+            ASCII without spaces or backslashes, at most 500 characters.
+    """
+    problem = "PUBLIC_URL must be the console's absolute http(s) address, e.g. https://console.example.org"
+    if not isinstance(value, str) or len(value) > MAX_PUBLIC_URL_LENGTH or not _PLAIN_URL.fullmatch(value):
+        raise ValueError(problem)
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 (raises ValueError when the port is not a number 0..65535)
+    except ValueError:
+        raise ValueError(f"{problem} (its port is not valid)") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(problem)
+    if "@" in parts.netloc:
+        raise ValueError(f"{problem} (no user name or password in it)")
+    if "?" in value or "#" in value:
+        raise ValueError(f"{problem} (no query or fragment)")
+    return value.rstrip("/")

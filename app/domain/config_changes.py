@@ -85,8 +85,8 @@ SINGLE_ADMIN_WRITES: dict[str, str] = {
     "admin.budget_limit": "Lowering a limit (or setting the same one) only tightens an existing bound.",
     "admin.user_roles": "Removing roles only takes power away (granting any role is four-eyes).",
     "admin.user_invitation": (
-        "Re-sending an invitation with a mail server configured: the link goes to the invitee only"
-        " (without one it is an operator.invite change)."
+        "Re-sending an invitation by mail (MAIL_SERVER and PUBLIC_URL set): the link goes to the invitee only,"
+        " on PUBLIC_URL whatever host the request names (otherwise it is an operator.invite change)."
     ),
     "admin.user_deactivate": "It only takes power away: the account's sessions end and it cannot sign in.",
     "admin.token_revoke": "Revoking a token only takes a platform's voice away.",

@@ -6,7 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.domain.accounts import email_lookalike_problem, invitation_problem, invitation_token_hash
+from app.domain.accounts import (
+    check_public_url,
+    email_lookalike_problem,
+    invitation_problem,
+    invitation_token_hash,
+)
 from app.domain.reasons import reason_problem
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
@@ -71,3 +76,51 @@ def test_four6_an_invitation_is_usable_once_and_until_it_expires():
     assert invitation_problem(expires_at=NOW, used_at=None, revoked_at=None, now=NOW)[:2] == (410, "invitation_expired")
     assert invitation_token_hash("abc") != invitation_token_hash("abd")
     assert invitation_token_hash("abc").startswith("sha256:") and "abc" not in invitation_token_hash("abc")[7:]
+
+
+@pytest.mark.parametrize(
+    "value, base",
+    [
+        ("https://console.example.org", "https://console.example.org"),
+        ("https://console.example.org/", "https://console.example.org"),
+        ("HTTPS://Console.Example.org:8443/tns/", "HTTPS://Console.Example.org:8443/tns"),
+        ("http://10.0.0.5:8000", "http://10.0.0.5:8000"),
+        ("http://[::1]:8000/", "http://[::1]:8000"),
+    ],
+)
+def test_four6_public_url_is_an_absolute_http_address(value, base):
+    """FOUR-6: PUBLIC_URL, the only base of a mailed invitation link, is kept without its final slash."""
+    assert check_public_url(value) == base
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "console.example.org",  # no scheme
+        "/console",  # relative
+        "//console.example.org",
+        "ftp://console.example.org",
+        "javascript:alert(1)",
+        "https://",
+        "https:///path",
+        "https://user:secret@console.example.org",  # userinfo: the link would point elsewhere
+        "https://console.example.org@evil.example",
+        "https://console.example.org/?next=x",
+        "https://console.example.org/?",
+        "https://console.example.org/#top",
+        "https://console.example.org:99999",
+        "https://console.example.org:port",
+        "https://console example.org",
+        "https://console.example.org/\nBcc: x",
+        "https://console.example.org/\u202e",
+        "https://console.example.org/a b",
+        "https://console.example.org/\\evil.example",
+        "h" * 3000,
+    ],
+)
+def test_four6_public_url_refuses_what_is_not_one_plain_address(value):
+    """FOUR-6: no scheme other than http(s), no host, userinfo, query, fragment, bad port,
+    whitespace or control characters: refused with a ValueError naming PUBLIC_URL."""
+    with pytest.raises(ValueError, match="PUBLIC_URL"):
+        check_public_url(value)

@@ -196,10 +196,75 @@ def test_four6_with_a_mail_server_the_link_goes_to_the_invitee_only(app, world, 
 
 def test_four6_a_failed_mail_says_so_and_shows_no_link(app, world):
     """FOUR-6: an SMTP server that does not answer leaves the account invited; the approver is told."""
-    app.config.update(MAIL_SERVER="127.0.0.1", MAIL_PORT=free_port())
+    app.config.update(MAIL_SERVER="127.0.0.1", MAIL_PORT=free_port(), PUBLIC_URL="https://console.example.org")
     result = approve_change(world, propose(world))
     assert "invitation_link" not in result and "invitation_mail_failed" in result
     assert account() is not None
+
+
+def mailed_links(inbox: Inbox) -> list[str]:
+    bodies = [message_from_bytes(m.content, policy=policy.default).get_content() for m in inbox.messages]
+    return [word for body in bodies for word in body.split() if "/invitations/" in word]
+
+
+def test_four6_a_mailed_link_is_built_from_public_url_never_from_the_request(app, world, smtp):
+    """FOUR-6: a re-send is single-admin with mail, so its link must not come from the request
+    (a Host header of the admin's choosing would hand the invitee's token to another host)."""
+    approve_change(world, propose(world))
+    nina = account()
+    with app.test_request_context(f"/admin/users/{nina.id}/invitation", method="POST", base_url="http://evil.example/"):
+        resent = invitations.resend_invitation(world.user("admin"), nina.id)
+    assert resent == {"operator_id": nina.id, "invitation_sent_to": "nina@example.com"}
+    first, second = mailed_links(smtp)
+    assert second.startswith("https://console.example.org/invitations/") and "evil" not in second
+    assert invitations.open_invitation(token_from(second)).email == "nina@example.com"
+
+
+def test_four6_with_a_mail_server_but_no_public_url_invitations_go_the_approver_way(app, world, smtp):
+    """FOUR-6: mail counts as configured only with MAIL_SERVER and PUBLIC_URL; without PUBLIC_URL
+    nothing is mailed (there is no trustworthy base for the link) and a re-send is an
+    operator.invite change for a second admin, who is shown the link."""
+    app.config.update(PUBLIC_URL=None)
+    assert not invitations.mail_configured()
+    created = approve_change(world, propose(world))
+    assert "invitation_sent_to" not in created and "/invitations/" in created["invitation_link"]
+    nina = account()
+    with app.test_request_context(f"/admin/users/{nina.id}/invitation", method="POST", base_url="http://evil.example/"):
+        again = invitations.resend_invitation(world.user("admin"), nina.id)
+    assert isinstance(again, PendingChange) and again.shown_once == {}
+    assert db.session.get(ConfigChange, again.change_id).content["delivery"] == "approver"
+    fresh = approve_change(world, again)["invitation_link"]
+    assert invitations.open_invitation(token_from(fresh)).email == "nina@example.com"
+    assert smtp.messages == []  # sent synchronously when at all: nothing went out
+    assert [json.loads(e.details_json)["delivery"] for e in audits("operator.invited")] == ["approver", "approver"]
+
+
+def test_four6_the_approvers_link_prefers_public_url_to_the_request(app, world):
+    """FOUR-6: without mail the approving admin is shown the link; on PUBLIC_URL when it is set,
+    on the request's host (their own browser's) only when it is not."""
+    pending = propose(world)
+    app.config.update(PUBLIC_URL="https://console.example.org/")
+    with app.test_request_context("/admin/changes/x/approve", method="POST", base_url="http://evil.example/"):
+        shown = approve_change(world, pending)["invitation_link"]
+    assert shown.startswith("https://console.example.org/invitations/")
+    app.config.update(PUBLIC_URL=None)
+    again = invitations.resend_invitation(world.user("admin"), account().id)
+    with app.test_request_context("/admin/changes/x/approve", method="POST", base_url="http://console.local:5000/"):
+        assert approve_change(world, again)["invitation_link"].startswith("http://console.local:5000/invitations/")
+
+
+def test_four6_an_invalid_public_url_stops_the_console_at_start(monkeypatch, tmp_path):
+    """FOUR-6: PUBLIC_URL is read once at start and checked; a link on it must be one plain address."""
+    from app.config import Config
+
+    monkeypatch.setenv("PUBLIC_URL", " https://console.example.org/ ")
+    assert Config(str(tmp_path)).PUBLIC_URL == "https://console.example.org"
+    monkeypatch.setenv("PUBLIC_URL", "")
+    assert Config(str(tmp_path)).PUBLIC_URL is None
+    for wrong in ("console.example.org", "https://admin@evil.example", "https://console.example.org/?x=1"):
+        monkeypatch.setenv("PUBLIC_URL", wrong)
+        with pytest.raises(ValueError, match="PUBLIC_URL"):
+            Config(str(tmp_path))
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,18 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select, update
+from werkzeug.middleware.proxy_fix import ProxyFix
 
+from app import create_app
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import OperatorInvitation, OperatorUser
 
 from ..builders import approve_in_console, login, pending_changes
 from ..conftest import csrf_from
+from ..services.test_invitations import mailed_links, smtp  # noqa: F401 (smtp: the loopback SMTP fixture)
 from .test_admin import admin, assert_refused, post, snapshot, text
 
 PASSWORD = "nora-chose-this-one"
@@ -98,3 +102,88 @@ def test_four6_an_expired_link_is_410_and_the_admin_can_ask_for_a_new_one(app, c
     assert fresh != token and app.test_client().get(f"/invitations/{fresh}").status_code == 200
     never_invited = world.user("moderator").id
     assert_refused(post(client, f"/admin/users/{never_invited}/invitation", csrf), 409, "invitation_not_pending")
+
+
+def invited_nora(app, client):
+    """Nora proposed and approved; the admin (signed in on `client`) and Nora's row."""
+    invite(app, client)
+    db.session.rollback()
+    return db.session.scalar(select(OperatorUser).where(OperatorUser.email == "nora@example.com"))
+
+
+def post_as_host(client, url: str, csrf: str, host: str):
+    """POST as a hand-made request would: the admin's own session cookie, another Host header."""
+    name = client.application.config["SESSION_COOKIE_NAME"]
+    client.set_cookie(name, client.get_cookie(name).value, domain=host)
+    return client.post(url, data={"csrf_token": csrf}, headers={"Host": host})
+
+
+@pytest.fixture
+def behind_a_proxy(app, tmp_path):
+    """A second app as production runs it behind one trusted proxy (TRUSTED_PROXIES=1):
+    X-Forwarded-Host is then believed for the request's host."""
+    other = create_app(
+        {
+            "TESTING": True,
+            "CONFIGURE_LOGGING": False,
+            "SQLALCHEMY_DATABASE_URI": app.config["SQLALCHEMY_DATABASE_URI"],
+            "REDIS_URL": app.config["REDIS_URL"],
+            "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
+            "INSTANCE_PATH": str(tmp_path / "proxied"),
+            "TRUSTED_PROXIES": 1,
+        }
+    )
+    yield other
+    with other.app_context():
+        db.engine.dispose()
+
+
+def test_four6_a_resent_mail_carries_public_url_whatever_host_the_admin_sends(app, client, world, smtp):  # noqa: F811
+    """FOUR-6: with MAIL_SERVER and PUBLIC_URL the re-send is single-admin and mailed; a Host
+    header of the admin's choosing does not reach the link (the token would go to that host)."""
+    app.config.update(MAIL_SERVER=None)  # the account itself: shown to the approver
+    nora = invited_nora(app, client)
+    app.config.update(MAIL_SERVER="127.0.0.1")
+    csrf = csrf_from(text(client.get("/proposals")))
+    sent = post_as_host(client, f"/admin/users/{nora.id}/invitation", csrf, "evil.example")
+    assert sent.status_code == 303 and pending_changes() == []
+    [link] = mailed_links(smtp)
+    assert link.startswith("https://console.example.org/invitations/") and "evil" not in link
+    assert app.test_client().get(link.split("console.example.org", 1)[1]).status_code == 200
+
+
+def test_four6_x_forwarded_host_from_a_trusted_proxy_does_not_reach_a_mailed_link(
+    app, world, smtp, behind_a_proxy  # noqa: F811
+):
+    """FOUR-6: behind TRUSTED_PROXIES the proxy's X-Forwarded-Host is the request's host, yet a
+    mailed link is still on PUBLIC_URL."""
+    behind_a_proxy.config.update(MAIL_SERVER=None)
+    with behind_a_proxy.app_context():
+        client = behind_a_proxy.test_client()
+        nora = invited_nora(behind_a_proxy, client)
+        behind_a_proxy.config.update(
+            MAIL_SERVER="127.0.0.1", MAIL_PORT=app.config["MAIL_PORT"], PUBLIC_URL=app.config["PUBLIC_URL"]
+        )
+        csrf = csrf_from(text(client.get("/proposals")))
+        assert isinstance(behind_a_proxy.wsgi_app, ProxyFix)  # X-Forwarded-Host is believed
+        forwarded = {"X-Forwarded-Host": "evil.example", "X-Forwarded-For": "203.0.113.9"}
+        sent = client.post(f"/admin/users/{nora.id}/invitation", data={"csrf_token": csrf}, headers=forwarded)
+        assert sent.status_code == 303 and pending_changes() == []
+        db.session.remove()
+    [link] = mailed_links(smtp)
+    assert link.startswith("https://console.example.org/invitations/") and "evil" not in link
+
+
+def test_four6_with_mail_but_no_public_url_a_resend_waits_for_a_second_admin(app, client, world, smtp):  # noqa: F811
+    """FOUR-6: MAIL_SERVER without PUBLIC_URL is not mail: the re-send (Host: evil.example) is an
+    operator.invite change, nothing is mailed, and the approving admin is shown the link."""
+    app.config.update(PUBLIC_URL=None)
+    nora = invited_nora(app, client)
+    csrf = csrf_from(text(client.get("/proposals")))
+    assert "Invitations are not mailed" in text(client.get(f"/admin/users/{nora.id}"))
+    asked = post_as_host(client, f"/admin/users/{nora.id}/invitation", csrf, "evil.example")
+    assert asked.status_code == 303 and "/admin/changes/" in asked.headers["Location"]
+    [pending] = pending_changes()
+    assert pending.kind == "operator.invite" and pending.content["delivery"] == "approver"
+    assert LINK.search(text(approve_in_console(app, pending.id)))
+    assert smtp.messages == []

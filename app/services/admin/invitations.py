@@ -1,13 +1,15 @@
 """Accounts by invitation (SPEC FOUR-6): the one-time link with which a new operator
 sets their own password, how it reaches them, and re-sending it.
 
-Who receives the link: the invitee, by mail, when an SMTP server is configured
-(``MAIL_SERVER``, ``MAIL_PORT``, ``MAIL_SENDER``; links start with ``PUBLIC_URL``).
-Without one, the link is shown once to the admin who approved the account (a second
-admin), never to its proposer, and is never stored: only its SHA-256 is. Re-sending
-(a new link, the old one dead) is single-admin with mail, since the link goes to the
-invitee only; without mail it is an ``operator.invite`` change for a second admin,
-who is shown the link, as at creation.
+Who receives the link: the invitee, by mail, when mail is configured: an SMTP server
+(``MAIL_SERVER``, ``MAIL_PORT``, ``MAIL_SENDER``) AND ``PUBLIC_URL``, the only base of a
+mailed link (never the request's Host or X-Forwarded-Host, which whoever sends the
+request chooses: a re-send is single-admin, so such a link would hand the invitee's
+token to a host of one admin's choosing). Otherwise the link is shown once to the admin
+who approved the account (a second admin), never to its proposer, and is never stored:
+only its SHA-256 is. Re-sending (a new link, the old one dead) is single-admin with
+mail, since the link goes to the invitee only; without mail it is an ``operator.invite``
+change for a second admin, who is shown the link, as at creation.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from typing import Any
 from flask import current_app, has_request_context, request
 from sqlalchemy import func, select, update
 
-from app.domain.accounts import INVITATION_LIFETIME, check_new_password, invitation_problem, invitation_token_hash
+from app.domain.accounts import (
+    INVITATION_LIFETIME,
+    check_new_password,
+    check_public_url,
+    invitation_problem,
+    invitation_token_hash,
+)
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
@@ -35,9 +43,23 @@ log = logging.getLogger(__name__)
 MAX_TOKEN_LENGTH = 200
 
 
+def public_url() -> str | None:
+    """``PUBLIC_URL`` without its final slash, or None when unset or not a valid address
+    (`check_public_url`; the console refuses to start with an invalid one, FOUR-6)."""
+    value = current_app.config.get("PUBLIC_URL")
+    if not value:
+        return None
+    try:
+        return check_public_url(value)
+    except ValueError:
+        log.warning("PUBLIC_URL is not a valid address: invitations are not mailed")
+        return None
+
+
 def mail_configured() -> bool:
-    """Whether invitations go by mail (``MAIL_SERVER`` is set)."""
-    return bool(current_app.config.get("MAIL_SERVER"))
+    """Whether invitations go by mail to the invitee (FOUR-6): only when ``MAIL_SERVER``
+    and ``PUBLIC_URL`` are both set, since a mailed link is built from ``PUBLIC_URL`` alone."""
+    return bool(current_app.config.get("MAIL_SERVER")) and public_url() is not None
 
 
 def unusable_password_hash() -> str:
@@ -98,10 +120,24 @@ def issue(uow: UnitOfWork, context: ApplyContext, operator: OperatorUser, delive
     return token
 
 
-def link(token: str) -> str:
-    """The invitation's address: ``PUBLIC_URL`` (else the request's host, else none) + ``/invitations/<token>``."""
-    base = current_app.config.get("PUBLIC_URL") or (request.host_url if has_request_context() else "")
-    return f"{base.rstrip('/')}/invitations/{token}"
+def link(token: str, *, mailed: bool = False) -> str:
+    """The invitation's address, ``<base>/invitations/<token>`` (FOUR-6).
+
+    Args:
+        token: from `issue`.
+        mailed: True for the link in a mail: its base is ``PUBLIC_URL`` only. Otherwise
+            (shown to the approving admin in their own browser) ``PUBLIC_URL`` when set,
+            else the request's host, else none (a path, e.g. for the CLI).
+
+    Raises:
+        RuntimeError: `mailed` while ``PUBLIC_URL`` is unset (`mail_configured` is false then).
+    """
+    base = public_url()
+    if base is None:
+        if mailed:
+            raise RuntimeError("a mailed invitation link needs PUBLIC_URL")
+        base = request.host_url.rstrip("/") if has_request_context() else ""
+    return f"{base}/invitations/{token}"
 
 
 def _send_mail(email: str, display_name: str, url: str) -> None:
@@ -124,7 +160,8 @@ def _send_mail(email: str, display_name: str, url: str) -> None:
 
 def deliver(shown_once: dict[str, Any]) -> dict[str, Any]:
     """Hand a just-committed invitation to whom may have it (FOUR-6): by mail to the
-    invitee when ``MAIL_SERVER`` is set, else back to the caller to show once.
+    invitee when `mail_configured` (the link on ``PUBLIC_URL``), else back to the caller
+    to show once.
 
     Args:
         shown_once: ``{"operator_id", "invitation_token"}`` from `issue`'s change.
@@ -134,11 +171,10 @@ def deliver(shown_once: dict[str, Any]) -> dict[str, Any]:
         admin can re-send), or ``invitation_link`` (show it this once).
     """
     operator = db.session.get(OperatorUser, shown_once["operator_id"])
-    url = link(shown_once["invitation_token"])
     if not mail_configured():
-        return {"invitation_link": url}
+        return {"invitation_link": link(shown_once["invitation_token"])}
     try:
-        _send_mail(operator.email, operator.display_name, url)
+        _send_mail(operator.email, operator.display_name, link(shown_once["invitation_token"], mailed=True))
     except (OSError, smtplib.SMTPException) as error:
         log.warning("invitation mail to %s failed: %s", operator.id, error)
         return {"invitation_mail_failed": f"The invitation could not be mailed ({type(error).__name__}). Re-send it."}
@@ -281,8 +317,9 @@ OPERATOR_INVITE = ChangeType(
 def resend_invitation(admin: OperatorUser, operator_id: str) -> dict[str, Any] | PendingChange:
     """Re-send an invited user's invitation: a new link, the old one dead (FOUR-6).
 
-    With mail the link goes to the invitee only, so it applies at once (one admin);
-    without mail it is an ``operator.invite`` change whose approving admin is shown
+    With mail (`mail_configured`: ``MAIL_SERVER`` and ``PUBLIC_URL``) the link goes to
+    the invitee only, on ``PUBLIC_URL`` whatever the request's host, so it applies at
+    once (one admin); without mail it is an ``operator.invite`` change whose approving admin is shown
     the link (never the admin who asks).
 
     Returns:

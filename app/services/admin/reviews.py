@@ -250,7 +250,7 @@ def approve_change(operator: OperatorUser, change_id: str, digest: str) -> dict[
 
     Returns:
         What applying it created (ids), and for an account or a new invitation
-        (FOUR-6) ``invitation_link`` (to show this once: no mail server),
+        (FOUR-6) ``invitation_link`` (to show this once: mail not configured),
         ``invitation_sent_to`` or ``invitation_mail_failed``.
 
     Raises:
