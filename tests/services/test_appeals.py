@@ -262,6 +262,26 @@ def test_one_admin_cannot_fail_the_receipt_of_a_correction_in_flight(app, world,
     closed_as_usual(world, platform, correction, proposal)
 
 
+@pytest.mark.parametrize("name", sorted(AFTER_APPROVAL))
+def test_one_admin_cannot_stop_the_retry_of_an_approved_correction(app, world, platform, correction, name):
+    """FOUR-7, FOUR-9, RTRY: a correction that failed for good after approval is retried
+    by another reviewer although, meanwhile, an admin redacted the rationale, deactivated
+    the approver or removed their role; the retry restores the post and closes the case."""
+    from app.services.lifecycle.retry import retry_proposal
+
+    proposal = correction_proposal(correction)
+    approve(world, proposal, reviewer="reviewer")
+    platform.state.configure(fail_next=1, fail_status=400)
+    assert (deliver(proposal.id).state, reload(proposal).delivery_terminal) == ("failed", True)
+    AFTER_APPROVAL[name](world, correction)
+    result = retry_proposal(
+        proposal.id, payload_digest=proposal.payload_digest, idempotency_key="r-1", operator=world.user("admin")
+    )
+    assert (result.state, result.delivery_cycle) == ("queued", 2)
+    assert deliver(proposal.id).state == "applied"
+    closed_as_usual(world, platform, correction, proposal)
+
+
 def test_redaction_before_approval_does_not_block_the_correction(app, world, platform, correction):
     """FOUR-7, CORR-1: the correction follows the appeal decision's outcome, not its
     words: a rationale redacted before approval (privacy) leaves the correction

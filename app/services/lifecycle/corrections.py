@@ -205,7 +205,7 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
 
     A correction is confirmed when its proposal is applied (automated) or a reviewer
     recorded it (manual); a correction whose proposal failed for good is marked
-    failed. When every correction of a waiting appeal decision is confirmed, the
+    failed, and proposed again when that proposal is retried (FOUR-7). When every correction of a waiting appeal decision is confirmed, the
     decision is completed and the report closed.
     """
     from app.services.uow import Actor
@@ -214,17 +214,16 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
     now = utcnow()
     corrections = session.scalars(select(AppealCorrection).where(AppealCorrection.report_id == report_id)).all()
     for correction in corrections:
-        if (
-            correction.mode != "automated"
-            or correction.proposal_id is None
-            or correction.state in ("confirmed", "failed")
-        ):
+        if correction.mode != "automated" or correction.proposal_id is None or correction.state == "confirmed":
             continue
+        # A failed correction is looked at again: its proposal may have been retried (FOUR-7).
         proposal = session.get(ActionProposal, correction.proposal_id)
         if proposal.state == "applied":
-            correction.state, correction.confirmed_at = "confirmed", now
+            correction.state, correction.confirmed_at, correction.last_error_code = "confirmed", now, None
         elif proposal.is_terminal:
             correction.state, correction.last_error_code = "failed", proposal.last_error_code
+        elif correction.state == "failed":  # retried: a new delivery cycle is under way
+            correction.state, correction.last_error_code = "proposed", None
     by_decision: dict[str, list[AppealCorrection]] = {}
     for correction in corrections:
         by_decision.setdefault(correction.appeal_decision_id, []).append(correction)
