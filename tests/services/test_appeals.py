@@ -242,7 +242,9 @@ def test_one_admin_cannot_strand_an_approved_correction(app, world, platform, co
 
 
 @pytest.mark.parametrize("name", sorted(AFTER_APPROVAL))
-def test_one_admin_cannot_fail_the_receipt_of_a_correction_in_flight(app, world, platform, correction, name, monkeypatch):
+def test_one_admin_cannot_fail_the_receipt_of_a_correction_in_flight(
+    app, world, platform, correction, name, monkeypatch
+):
     """FOUR-7, FOUR-9, CORR-3: the same acts during the request do not fail the guarded
     receipt write: the console records what the platform applied."""
     import app.services.lifecycle.delivery as delivery

@@ -205,8 +205,9 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
 
     A correction is confirmed when its proposal is applied (automated) or a reviewer
     recorded it (manual); a correction whose proposal failed for good is marked
-    failed, and proposed again when that proposal is retried (FOUR-7). When every correction of a waiting appeal decision is confirmed, the
-    decision is completed and the report closed.
+    failed, and proposed again when that proposal is retried (FOUR-7). When every
+    correction of a waiting appeal decision is confirmed, the decision is completed
+    and the report closed.
     """
     from app.services.uow import Actor
 
