@@ -162,7 +162,6 @@ def newer_upheld(world, correction):
 
 BREAKERS = {
     "newer upheld decision": newer_upheld,
-    "redacted rationale": lambda world, c: redact_rationale(c.appeal_decision_id, operator=world.user("admin")),
     "original not confirmed": lambda world, c: set_row(ActionProposal, c.original_proposal_id, confirmed_at=None),
     "target changed": lambda world, c: set_row(AppealCorrection, c.id, original_target={"reference": "post:9"}),
     "report no longer appealed": lambda world, c: set_row(Report, c.report_id, state="closed"),
@@ -199,30 +198,130 @@ def test_each_condition_blocks_delivery(app, world, platform, correction, name):
     blocked(world, platform, correction, at="delivery")
 
 
-def test_approver_who_lost_the_reviewer_role_blocks_delivery(app, world, platform, correction):
-    """CORR-2, CORR-3: the approver must still be an eligible reviewer when it is sent."""
-    from app.models import OperatorUser
+def closed_as_usual(world, platform, correction, proposal) -> None:
+    """The correction was applied, the post is back, the appeal completed, the report closed (CORR-4)."""
+    assert reload(proposal).state == "applied" and platform.state.content["post:1001"] == "visible"
+    db.session.rollback()
+    assert db.session.get(AppealCorrection, correction.id).state == "confirmed"
+    assert db.session.get(AppealDecision, correction.appeal_decision_id).completion_state == "completed"
+    assert db.session.get(Report, correction.report_id).state == "closed"
 
-    approve(world, correction_proposal(correction), reviewer="admin")
-    set_row(OperatorUser, world.users["admin"], roles_text="admin")
-    blocked(world, platform, correction, at="delivery")
+
+def _deactivate_approver(world, c):
+    from app.services.admin.operators import set_operator_active
+
+    set_operator_active(world.user("admin"), world.users["reviewer"], False)
+
+
+def _drop_approver_role(world, c):
+    from app.services.admin.operators import change_operator_roles
+    from app.services.admin.reviews import approve_change
+
+    outcome = change_operator_roles(world.user("admin"), world.users["reviewer"], ["moderator"])
+    if hasattr(outcome, "change_id"):  # a change of roles may wait for a second admin (FOUR-4)
+        approve_change(world.user("admin2"), outcome.change_id, outcome.digest)
+
+
+AFTER_APPROVAL = {  # single-admin acts that take no power from the approved correction (FOUR-7, FOUR-9)
+    "rationale redacted": lambda world, c: redact_rationale(c.appeal_decision_id, operator=world.user("admin")),
+    "approver deactivated": _deactivate_approver,
+    "approver lost the reviewer role": _drop_approver_role,
+}
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_APPROVAL))
+def test_one_admin_cannot_strand_an_approved_correction(app, world, platform, correction, name):
+    """FOUR-7, FOUR-9, CORR-2: the approver's eligibility and the rationale are decided
+    once, at approval; after it, redacting the rationale, deactivating the approver or
+    removing their reviewer role does not fail the delivery: the post is restored."""
+    proposal = correction_proposal(correction)
+    approve(world, proposal, reviewer="reviewer")
+    AFTER_APPROVAL[name](world, correction)
+    assert deliver(proposal.id).state == "applied"
+    closed_as_usual(world, platform, correction, proposal)
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_APPROVAL))
+def test_one_admin_cannot_fail_the_receipt_of_a_correction_in_flight(
+    app, world, platform, correction, name, monkeypatch
+):
+    """FOUR-7, FOUR-9, CORR-3: the same acts during the request do not fail the guarded
+    receipt write: the console records what the platform applied."""
+    import app.services.lifecycle.delivery as delivery
+
+    proposal = correction_proposal(correction)
+    approve(world, proposal, reviewer="reviewer")
+    real_send = delivery.egress.send
+
+    def send_then_act(*args, **kwargs):
+        response = real_send(*args, **kwargs)
+        with app.app_context():
+            AFTER_APPROVAL[name](world, correction)
+        return response
+
+    monkeypatch.setattr(delivery.egress, "send", send_then_act)
+    assert deliver(proposal.id).state == "applied"
+    closed_as_usual(world, platform, correction, proposal)
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_APPROVAL))
+def test_one_admin_cannot_stop_the_retry_of_an_approved_correction(app, world, platform, correction, name):
+    """FOUR-7, FOUR-9, RTRY: a correction that failed for good after approval is retried
+    by another reviewer although, meanwhile, an admin redacted the rationale, deactivated
+    the approver or removed their role; the retry restores the post and closes the case."""
+    from app.services.lifecycle.retry import retry_proposal
+
+    proposal = correction_proposal(correction)
+    approve(world, proposal, reviewer="reviewer")
+    platform.state.configure(fail_next=1, fail_status=400)
+    assert (deliver(proposal.id).state, reload(proposal).delivery_terminal) == ("failed", True)
+    AFTER_APPROVAL[name](world, correction)
+    result = retry_proposal(
+        proposal.id, payload_digest=proposal.payload_digest, idempotency_key="r-1", operator=world.user("admin")
+    )
+    assert (result.state, result.delivery_cycle) == ("queued", 2)
+    assert deliver(proposal.id).state == "applied"
+    closed_as_usual(world, platform, correction, proposal)
+
+
+def test_redaction_before_approval_does_not_block_the_correction(app, world, platform, correction):
+    """FOUR-7, CORR-1: the correction follows the appeal decision's outcome, not its
+    words: a rationale redacted before approval (privacy) leaves the correction
+    approvable and it is delivered; the case closes as usual."""
+    redact_rationale(correction.appeal_decision_id, operator=world.user("admin"))
+    proposal = correction_proposal(correction)
+    approve(world, proposal, reviewer="reviewer")
+    assert deliver(proposal.id).state == "applied"
+    closed_as_usual(world, platform, correction, proposal)
+
+
+def test_an_approver_removed_before_approving_cannot_approve(app, world, platform, correction):
+    """CORR-2: the approver's eligibility is checked at approval (then bound)."""
+    _drop_approver_role(world, correction)
+    proposal = correction_proposal(correction)
+    with pytest.raises(ApiError) as caught:
+        approve(world, proposal, reviewer="reviewer")
+    assert caught.value.status == 403
+    assert reload(proposal).state == "approval_required"
 
 
 def test_condition_checked_inside_the_receipt_write(app, world, platform, correction, monkeypatch):
-    """CORR-3: a change during the request still blocks the receipt write."""
+    """CORR-3: a change of the case during the request still blocks the receipt write."""
     import app.services.lifecycle.delivery as delivery
 
     proposal = correction_proposal(correction)
     approve(world, proposal, reviewer="admin")
     real_send = delivery.egress.send
 
-    def send_then_redact(*args, **kwargs):
+    report_id = correction.report_id
+
+    def send_then_close(*args, **kwargs):
         response = real_send(*args, **kwargs)
         with app.app_context():
-            redact_rationale(correction.appeal_decision_id, operator=world.user("admin"))
+            set_row(Report, report_id, state="closed")
         return response
 
-    monkeypatch.setattr(delivery.egress, "send", send_then_redact)
+    monkeypatch.setattr(delivery.egress, "send", send_then_close)
     outcome = deliver(proposal.id)
     assert (outcome.error_code, outcome.terminal) == ("appeal_correction_precondition_changed", True)
     assert reload(proposal).confirmed_at is None

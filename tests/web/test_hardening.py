@@ -124,7 +124,8 @@ def test_concurrent_appeals_open_one(app, world, platform):
 
 
 def test_uninvolved_admins_alone_may_redact(app, world, platform):
-    """CORR-1: redaction blocks a correction, so no maker of either decision may do it."""
+    """Redaction edits the case record: no maker of either decision may do it (it no
+    longer stops a correction, FOUR-7)."""
     decided_and_enforced(world)
     appeal_id = file_appeal(
         world.report_ids[0], statement="", actor=Actor.system(), installation_id=world.installation_id

@@ -389,7 +389,11 @@ def _correction_proposal(uow, correction, config, appeal, ad, report, original) 
 def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_id: str | None = None) -> None:
     """Remove an appeal decision's rationale (e.g. it held personal data).
 
-    A redacted decision can no longer drive an automated correction (CORR-1).
+    Privacy only: the redaction no longer affects any correction of the decision
+    (FOUR-7, FOUR-9). A correction follows the appeal decision's outcome, not its
+    words, so a pending correction can still be approved, an approved one is still
+    delivered, retried and its receipt written, and the appeal decision completes
+    and the report closes as usual.
 
     Raises:
         ApiError: 404 ``appeal_decision_not_found``; 403 ``forbidden`` (admins only)
@@ -402,7 +406,7 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_
         ad = uow.session.get(AppealDecision, appeal_decision_id)
         if ad is None or ad.installation_id != operator.installation_id or (appeal_id and ad.appeal_id != appeal_id):
             raise ApiError(404, "appeal_decision_not_found", "No such appeal decision.")
-        # Redaction stops an automated correction (CORR-1): none of its makers may do it.
+        # An admin who took part in the case does not edit its record: another admin redacts.
         appeal = uow.session.get(Appeal, ad.appeal_id)
         facts = MakerFacts(
             decisions=tuple(

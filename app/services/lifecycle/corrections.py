@@ -2,10 +2,18 @@
 (SPEC CORR-1..4).
 
 A correction is prepared when an appeal decision is ``modified`` or ``reversed``.
-Its eligibility (`correction_problems`) is checked when preparing, before every
-delivery attempt, and inside the guarded receipt write; when any condition stops
-holding the correction fails with ``appeal_correction_precondition_changed`` and
-nothing is sent.
+The case conditions (`case_problems`, CORR-1) are checked when preparing, at
+approval, before every delivery attempt, and inside the guarded receipt write;
+when one stops holding the correction fails with
+``appeal_correction_precondition_changed`` and nothing is sent.
+
+The approver's eligibility (CORR-2) is decided once, when they approve or record
+the correction (`correction_problems`), and bound there with the payload digest:
+deactivating the approver or removing their reviewer role afterwards does not
+fail the delivery, a retry or the receipt (FOUR-7: nothing approved is stranded;
+FOUR-9: one admin alone cannot in effect cancel an approved action). The
+rationale's text is no condition at all: the correction follows the appeal
+decision's outcome, so redacting the rationale (privacy) stops nothing.
 """
 
 from __future__ import annotations
@@ -81,14 +89,19 @@ def reviewer_problem(session, correction: AppealCorrection, reviewer_id: str | N
     return allowed.reason if you else "The approver took part in making this correction."
 
 
-def correction_problems(
+def case_problems(
     session,
     correction: AppealCorrection,
     target: dict | None = None,
     preconditions: dict | None = None,
     lock: bool = False,
 ) -> list[str]:
-    """Every CORR-1/CORR-2 condition that does not hold (empty: eligible).
+    """Every CORR-1 condition of the case that does not hold (empty: eligible).
+
+    These are what the correction relies on until its receipt: checked when
+    preparing, at approval, before every delivery attempt and inside the guarded
+    receipt write (CORR-3). The rationale's text is not one: the correction follows
+    the appeal decision's outcome, and a redacted rationale (privacy) changes it not.
 
     Args:
         correction: the correction row.
@@ -106,8 +119,6 @@ def correction_problems(
         problems.append("The report is no longer appealed.")
     if ad.outcome not in CORRECTABLE_OUTCOMES or ad.completion_state != "waiting" or ad.correction_confirmed_at:
         problems.append("The appeal decision is no longer waiting for a correction.")
-    if ad.rationale_redacted_at is not None:
-        problems.append("The appeal decision's rationale was redacted.")
     if original is None or original.state != "applied" or original.confirmed_at is None:
         problems.append("The original action is not applied and confirmed.")
     elif (original.operation_id, canonical_json(original.target)) != (
@@ -130,6 +141,25 @@ def correction_problems(
         problems.append("A newer appeal decision upheld the original decision.")
     if correction.integration_id != report.integration_id:
         problems.append("The correction belongs to another integration.")
+    return problems
+
+
+def correction_problems(
+    session,
+    correction: AppealCorrection,
+    target: dict | None = None,
+    preconditions: dict | None = None,
+    lock: bool = False,
+) -> list[str]:
+    """The CORR-1 case conditions and the CORR-2 approver check, at approval (empty: eligible).
+
+    Call it when ``correction.approved_by`` was just set (the approval, a manual
+    record) or when none is set yet (preparing). After approval the approver is
+    bound: deliveries, retries and receipts check `case_problems` only (FOUR-7, FOUR-9).
+
+    Args: as `case_problems`.
+    """
+    problems = case_problems(session, correction, target, preconditions, lock)
     reviewer = reviewer_problem(session, correction, correction.approved_by)
     if reviewer:
         problems.append(reviewer)
@@ -155,13 +185,18 @@ def _newer_upheld(session, report_id: str, ad: AppealDecision) -> bool:
 def check_correction_eligible(session, proposal: ActionProposal, lock: bool = False) -> None:
     """Raise unless an appeal correction proposal may still be delivered (CORR-1, CORR-3).
 
+    Before a delivery attempt, a retry and inside the receipt write: the case
+    conditions only. The approver was checked when they approved, bound to the
+    digest; neither their deactivation, nor the loss of their role, nor a redacted
+    rationale fails an approved correction (FOUR-7, FOUR-9).
+
     Raises:
         ActionError: ``appeal_correction_precondition_changed``.
     """
     correction = session.scalar(select(AppealCorrection).where(AppealCorrection.proposal_id == proposal.id))
     if correction is None or correction.mode != "automated" or correction.appeal_id != proposal.appeal_id:
         raise ActionError("appeal_correction_precondition_changed")
-    if correction_problems(session, correction, proposal.target, proposal.preconditions, lock=lock):
+    if case_problems(session, correction, proposal.target, proposal.preconditions, lock=lock):
         raise ActionError("appeal_correction_precondition_changed")
 
 
@@ -170,8 +205,9 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
 
     A correction is confirmed when its proposal is applied (automated) or a reviewer
     recorded it (manual); a correction whose proposal failed for good is marked
-    failed. When every correction of a waiting appeal decision is confirmed, the
-    decision is completed and the report closed.
+    failed, and proposed again when that proposal is retried (FOUR-7). When every
+    correction of a waiting appeal decision is confirmed, the decision is completed
+    and the report closed.
     """
     from app.services.uow import Actor
 
@@ -179,17 +215,16 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
     now = utcnow()
     corrections = session.scalars(select(AppealCorrection).where(AppealCorrection.report_id == report_id)).all()
     for correction in corrections:
-        if (
-            correction.mode != "automated"
-            or correction.proposal_id is None
-            or correction.state in ("confirmed", "failed")
-        ):
+        if correction.mode != "automated" or correction.proposal_id is None or correction.state == "confirmed":
             continue
+        # A failed correction is looked at again: its proposal may have been retried (FOUR-7).
         proposal = session.get(ActionProposal, correction.proposal_id)
         if proposal.state == "applied":
-            correction.state, correction.confirmed_at = "confirmed", now
+            correction.state, correction.confirmed_at, correction.last_error_code = "confirmed", now, None
         elif proposal.is_terminal:
             correction.state, correction.last_error_code = "failed", proposal.last_error_code
+        elif correction.state == "failed":  # retried: a new delivery cycle is under way
+            correction.state, correction.last_error_code = "proposed", None
     by_decision: dict[str, list[AppealCorrection]] = {}
     for correction in corrections:
         by_decision.setdefault(correction.appeal_decision_id, []).append(correction)

@@ -395,7 +395,7 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     """An appeal with its decisions and each correction: original action, correction
     proposal, what blocks it, and whether this operator may approve it."""
     from app.models import Appeal, AppealCorrection, AppealDecision
-    from app.services.lifecycle.corrections import correction_problems, reviewer_problem
+    from app.services.lifecycle.corrections import case_problems, reviewer_problem
 
     # Everything the correction checks read is loaded here (their session.get calls find it).
     appeal = db.session.scalar(
@@ -419,8 +419,8 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     for c in corrections:
         proposal = c.proposal
         open_ = c.state in ("pending", "proposed")
-        problems = (
-            correction_problems(
+        problems = (  # the case's conditions; the approver is bound at approval (FOUR-7)
+            case_problems(
                 db.session, c, proposal.target if proposal else None, proposal.preconditions if proposal else None
             )
             if open_
