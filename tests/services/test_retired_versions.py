@@ -22,7 +22,7 @@ from app.services.lifecycle.delivery import deliver
 from app.services.lifecycle.retry import retry_proposal
 
 from ..builders import approve, decide_report, reload, set_row
-from .test_prepare import run_for
+from .test_prepare import prepare_again, run_for
 
 AUTHOR = "user:4412"  # the author of post:1001, the first demo report's target
 
@@ -135,3 +135,43 @@ def test_four7_an_ordinary_failed_action_retried_after_retirement_delivers(app, 
     assert decide_report(world, 1) is None
     run = run_for(world, 1)
     assert (run.state, run.outcome_port, run.last_error_code) == ("failed", "error", "action_component_unavailable")
+
+
+def test_four7_a_replay_of_the_node_keeps_its_retired_version(app, world, platform):
+    """FOUR-7, PREP-7: the action node that prepared a proposal runs again after its
+    version was retired: it replays the stored proposal instead of failing the run."""
+    proposal = decide_report(world, 0)
+    retire(world, "takedown")
+    outcome = prepare_again(proposal)
+    assert outcome.waiting and outcome.idempotent_replay and outcome.proposal_id == proposal.id
+
+
+def test_four7_a_compensation_may_use_only_the_retired_version_of_the_action_it_follows(app, world, platform):
+    """FOUR-7: a compensation choosing a retired version afresh is refused (409
+    ``action_component_unavailable``); one using the version the compensated action
+    was prepared with is proposed."""
+    from app.services.lifecycle.compensation import propose_compensation
+
+    original = decide_report(world, 0)
+    approve(world, original)
+    assert deliver(original.id).state == "applied"
+    original = reload(original)
+    retire(world, "restore")
+    retire(world, "takedown")
+
+    def compensate(slug: str, key: str):
+        return propose_compensation(
+            original.id,
+            component_version_id=world.components[slug],
+            action_code=slug,
+            target=original.target,
+            payload=original.payload if slug == "takedown" else {"reason_code": "mistake", "report_reference": "R-1"},
+            idempotency_key=key,
+            operator=world.user("reviewer"),
+        )
+
+    with pytest.raises(ApiError) as refused:
+        compensate("restore", "comp-1")
+    assert (refused.value.status, refused.value.code) == (409, "action_component_unavailable")
+    result = compensate("takedown", "comp-2")
+    assert result.state == "approval_required" and not result.idempotent_replay
