@@ -45,3 +45,17 @@ def test_four7_version_users_counts_each_action_that_still_needs_the_version():
     ended = use("end", "applied", "cmv_un", reverses="sus")
     assert version_users("cmv_un", [suspension, failed_reversal, ended], NOW) == 0
     assert version_users("cmv_sus", [suspension, failed_reversal], NOW) == 0
+
+
+def test_four7_one_predicate_decides_for_every_caller():
+    """FOUR-7: the component check that preparation, follow-ups and delivery share calls
+    the one domain predicate; preparation, compensation and appeal corrections pass
+    the versions of the proposal they repeat or follow."""
+    import inspect
+
+    from app.services.cases import appeals
+    from app.services.lifecycle import compensation, components, prepare
+
+    assert "may_use_retired_version(" in inspect.getsource(components)
+    for module in (prepare, compensation, appeals):
+        assert "prepared_versions(" in inspect.getsource(module)

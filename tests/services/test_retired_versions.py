@@ -175,3 +175,31 @@ def test_four7_a_compensation_may_use_only_the_retired_version_of_the_action_it_
     assert (refused.value.status, refused.value.code) == (409, "action_component_unavailable")
     result = compensate("takedown", "comp-2")
     assert result.state == "approval_required" and not result.idempotent_replay
+
+
+def test_four7_an_appeal_correction_of_a_suspension_uses_its_retired_reversal_version(app, world, platform):
+    """FOUR-7: the suspension was prepared with its reversal's version (retired since); an
+    appeal reversed the decision: the correction that lifts the suspension uses that
+    version, is approved and delivers."""
+    from app.services.cases.appeals import decide_appeal, file_appeal
+    from app.services.uow import Actor
+
+    from ..builders import proposal_of
+
+    original = decide_report(world, 0, code="suspend_account")
+    approve(world, original)
+    assert deliver(original.id).state == "applied"
+    retire(world, "unsuspend_account")
+    appeal_id = file_appeal(
+        world.report_ids[0],
+        statement="I was not harassing anyone.",
+        actor=Actor("operator", world.users["moderator"]),
+        installation_id=world.installation_id,
+    ).appeal_id
+    decide_appeal(appeal_id, outcome="reversed", rationale="Not harassment", operator=world.user("reviewer2"))
+    correction = proposal_of(world.report_ids[0])
+    assert correction.appeal_id and correction.component_version_id == world.components["unsuspend_account"]
+    approve(world, correction, reviewer="admin")
+    outcome = deliver(correction.id)
+    assert (outcome.state, outcome.error_code) == ("applied", None)
+    assert platform.state.accounts[AUTHOR] == "active"
