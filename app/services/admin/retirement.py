@@ -1,24 +1,23 @@
 """Retiring a component version (SPEC FOUR-4, FOUR-7): a pending change for a second
 admin, refused while anything approved or waiting still needs the version.
 
-A retired version can no longer prepare actions, and delivery refuses a proposal
-whose version is retired (``action_component_unavailable``, terminal). So a version
-that open proposals (not terminal) or scheduled reversals use is never retired: the
-request answers 409 ``component_version_in_use`` with how many use it, when it is
-proposed and again when it is approved.
+A retired version can no longer prepare NEW actions; every proposal already prepared
+with it keeps it (delivery, retry, reversals, "end now": `may_use_retired_version`).
+Still, a version that open proposals, retryable failures or temporary actions in force
+use is not retired: the request answers 409 ``component_version_in_use`` with how many
+use it, when it is proposed and again when it is approved.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select
-from sqlalchemy.orm import aliased
+from sqlalchemy import or_, select
 
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
-from app.domain.states import TERMINAL_STATES, S
+from app.domain.proposal import retirement as rules
 from app.models import ActionProposal, ComponentDefinition, ComponentVersion, OperatorUser
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import plausible_id
@@ -36,9 +35,9 @@ def _version(session, installation_id: str, definition_id: Any, version_id: Any)
 
 
 def version_users(session, installation_id: str, version_id: str) -> int:
-    """How many proposals still need a component version (FOUR-7): open proposals
-    (not terminal) prepared with it, and temporary actions whose reversal will use it
-    (not yet terminal, or applied and their reversal not created yet).
+    """How many actions still need a component version (FOUR-7): open proposals prepared
+    with it, those failed for good an operator may still retry, and temporary actions
+    not ended whose reversal uses it (`app.domain.proposal.retirement.version_users`).
 
     Args:
         session: the database session.
@@ -46,29 +45,23 @@ def version_users(session, installation_id: str, version_id: str) -> int:
         version_id: the component version.
 
     Returns:
-        The number of proposals (0: retiring strands nothing).
+        The number of actions (0: retiring strands nothing).
     """
-    open_states = ~P.state.in_(sorted(TERMINAL_STATES)) & ~and_(P.state == S.FAILED, P.delivery_terminal.is_(True))
-    count = session.scalar(
-        select(func.count()).where(
-            P.installation_id == installation_id, P.component_version_id == version_id, open_states
-        )
-    )
-    reversal = aliased(ActionProposal)
-    has_reversal = exists().where(and_(reversal.reverses_proposal_id == P.id, reversal.created_by_type == "system"))
-    temporaries = session.execute(
-        select(P.id, P.temporary).where(
+    rows = session.execute(
+        select(
+            P.id,
+            P.state,
+            P.delivery_terminal,
+            P.expires_at,
+            P.component_version_id,
+            P.temporary,
+            P.reverses_proposal_id,
+        ).where(
             P.installation_id == installation_id,
-            P.temporary.is_not(None),
-            or_(open_states, and_(P.state.in_([S.APPLIED, S.COMPENSATION_REQUIRED]), ~has_reversal)),
+            or_(P.component_version_id == version_id, P.temporary.is_not(None)),
         )
     ).all()
-    count += sum(
-        1
-        for _, temporary in temporaries
-        if ((temporary or {}).get("reversal") or {}).get("component_version_id") == version_id
-    )
-    return count
+    return rules.version_users(version_id, (rules.VersionUse(*row) for row in rows), utcnow())
 
 
 def _current(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:

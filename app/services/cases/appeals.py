@@ -13,6 +13,7 @@ from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.proposal.identity import correction_proposal
 from app.domain.proposal.makers import DecisionRef, MakerFacts, appeal_verdict, makers
+from app.domain.proposal.retirement import prepared_versions
 from app.domain.states import ProposalState
 from app.domain.text_safety import check_reference
 from app.models import (
@@ -343,7 +344,11 @@ def prepare_correction(
 
 def _correction_proposal(uow, correction, config, appeal, ad, report, original) -> ActionProposal:
     session = uow.session
-    component = load_action_component(session, config.get("component_version_id") or "", report.installation_id)
+    # FOUR-7: a retired version only if the action corrected was prepared with it
+    prepared_with = prepared_versions(original.component_version_id, original.temporary)
+    component = load_action_component(
+        session, config.get("component_version_id") or "", report.installation_id, prepared_with
+    )
     action_code = config.get("action_code")
     if not isinstance(action_code, str) or not 1 <= len(action_code) <= 200:
         raise ActionError("action_configuration_invalid")

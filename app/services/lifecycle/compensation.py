@@ -14,6 +14,7 @@ from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.identity import compensation_operation_id, compensation_proposal
+from app.domain.proposal.retirement import prepared_versions
 from app.models import ActionProposal, OperatorUser, Report, move_proposal
 from app.services.cases.tasks import open_approval_task
 from app.services.lifecycle.components import destination_of, load_action_component
@@ -107,7 +108,9 @@ def propose_compensation(
                 "component_version_id and an action_code of 1 to 200 characters are required.",
             )
         try:
-            component = load_action_component(session, component_version_id, original.installation_id)
+            # FOUR-7: a retired version only if the action compensated was prepared with it
+            prepared_with = prepared_versions(original.component_version_id, original.temporary)
+            component = load_action_component(session, component_version_id, original.installation_id, prepared_with)
         except ActionError as error:
             raise ApiError(409, error.code, "That component cannot act.", "component_version_id") from error
         if schema_errors(payload, component.input_schema):

@@ -2,37 +2,48 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.domain.errors import ActionError
 from app.domain.platform_kinds import PLATFORM_KINDS
 from app.domain.proposal.destination import OPERATION_PATTERN, Operation, parse_operation  # noqa: F401 - re-exported
+from app.domain.proposal.retirement import may_use_retired_version
 from app.models import ComponentDefinition, ComponentVersion, ConnectionVersion
 
 
-def load_action_component(session: Session, component_version_id: str, installation_id: str) -> ComponentVersion:
+def load_action_component(
+    session: Session, component_version_id: str, installation_id: str, prepared_with: Iterable[str] = ()
+) -> ComponentVersion:
     """The component version an action uses, if it can act for this installation.
+
+    Args:
+        component_version_id: the version asked for; installation_id: the action's.
+        prepared_with: the versions of the existing proposal this one repeats or
+            follows (`prepared_versions`); a retired version is allowed only among
+            them (`may_use_retired_version`, FOUR-7). Empty for new preparation.
 
     Raises:
         ActionError: ``action_component_unavailable`` when it does not exist, belongs
-            to another installation, is retired, its definition is not active or
-            not side-effecting;
+            to another installation, is retired (unless `prepared_with` holds it), its
+            definition is not active or not side-effecting;
             ``action_component_implementation_invalid`` when it is not a webhook,
             external_api, atproto_pds or rest component with a connection (PREP-3, PLAT-1, PLAT-3).
     """
     version = session.get(ComponentVersion, component_version_id)
     definition = session.get(ComponentDefinition, version.definition_id) if version else None
-    _check_component(version, definition, installation_id)
+    _check_component(version, definition, installation_id, prepared_with)
     return version
 
 
-def _check_component(version, definition, installation_id: str) -> None:
+def _check_component(version, definition, installation_id: str, prepared_with: Iterable[str]) -> None:
     if (
         version is None
         or definition is None
         or version.installation_id != installation_id
-        or version.retired_at is not None
+        or (version.retired_at is not None and not may_use_retired_version(version.id, prepared_with))
         or definition.status != "active"
         or definition.effect_class != "side_effecting"
     ):
@@ -45,6 +56,8 @@ def _check_component(version, definition, installation_id: str) -> None:
 def load_delivery_target(session: Session, component_version_id: str, installation_id: str):
     """The component version, its definition and connection version in one query,
     with the checks of `load_action_component` (run before every delivery attempt).
+    The proposal delivered was prepared with this version, so its retirement does not
+    refuse it (FOUR-7: retiring stops new preparation only).
 
     Returns:
         (component version, connection version).
@@ -59,7 +72,7 @@ def load_delivery_target(session: Session, component_version_id: str, installati
         .where(ComponentVersion.id == component_version_id)
     ).first()
     version, definition, connection = row if row else (None, None, None)
-    _check_component(version, definition, installation_id)
+    _check_component(version, definition, installation_id, (component_version_id,))
     if connection is None:
         raise ActionError("action_component_operation_invalid")
     return version, connection

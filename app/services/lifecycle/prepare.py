@@ -22,6 +22,7 @@ from app.domain.proposal import delivery as rules
 from app.domain.proposal import identity, temporary
 from app.domain.proposal.destination import delivery_fields, describe
 from app.domain.proposal.ports import Next, answer, timed_out_port
+from app.domain.proposal.retirement import prepared_versions
 from app.domain.workflow import NodeOutcome
 from app.models import (
     ActionApproval,
@@ -165,7 +166,10 @@ def prepare_action(
     ):
         raise ActionError("action_configuration_invalid")  # PREP-2
     session = uow.session
-    component = load_action_component(session, component_version_id, run.installation_id)  # PREP-3
+    # PREP-3; FOUR-7: a replay of this step keeps the versions it was prepared with, even retired
+    prior = session.get(ActionProposal, identity.proposal_id(step_run_id))
+    prepared_with = prepared_versions(prior.component_version_id, prior.temporary) if prior is not None else ()
+    component = load_action_component(session, component_version_id, run.installation_id, prepared_with)
     mapped = evaluate_mapping(node.get("input_mapping") or {}, run_context(session, run))
     key = identity.check_idempotency_key(mapped.get("idempotency_key"))  # PREP-4
     target, payload, preconditions = identity.mapped_objects(mapped)
@@ -179,7 +183,7 @@ def prepare_action(
     # before FOUR-5 (its digest was made without it, ID-2)
     binds = existing is None or existing.delivery is not None
     ids = (identity.proposal_id(step_run_id), operation_id) if binds else None
-    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id, ids)
+    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id, ids, prepared_with)
     report = session.get(Report, run.report_id)
     new = identity.workflow_proposal(
         run=run_facts(run),
@@ -204,7 +208,9 @@ def prepare_action(
     return _create(uow, new, queue_id=report.queue_id)
 
 
-def _temporary_plan(session, component, config: dict, mapped: dict, target: dict, installation_id: str, ids=None):
+def _temporary_plan(
+    session, component, config: dict, mapped: dict, target: dict, installation_id: str, ids=None, prepared_with=()
+):
     """The duration and reversal of a temporary action, as its digest covers them
     (TEMP-1): the node's settings over the component version's; the input mapping may
     compute ``duration_seconds`` and ``reversal_payload``. None for a permanent action.
@@ -225,7 +231,7 @@ def _temporary_plan(session, component, config: dict, mapped: dict, target: dict
         settings = {**settings, "reversal": {**(settings.get("reversal") or {}), "payload": mapped["reversal_payload"]}}
     plan = temporary.plan(settings, target)
     try:
-        reversal = load_action_component(session, plan.reversal.component_version_id, installation_id)
+        reversal = load_action_component(session, plan.reversal.component_version_id, installation_id, prepared_with)
     except ActionError as error:
         raise ActionError(temporary.REVERSAL_INVALID) from error
     if schema_errors(plan.reversal.payload, reversal.input_schema):
