@@ -65,9 +65,9 @@ def _succeeded(session, integration: Integration, token_ids: Any) -> list[Integr
 
 
 def _describe(row: IntegrationToken) -> str:
-    label = f" {row.label}" if row.label else ""
+    """One succeeded token for the diff (ASCII of our own: FOUR-10 flags anything else)."""
     revoked = ", revoked" if row.revoked_at else ""
-    return f"token {row.token_prefix}…{label} (created {iso(row.created_at)}{revoked})"
+    return f"token {row.label or '(no label)'} (prefix {row.token_prefix}, created {iso(row.created_at)}{revoked})"
 
 
 def _current(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
