@@ -232,7 +232,8 @@ def test_four8_a_cli_token_succeeds_a_token_of_its_integration(app, runner):
     def approve(output: str) -> IntegrationToken:
         change_id = dict(line.split(":", 1) for line in output.splitlines()[:2])["change"].split()[0]
         change = db.session.get(ConfigChange, change_id)
-        return db.session.get(IntegrationToken, approve_change(team.user("admin2"), change.id, change.digest)["token_id"])
+        result = approve_change(team.user("admin2"), change.id, change.digest)
+        return db.session.get(IntegrationToken, result["token_id"])
 
     first = runner.invoke(args=[*args, *proposer, "--label", "first"])
     old = approve(first.output)

@@ -53,7 +53,9 @@ def _succeeded(session, integration: Integration, token_ids: Any) -> list[Integr
     invalid = ApiError(
         400, SUCCEEDS_INVALID, "A token can succeed only tokens of the same integration, each named once.", "succeeds"
     )
-    if not isinstance(token_ids, list) or len(token_ids) > MAX_SUCCEEDS or len(set(map(str, token_ids))) != len(token_ids):
+    if not isinstance(token_ids, list) or len(token_ids) > MAX_SUCCEEDS:
+        raise invalid
+    if len(set(map(str, token_ids))) != len(token_ids):
         raise invalid
     rows = []
     for token_id in token_ids:
@@ -96,6 +98,7 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _sec
     )
     uow.session.add(row)
     uow.session.flush()
+    succession = {"succeeds": [t.id for t in succeeded], "standing_since": iso(row.standing_since)}
     uow.audit(
         integration.installation_id,
         f"token-issued:{row.id}",
@@ -108,7 +111,7 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _sec
                 "token_id": row.id,
                 "label": row.label,
                 "prefix": row.token_prefix,
-                **({"succeeds": [t.id for t in succeeded], "standing_since": iso(row.standing_since)} if succeeded else {}),
+                **(succession if succeeded else {}),
             }
         ),
     )
