@@ -117,11 +117,19 @@ def register_cli(app: Flask) -> None:
     @click.option("--integration", "integration_slug", required=True)
     @click.option("--proposer", "proposer_email", required=True, help="e-mail of the admin proposing the token")
     @click.option("--label", default="", help="what the token is for, e.g. 'prod platform 2026-12'")
+    @click.option(
+        "--succeeds",
+        "succeeds",
+        multiple=True,
+        help="id of a token of the same integration this one replaces (repeatable; FOUR-8: the new token"
+        " may then confirm actions already sent under it)",
+    )
     def create_integration_token(
-        installation_slug: str, integration_slug: str, proposer_email: str, label: str
+        installation_slug: str, integration_slug: str, proposer_email: str, label: str, succeeds: tuple[str, ...]
     ) -> None:
         """Propose a bearer token for a platform (SPEC FOUR-4): printed once, only its hash
-        is kept, and it authenticates nothing until a second admin approves the change."""
+        is kept, and it authenticates nothing until a second admin approves the change.
+        ``--succeeds`` names the tokens a rotation replaces (FOUR-8)."""
         from .domain.errors import ApiError
         from .extensions import db
         from .models import Installation, Integration
@@ -137,12 +145,14 @@ def register_cli(app: Flask) -> None:
             sys.exit(1)
         try:
             proposer = cli_proposer(installation_slug, proposer_email)
-            pending = propose_token(proposer, integration.id, label)
+            pending = propose_token(proposer, integration.id, label, list(succeeds))
         except ApiError as error:
             click.echo(f"{error.code}: {error.message}", err=True)
             sys.exit(1)
         click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
         click.echo(f"token:    {pending.shown_once['token']}")
+        if succeeds:
+            click.echo(f"succeeds: {', '.join(succeeds)}")
         click.echo("It is not shown again, and it authenticates nothing until a second admin approves the change")
         click.echo("at /admin/changes (or config-break-glass with a reason).")
 

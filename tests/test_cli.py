@@ -229,3 +229,41 @@ def test_demo_ports_are_integers_checked_before_anything_starts(app, runner, mon
         assert result.exit_code == 2 and "is not a valid integer" in result.output and option in result.output
     assert runner.invoke(args=["demo", "--port", "5600", "--platform-port", "5650"]).exit_code == 0
     assert [args[1:] for args in started] == [(5600, 5650, "demo")]
+
+
+def test_four8_a_cli_token_succeeds_a_token_of_its_integration(app, runner):
+    """FOUR-8: ``create-integration-token --succeeds <token id>`` names the token a
+    rotation replaces; approved, the new token stands since the old one's standing.
+    A token of another integration, or an unknown id: exit 1
+    ``token_succeeds_invalid``, no change stored."""
+    from app.models import ConfigChange, Integration
+    from app.services.admin.integrations import create_integration
+    from app.services.admin.reviews import approve_change
+
+    team = make_team()
+    args = ["create-integration-token", "--installation", team.slug, "--integration", "platform"]
+    proposer = ["--proposer", f"admin@{team.slug}.example.com"]
+
+    def approve(output: str) -> IntegrationToken:
+        change_id = dict(line.split(":", 1) for line in output.splitlines()[:2])["change"].split()[0]
+        change = db.session.get(ConfigChange, change_id)
+        result = approve_change(team.user("admin2"), change.id, change.digest)
+        return db.session.get(IntegrationToken, result["token_id"])
+
+    first = runner.invoke(args=[*args, *proposer, "--label", "first"])
+    old = approve(first.output)
+    rotated = runner.invoke(args=[*args, *proposer, "--label", "second", "--succeeds", old.id])
+    assert rotated.exit_code == 0, rotated.output
+    assert f"succeeds: {old.id}" in rotated.output
+    new = approve(rotated.output)
+    assert (new.standing_since, new.created_at > old.created_at) == (old.standing_since, True)
+
+    other_id = create_integration(team.user("admin"), name="Other", slug="other", default_queue_id=None)
+    other_args = ["create-integration-token", "--installation", team.slug, "--integration", "other"]
+    theirs = approve(runner.invoke(args=[*other_args, *proposer]).output)
+    assert db.session.get(Integration, other_id).id == theirs.integration_id
+    changes = count(ConfigChange)
+    for wrong in (theirs.id, "tok_missing"):
+        refused = runner.invoke(args=[*args, *proposer, "--succeeds", wrong])
+        assert refused.exit_code == 1 and refused.output.startswith("token_succeeds_invalid: "), refused.output
+    assert count(ConfigChange) == changes

@@ -7,6 +7,8 @@ from datetime import datetime
 from sqlalchemy import Boolean, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.domain.clock import utcnow
+
 from .base import Base, UTCDateTime, created_at_column, id_column
 
 
@@ -27,7 +29,13 @@ class Integration(Base):
 
 
 class IntegrationToken(Base):
-    """A bearer token of an integration. Only its SHA-256 is stored."""
+    """A bearer token of an integration. Only its SHA-256 is stored.
+
+    ``standing_since`` (FOUR-8) is from when the token may speak for an action's
+    result: its creation, or, for a token approved as the successor of others of the
+    same integration (a rotation), the earliest standing of those. It is copied from
+    stored rows, never read from a clock of its own.
+    """
 
     __tablename__ = "integration_tokens"
 
@@ -41,6 +49,13 @@ class IntegrationToken(Base):
     created_at: Mapped[datetime] = created_at_column()
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    standing_since: Mapped[datetime] = mapped_column(UTCDateTime(), nullable=False)
+
+    def __init__(self, **values):
+        """The row; ``created_at`` and ``standing_since`` default to one reading of the clock."""
+        values.setdefault("created_at", utcnow())
+        values.setdefault("standing_since", values["created_at"])
+        super().__init__(**values)
 
 
 class Queue(Base):

@@ -153,3 +153,36 @@ def test_another_installations_token_cannot_be_revoked(app, client, world, platf
     db.session.rollback()
     assert db.session.get(IntegrationToken, other_token.id).revoked_at is None
     assert intake(client, other.console_token).status_code == 201
+
+
+def test_four8_the_token_form_names_the_tokens_a_new_one_succeeds(app, client, world):
+    """FOUR-8: the form lists the integration's tokens (live or revoked) to succeed;
+    the approving admin sees "succeeds token <prefix>… <label> (created …)" in the
+    diff, and the approved token stands since the old one's standing. Naming a token
+    of another integration: 400 ``token_succeeds_invalid``, nothing stored."""
+    from app.services.admin.integrations import create_integration, issue_token
+    from app.services.uow import Actor
+
+    csrf = admin(client)
+    url = f"/admin/integrations/{world.integration_id}"
+    db.session.rollback()
+    old = db.session.scalar(select(IntegrationToken).where(IntegrationToken.integration_id == world.integration_id))
+    page = text(client.get(url))
+    assert f'value="{old.id}"' in page and 'name="succeeds"' in page
+
+    other_id = create_integration(world.user("admin"), name="Other", slug="other", default_queue_id=None)
+    theirs = issue_token(other_id, label="theirs", actor=Actor.system())
+    before = snapshot()
+    refused = post(client, f"{url}/tokens", csrf, label="rotated", succeeds=theirs.token_id)
+    assert_refused(refused, 400, "token_succeeds_invalid")
+    assert snapshot() == before and pending_changes() == []
+
+    response = post(client, f"{url}/tokens", csrf, label="rotated", succeeds=old.id)
+    assert response.status_code == 201
+    [change] = pending_changes()
+    diff = text(client.get(f"/admin/changes/{change.id}"))
+    assert f"token {old.label} (prefix {old.token_prefix}, created " in diff and "succeeds" in diff
+    assert "may not be what they seem" not in diff  # FOUR-10: nothing of ours is flagged
+    assert approve_pending(app) == [change.id]
+    new = db.session.scalar(select(IntegrationToken).where(IntegrationToken.label == "rotated"))
+    assert new.standing_since == old.standing_since < new.created_at

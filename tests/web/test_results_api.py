@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, Integration, Report, WorkflowEventInbox
 from app.services.admin.integrations import issue_token
@@ -299,9 +300,69 @@ def test_four8_a_token_older_than_the_first_attempt_may_confirm(app, client, wor
 
     older = issue_token(world.integration_id, label="spare", actor=Actor.system())
     first_attempt = db.session.scalar(select(func.min(IntegrationToken.created_at)))
-    set_row(IntegrationToken, older.token_id, created_at=first_attempt)
+    set_row(IntegrationToken, older.token_id, created_at=first_attempt, standing_since=first_attempt)
     response = post(client, older.token, body(accepted))
     assert response.status_code == 200 and response.get_json()["state"] == "applied"
+
+
+def _console_token_id(world) -> str:
+    from app.models import IntegrationToken
+
+    db.session.rollback()
+    return db.session.scalar(
+        select(IntegrationToken.id).where(IntegrationToken.integration_id == world.integration_id)
+    )
+
+
+def test_four8_a_rotation_that_succeeds_the_old_token_may_confirm(app, client, world, in_backoff):
+    """FOUR-8: one admin revokes the token the action was sent under; the replacement a
+    second admin approved, naming it as the token it succeeds, takes over its standing
+    and may confirm the action sent before. A replacement that succeeds nothing is
+    still refused (403 ``result_token_too_new``)."""
+    from app.models import IntegrationToken
+    from app.services.admin.integrations import revoke_token
+    from app.services.admin.token_changes import propose_token
+
+    from ..builders import approve_change
+
+    old_id = _console_token_id(world)
+    old = db.session.get(IntegrationToken, old_id)
+    old_standing = old.standing_since
+    assert old_standing == old.created_at  # a token's standing defaults to its creation
+    revoke_token(old_id, installation_id=world.installation_id, actor=Actor("operator", world.user("admin").id))
+    plain = propose_token(world.user("admin"), world.integration_id, "without succession")
+    successor = propose_token(world.user("admin"), world.integration_id, "rotated", succeeds=[old_id])
+    approve_change(world, plain)
+    result = approve_change(world, successor)
+    db.session.rollback()
+    row = db.session.get(IntegrationToken, result["token_id"])
+    assert row.standing_since == old_standing and row.created_at > old_standing
+    refused = post(client, plain.shown_once["token"], body(in_backoff))
+    assert refused.status_code == 403 and refused.get_json()["error"]["code"] == "result_token_too_new"
+    confirmed = post(client, successor.shown_once["token"], body(in_backoff))
+    assert confirmed.status_code == 200 and confirmed.get_json()["state"] == "applied"
+
+
+def test_four8_a_token_succeeds_only_tokens_of_its_own_integration(app, client, world):
+    """FOUR-8: naming another integration's token, an unknown id or not a list as the
+    token a new one succeeds: 400 ``token_succeeds_invalid``, no change stored."""
+    from app.models import ConfigChange
+    from app.services.admin.integrations import create_integration
+    from app.services.admin.token_changes import propose_token
+
+    from ..builders import approve_change
+
+    other_id = create_integration(world.user("admin"), name="Other", slug="other", default_queue_id=None)
+    other_token = propose_token(world.user("admin"), other_id, "theirs")
+    other_token_id = approve_change(world, other_token)["token_id"]
+    db.session.rollback()
+    before = db.session.scalar(select(func.count()).select_from(ConfigChange))
+    for succeeds in ([other_token_id], ["tok_missing"], "tok_x", [_console_token_id(world)] * 2 + [7]):
+        with pytest.raises(ApiError) as raised:
+            propose_token(world.user("admin"), world.integration_id, "mine", succeeds=succeeds)
+        assert (raised.value.status, raised.value.code) == (400, "token_succeeds_invalid"), succeeds
+    db.session.rollback()
+    assert db.session.scalar(select(func.count()).select_from(ConfigChange)) == before
 
 
 # -- a platform contradicting itself is seen ------------------------------------------

@@ -17,15 +17,26 @@ TOKEN_TOO_NEW = "result_token_too_new"
 OUTCOMES = frozenset({S.APPLIED, S.FAILED, S.COMPENSATION_REQUIRED})
 
 
-def token_refusal(token_created_at: datetime | None, first_attempt_at: datetime | None) -> str | None:
+def token_refusal(token_standing_since: datetime | None, first_attempt_at: datetime | None) -> str | None:
     """Whether a bearer token may speak for an action's result (FOUR-8), or its refusal.
 
-    A token created after the action's first attempt ever (any delivery cycle) cannot
-    confirm or fail it: whoever could only mint a token later (one admin) did not
-    receive the request the platform answers, so its word about it is refused.
+    A token standing only since after the action's first attempt ever (any delivery
+    cycle) cannot confirm or fail it: whoever could only mint a token later (one
+    admin) did not receive the request the platform answers, so its word about it is
+    refused. A token's standing is its creation, or, when a second admin approved it
+    as the successor of tokens of the same integration (a rotation), the earliest
+    standing of those: a rotation does not strand the actions already sent.
+
+    The two times come from two hosts' clocks (the console's, which created the
+    token or its predecessor, and the worker's, which started the attempt), compared
+    without a tolerance: a tolerance would let a token minted just after a send
+    speak for it, which is what this rule forbids; a legitimate token (or the one
+    it succeeds) normally stands long before the sends it confirms, so a skew of
+    seconds (the hosts keep NTP time) only matters for a token minted seconds
+    around a send, and then errs as the clocks err.
 
     Args:
-        token_created_at: when the token that authenticated the call was created
+        token_standing_since: the standing of the token that authenticated the call
             (None when unknown: a caller that does not name its token, as the
             services' own tests do, is not refused here).
         first_attempt_at: when the first attempt of the action was started (None
@@ -34,9 +45,9 @@ def token_refusal(token_created_at: datetime | None, first_attempt_at: datetime 
     Returns:
         None when the token may speak; ``result_token_too_new`` otherwise.
     """
-    if token_created_at is None or first_attempt_at is None:
+    if token_standing_since is None or first_attempt_at is None:
         return None
-    return TOKEN_TOO_NEW if token_created_at > first_attempt_at else None
+    return TOKEN_TOO_NEW if token_standing_since > first_attempt_at else None
 
 
 def contradicts(d: Delivery, status: str) -> bool:

@@ -118,6 +118,7 @@ class Caller:
     integration: Integration
     token_id: str
     token_created_at: datetime
+    token_standing_since: datetime | None = None  # FOUR-8: creation, or what it succeeds
 
 
 def authenticate(token: str | None) -> Integration | None:
@@ -130,8 +131,9 @@ def authenticate(token: str | None) -> Integration | None:
 
 
 def authenticate_caller(token: str | None) -> Caller | None:
-    """`authenticate`, also naming the token (its id and creation time: FOUR-8 lets
-    only a token older than an action's first attempt report its result), or None."""
+    """`authenticate`, also naming the token (its id, creation time and standing:
+    FOUR-8 lets only a token standing since before an action's first attempt report
+    its result), or None."""
     if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     row = db.session.scalar(
@@ -145,12 +147,12 @@ def authenticate_caller(token: str | None) -> Caller | None:
     if integration is None or not integration.active:
         return None
     now = utcnow()
-    token_id, created_at = row.id, row.created_at
+    token_id, created_at, standing_since = row.id, row.created_at, row.standing_since
     if row.last_used_at is None or row.last_used_at < now - LAST_USED_RESOLUTION:
         integration_id = integration.id
         _touch(row.id, now)
         integration = db.session.get(Integration, integration_id)
-    return Caller(integration, token_id, created_at)
+    return Caller(integration, token_id, created_at, standing_since)
 
 
 def _touch(token_id: str, now: datetime) -> None:

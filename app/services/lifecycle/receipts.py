@@ -142,10 +142,16 @@ def save_receipt(
 
 @dataclass(frozen=True)
 class ResultToken:
-    """The bearer token a result came with: its id and creation time (FOUR-8)."""
+    """The bearer token a result came with: its id, creation time and standing (FOUR-8:
+    its creation, or the earliest standing of the tokens it was approved to succeed)."""
 
     id: str
     created_at: datetime
+    standing_since: datetime | None = None  # None: since its creation
+
+    @property
+    def standing(self) -> datetime:
+        return self.standing_since or self.created_at
 
 
 @dataclass(frozen=True)
@@ -235,15 +241,15 @@ def _token_refused(
     first_attempt_at = uow.session.scalar(
         select(func.min(ConnectionAttempt.started_at)).where(ConnectionAttempt.proposal_id == proposal.id)
     )
-    refusal = result_rules.token_refusal(token.created_at, first_attempt_at)
+    refusal = result_rules.token_refusal(token.standing, first_attempt_at)
     if refusal is None:
         return False
     log.warning(
-        "result for %s refused: %s (token %s created %s, after the first attempt %s)",
+        "result for %s refused: %s (token %s standing since %s, after the first attempt %s)",
         proposal.id,
         refusal,
         token.id,
-        iso(token.created_at),
+        iso(token.standing),
         iso(first_attempt_at),
     )
     receipt_hex = sha256_hex(canonical_json(receipt.as_sent()))
@@ -258,6 +264,7 @@ def _token_refused(
             "error_code": refusal,
             "token_id": token.id,
             "token_created_at": iso(token.created_at),
+            "token_standing_since": iso(token.standing),
             "first_attempt_at": iso(first_attempt_at),
             "status": receipt.status,
             "receipt": receipt.as_sent(),

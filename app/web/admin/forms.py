@@ -34,8 +34,17 @@ class IntegrationForm(ConsoleForm):
     default_queue_id = SelectField("Default queue", validate_choice=False)
 
 
+class MultiCheckboxField(SelectMultipleField):
+    widget = ListWidget(prefix_label=False)
+    option_widget = CheckboxInput()
+
+
 class TokenForm(ConsoleForm):
     label = StringField("Label (what the token is for, optional)")
+    # FOUR-8: the tokens of this integration a rotation replaces (choices set by the view)
+    succeeds = MultiCheckboxField(
+        "Succeeds (a rotation: the new token may confirm actions sent under these)", validate_choice=False
+    )
 
 
 BEARER_CHOICES_NEW = [SelectChoice("none", "No bearer token"), SelectChoice("set", "Use the token entered below")]
@@ -157,11 +166,6 @@ class BudgetForm(ConsoleForm):
 
 class BudgetLimitForm(ConsoleForm):
     limit_amount = StringField("New limit")
-
-
-class MultiCheckboxField(SelectMultipleField):
-    widget = ListWidget(prefix_label=False)
-    option_widget = CheckboxInput()
 
 
 ROLE_CHOICES = [SelectChoice(role) for role in ROLES]

@@ -32,10 +32,19 @@ def _list_page(form=None, error=None, status=200):
 
 def _detail_page(integration_id: str, token_form=None, error=None, status=200):
     detail = service.integration_detail(current_user.installation_id, integration_id)
+    token_form = token_form or TokenForm(formdata=None)
+    token_form.succeeds.choices = [  # FOUR-8: live or revoked tokens of this integration
+        SelectChoice(
+            t.id,
+            f"{t.token_prefix}… {t.label or ''} (created {t.created_at:%Y-%m-%d %H:%M} UTC"
+            + (", revoked)" if t.revoked_at else ")"),
+        )
+        for t in detail.tokens
+    ]
     return render_template(
         "admin/integration.html",
         d=detail,
-        token_form=token_form or TokenForm(formdata=None),
+        token_form=token_form,
         action_form=ActionForm(),
         error=error,
     ), status
@@ -77,7 +86,7 @@ def token_issue(integration_id: str):
     if not form.validate():
         return _detail_page(integration_id, form, form_invalid(), status=400)
     try:
-        pending = propose_token(current_user, integration_id, form.label.data or "")
+        pending = propose_token(current_user, integration_id, form.label.data or "", form.succeeds.data or [])
     except ApiError as error:
         return _detail_page(integration_id, refused(form, error), error, status=error.status)
     return answer_pending(pending)

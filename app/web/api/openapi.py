@@ -220,8 +220,9 @@ def openapi_document() -> dict:
                         },
                         **ERRORS,
                         "403": _error(
-                            "The bearer token was created after the action was first sent, so it cannot report"
-                            " its result (result_token_too_new, FOUR-8)."
+                            "The bearer token stands only since after the action was first sent (its creation,"
+                            " or what it was approved to succeed), so it cannot report its result"
+                            " (result_token_too_new, FOUR-8)."
                         ),
                     },
                 }

@@ -42,7 +42,7 @@ def json_body():
 def action_results():
     """A platform's later receipt for an action (SPEC API-1..4, FOUR-8)."""
     caller = g.integration_caller
-    token = ResultToken(caller.token_id, caller.token_created_at)
+    token = ResultToken(caller.token_id, caller.token_created_at, caller.token_standing_since)
     answer = accept_async_result(json_body(), g.integration.id, token=token)
     return jsonify(
         {"action_id": answer.proposal_id, "state": answer.state, "idempotent_replay": answer.idempotent_replay}
