@@ -8,6 +8,7 @@ computed by a platform with any other JCS implementation.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import rfc8785
@@ -86,3 +87,32 @@ def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
     except (rfc8785.CanonicalizationError, ValueError, OverflowError, RecursionError) as error:
         return f"not representable as canonical JSON ({type(error).__name__})"
     return None
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names the same key twice (`decode_json`)."""
+
+    def __init__(self, key: str):
+        super().__init__(f"the key {key!r} appears twice in one object")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise DuplicateKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+def decode_json(text: bytes | str) -> Any:
+    """JSON from a platform (an answer, an API body), refusing an object that names a key
+    twice (RCPT-1, API-1): ``{"status": "applied", "status": "failed"}`` says two things,
+    and a reader that keeps the last would disagree with one that keeps the first.
+
+    Raises:
+        DuplicateKey: a key given twice (a ValueError); ValueError: not JSON;
+            RecursionError: nested too deep.
+    """
+    return json.loads(text, object_pairs_hook=_unique_keys)

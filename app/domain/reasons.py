@@ -14,6 +14,11 @@ import unicodedata
 
 from app.domain.text_safety import classify
 
+# Categories that draw nothing a reader can agree on: combining marks alone, private use,
+# unassigned code points, and the object replacement character's category (So is kept
+# for real symbols; U+FFFC is named below).
+DRAW_NOTHING_AGREED = ("Mn", "Me", "Co", "Cn")
+NOT_TEXT = frozenset({"\ufffc"})
 MIN_VISIBLE_CHARACTERS = 12
 MIN_WORDS = 2
 MAX_REASON_CHARACTERS = 2000
@@ -21,12 +26,17 @@ MAX_REASON_CHARACTERS = 2000
 
 def visible_text(text: str) -> str:
     """`text` without what draws nothing: invisible and bidirectional characters
-    (`text_safety.classify`) and combining marks (Mn, Me); line feeds and tabs stay."""
+    (`text_safety.classify`), combining marks alone, private-use and unassigned code
+    points, the object replacement character; line feeds and tabs stay."""
     return "".join(
         ch
         for ch in text
         if ch in "\n\t"
-        or (classify(ch) not in ("invisible", "bidi") and unicodedata.category(ch) not in ("Mn", "Me"))
+        or (
+            ch not in NOT_TEXT
+            and classify(ch) not in ("invisible", "bidi")
+            and unicodedata.category(ch) not in DRAW_NOTHING_AGREED
+        )
     )
 
 

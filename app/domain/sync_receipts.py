@@ -16,31 +16,12 @@ result API is not lenient: its caller can correct and send again.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .errors import ActionError
 from .receipts import ERROR_CODE_PATTERN, ProposalIdentity, Receipt, _as_int, parse_receipt
 
 MAX_PROVIDER_REQUEST_ID = 500
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("duplicate key in a JSON object")
-    return dict(pairs)
-
-
-def decode_body(body: bytes | str) -> Any:
-    """A platform's answer as JSON, refusing an object that names a key twice (RCPT-1):
-    ``{"status": "applied", "status": "failed"}`` says two things, and reading it
-    last-wins would record whichever came last.
-
-    Raises:
-        ValueError: not JSON, or a duplicate key; RecursionError: nested too deep.
-    """
-    return json.loads(body, object_pairs_hook=_unique_keys)
 
 
 def _field_problem(name: str, value: Any) -> str | None:

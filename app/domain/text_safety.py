@@ -33,12 +33,16 @@ from .errors import ApiError
 BIDI_CONTROLS = frozenset(
     {chr(c) for c in range(0x202A, 0x202F)} | {chr(c) for c in range(0x2066, 0x206A)} | {"\u200e", "\u200f", "\u061c"}
 )
-# Drawn as nothing, though not of category Cf.
-OTHER_INVISIBLES = frozenset(
-    {"\u034f", "\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u17b4", "\u17b5"}
-    | {chr(c) for c in range(0xFE00, 0xFE10)}
-    | {chr(c) for c in range(0xE0100, 0xE01F0)}
+# Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties): drawn as nothing,
+# assigned or not (an unassigned one in them is still skipped by every renderer).
+DEFAULT_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
 )
+# Drawn as nothing, though not default-ignorable.
+OTHER_INVISIBLES = frozenset({"\u2800"})
 # Non-ASCII letters and signs drawn like ASCII that NFKC leaves alone.
 LOOKALIKES = frozenset(
     # Cyrillic
@@ -50,9 +54,12 @@ LOOKALIKES = frozenset(
     "օսհո"
     # Latin that is not ASCII but reads as it: dotless i, small capitals
     "ıɑɡ"
-    # dashes, minus, slashes, dots
-    "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2044\u2215\u29f8\u0589\u05c3\u2236"
+    # dashes, minus, slashes, dots (the ideographic full stops read as a dot in a host name)
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2044\u2215\u29f8\u0589\u05c3\u2236\u3002\uff61"
 )
+# Latin letters with no ASCII base that pass for ASCII ones: clicks (ǀ for l), IPA (ɩ),
+# small capitals and other phonetic letters (ᴀ).
+LATIN_LOOKALIKE_RANGES = ((0x01C0, 0x01C3), (0x0250, 0x02AF), (0x1D00, 0x1DBF))
 # Scripts whose letters are drawn like Latin ones: one of them among ASCII letters is mixed scripts.
 LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC", "LISU", "TIFINAGH")
 CATEGORIES = ("invisible", "bidi", "lookalike")
@@ -103,16 +110,30 @@ def classify(character: str, among_ascii_letters: bool = False) -> str | None:
         return "invisible" if unicodedata.category(character) == "Cc" and character not in "\t\n\r" else None
     if character in BIDI_CONTROLS:
         return "bidi"
-    if unicodedata.category(character) in ("Cf", "Cc") or character in OTHER_INVISIBLES:
+    if unicodedata.category(character) in ("Cf", "Cc") or character in OTHER_INVISIBLES or _ignorable(character):
         return "invisible"
+    if unicodedata.category(character) == "Nd":
+        return "lookalike"  # a digit of another script (NKo ߀, Tamil ௦) among ASCII ones
     if unicodedata.normalize("NFKC", character).isascii():
         return "lookalike"
     if not character.isalpha():
         return "lookalike" if character in LOOKALIKES else None
+    if _in(character, LATIN_LOOKALIKE_RANGES):
+        return "lookalike"
     # a letter: only among ASCII letters does it pass for one (text wholly in Greek is Greek)
     if among_ascii_letters and (character in LOOKALIKES or unicodedata.name(character, "").startswith(LOOKALIKE_SCRIPTS)):
         return "lookalike"
     return None
+
+
+def _in(character: str, ranges: tuple[tuple[int, int], ...]) -> bool:
+    code = ord(character)
+    return any(low <= code <= high for low, high in ranges)
+
+
+def _ignorable(character: str) -> bool:
+    """Whether `character` is one of Unicode's default-ignorable code points."""
+    return _in(character, DEFAULT_IGNORABLE_RANGES)
 
 
 def suspicious_characters(text: Any) -> list[SuspiciousCharacter]:

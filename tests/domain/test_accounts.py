@@ -35,6 +35,10 @@ NOW = datetime(2026, 12, 3, tzinfo=UTC)
         ("\u115f\u1160" * 6 + " \u034f\u034f", False),  # Hangul choseong/jungseong fillers, CGJ
         ("a\u0301\u0301\u0301\u0301\u0301\u0301 b\u0301\u0301\u0301\u0301\u0301\u0301", False),  # marks alone
         ("\u17b4" * 12 + " \u17b5\u17b5", False),  # Khmer invisible vowels
+        ("\u2065" * 12 + " \u2065", False),  # second break-it pass: an unassigned default ignorable
+        ("\U000e0080" * 12 + " \ufff0\ufff0", False),  # unassigned tags and specials
+        ("\ue000" * 12 + " \ue001\ue001", False),  # private use draws nothing agreed
+        ("\ufffc" * 12 + " \ufffc\ufffc", False),  # object replacement character
         ("x " * 1001, False),
         (None, False),
         (12345678901234, False),

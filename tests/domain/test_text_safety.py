@@ -65,3 +65,23 @@ def test_four10_a_link_shows_the_host_it_really_opens(url, host):
 def test_four10_blank_drawing_letters_are_invisible(char):
     """FOUR-10 (break-it pass): Khmer inherent vowels, Hangul filler and Braille blank draw nothing."""
     assert [found.category for found in suspicious_characters(f"post:1{char}")] == ["invisible"]
+
+
+@pytest.mark.parametrize(
+    "char", ["\u2065", "\ufff0", "\ufff8", "\U000e0080", "\U000e01f0", "\u180b", "\U0001d173", "\U0001bca0"]
+)
+def test_four10_every_default_ignorable_code_point_is_invisible(char):
+    """FOUR-10 (second break-it pass): Unicode's default-ignorable code points draw nothing,
+    assigned or not (U+2065, U+FFF0..FFF8, the unassigned tags, musical format marks)."""
+    assert [found.category for found in suspicious_characters(f"post:77{char}")] == ["invisible"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["post:\u07c077", "post:7\u0be67", "post:1\u09660", "user:\u01c0ee", "user:\u1d00dmin", "user:\u0269x",
+     "example\u3002com", "example\uff61com"],
+)
+def test_four10_digits_of_other_scripts_and_latin_lookalikes_are_lookalikes(text):
+    """FOUR-10 (second break-it pass): NKo, Tamil, Bengali digits, the Latin click ǀ, small
+    capitals, Latin iota, ideographic full stops."""
+    assert "lookalike" in [found.category for found in suspicious_characters(text)]

@@ -210,6 +210,22 @@ def test_revoked_token_is_refused(app, client, world, accepted):
     assert post(client, world.console_token, body(accepted)).status_code == 401
 
 
+def test_a_result_that_names_a_key_twice_is_refused(app, client, world, accepted):
+    """API-1, RCPT-1 (second break-it pass): ``"status": "applied", "status": "failed"`` says
+    two things; a gateway reading the first and the console the last would disagree. 400
+    ``invalid_json``, and the proposal is untouched."""
+    import json as json_module
+
+    headers = {"Authorization": f"Bearer {world.console_token}", "Content-Type": "application/json"}
+    text = json_module.dumps(body(accepted))[:-1] + ', "status": "failed"}'
+    before = reload(accepted).state
+    response = client.post("/api/v1/action-results", data=text, headers=headers)
+    assert response.status_code == 400 and response.get_json()["error"]["code"] == "invalid_json"
+    assert "status" in response.get_json()["error"]["message"]
+    db.session.rollback()
+    assert reload(accepted).state == before
+
+
 def test_not_json_is_refused(app, client, world, accepted):
     headers = {"Authorization": f"Bearer {world.console_token}"}
     wrong_type = client.post("/api/v1/action-results", data="status=applied", headers=headers)

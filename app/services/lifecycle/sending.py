@@ -18,11 +18,12 @@ from app import egress
 from app.domain.attempts import webhook_message_id
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError
+from app.domain.digests import decode_json
 from app.domain.expressions import schema_errors
 from app.domain.proposal import delivery as rules
 from app.domain.receipts import ProposalIdentity, Receipt
 from app.domain.states import ProposalState
-from app.domain.sync_receipts import decode_body, lenient_receipt
+from app.domain.sync_receipts import lenient_receipt
 from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionProposal, StepRun, WorkflowRun, WorkflowVersion
@@ -128,7 +129,7 @@ def read_receipt(body: bytes, output_schema: dict, identity: ProposalIdentity, a
     """
     try:
         try:
-            value = decode_body(body)
+            value = decode_json(body)
         except (ValueError, RecursionError) as error:  # not JSON, a key said twice, or nested too deep
             raise ActionError("action_response_invalid") from error
         if schema_errors(value, output_schema):

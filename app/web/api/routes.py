@@ -5,7 +5,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
 from app.domain.clock import iso
-from app.domain.digests import json_problem
+from app.domain.digests import DuplicateKey, decode_json, json_problem
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
@@ -21,13 +21,16 @@ def json_body():
     """The request's JSON body.
 
     Raises:
-        ApiError: 415 ``unsupported_media_type``; 400 ``invalid_json``.
+        ApiError: 415 ``unsupported_media_type``; 400 ``invalid_json`` (also for an
+            object that names a key twice).
     """
     if not request.is_json:
         raise ApiError(415, "unsupported_media_type", "Send Content-Type: application/json.")
     try:
-        body = request.get_json(silent=True)
-    except RecursionError:  # absurdly deep nesting
+        body = decode_json(request.get_data(cache=True))
+    except DuplicateKey as error:  # one object saying two things (API-1)
+        raise ApiError(400, "invalid_json", f"The body cannot be accepted: {error}.") from None
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or absurdly deep nesting
         body = None
     if body is None:
         raise ApiError(400, "invalid_json", "The body is not valid JSON.")
