@@ -683,3 +683,24 @@ def approve_pending(app, email: str = "admin2@example.com") -> list[str]:
         assert response.status_code == 303 or shown_once, response.get_data(as_text=True)[-2000:]
     db.session.rollback()
     return ids
+
+
+def reversal_of(original) -> ActionProposal | None:
+    """The scheduled reversal the system made for a temporary action (TEMP-2), fresh from
+    the database."""
+    db.session.rollback()
+    return db.session.scalar(
+        select(ActionProposal).where(
+            ActionProposal.reverses_proposal_id == original.id, ActionProposal.created_by_type == "system"
+        )
+    )
+
+
+def time_reaches(proposal) -> None:
+    """Time travel: the scheduled proposal's not_before (and its due time) is now past."""
+    from datetime import timedelta
+
+    from app.domain.clock import utcnow
+
+    past = utcnow() - timedelta(seconds=1)
+    set_row(ActionProposal, proposal.id, not_before=past, next_attempt_at=past)

@@ -17,19 +17,12 @@ from app.extensions import db
 from app.models import ActionProposal, AuditEvent, ConnectionAttempt
 from app.queueing import get_redis
 
-from ..builders import approve, decide_report, login, logout, proposal_of, reload, run_worker, set_row
+from ..builders import approve, decide_report, login, logout, proposal_of, reload, reversal_of, run_worker, set_row
 from .test_workers_processes import alive, children_of, start_worker, stop, wait_for
 
 AUTHOR = "user:4412"  # the author of post:1001, the first demo report's target
 
 
-def reversal_of(original) -> ActionProposal | None:
-    db.session.rollback()
-    return db.session.scalar(
-        select(ActionProposal).where(
-            ActionProposal.reverses_proposal_id == original.id, ActionProposal.created_by_type == "system"
-        )
-    )
 
 
 def state_of(proposal_id: str) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
 
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
@@ -21,19 +20,12 @@ from app.services.lifecycle import reversals
 from app.services.lifecycle.delivery import deliver
 from app.services.lifecycle.retry import retry_proposal
 
-from ..builders import approve, decide_report, reload, set_row
+from ..builders import approve, decide_report, reload, reversal_of, set_row
 from .test_prepare import prepare_again, run_for
 
 AUTHOR = "user:4412"  # the author of post:1001, the first demo report's target
 
 
-def reversal_of(original) -> ActionProposal:
-    db.session.rollback()
-    return db.session.scalar(
-        select(ActionProposal).where(
-            ActionProposal.reverses_proposal_id == original.id, ActionProposal.created_by_type == "system"
-        )
-    )
 
 
 def retire(world, slug: str) -> str:

@@ -4,8 +4,6 @@ retried or ended early under four-eyes, whether or not an appeal closed the case
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from sqlalchemy import select, update
 
@@ -20,23 +18,13 @@ from app.services.lifecycle.delivery import deliver
 from app.services.lifecycle.retry import retry_proposal
 from app.services.uow import Actor, unit_of_work
 
-from ..builders import approve, decide_report, make_world, proposal_of, reload, set_row
+from ..builders import approve, decide_report, make_world, proposal_of, reload, reversal_of, set_row, time_reaches
 
 AUTHOR = "user:4412"  # the author of post:1001, the first demo report's target
 
 
-def reversal_of(original) -> ActionProposal:
-    db.session.rollback()
-    return db.session.scalar(
-        select(ActionProposal).where(
-            ActionProposal.reverses_proposal_id == original.id, ActionProposal.created_by_type == "system"
-        )
-    )
 
 
-def time_reaches(proposal) -> None:
-    past = utcnow() - timedelta(seconds=1)
-    set_row(ActionProposal, proposal.id, not_before=past, next_attempt_at=past)
 
 
 def suspended(world, platform) -> ActionProposal:

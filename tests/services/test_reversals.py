@@ -23,7 +23,7 @@ from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import accept_async_result
 from app.services.uow import Actor, unit_of_work
 
-from ..builders import approve, decide_report, proposal_of, reload, set_graph, set_row
+from ..builders import approve, decide_report, proposal_of, reload, reversal_of, set_graph, set_row, time_reaches
 
 AUTHOR = "user:4412"  # the author of post:1001, the first demo report's target
 
@@ -43,19 +43,8 @@ def suspended(world, platform, index: int = 0) -> ActionProposal:
     return reload(proposal)
 
 
-def reversal_of(original) -> ActionProposal:
-    db.session.rollback()
-    return db.session.scalar(
-        select(ActionProposal).where(
-            ActionProposal.reverses_proposal_id == original.id, ActionProposal.created_by_type == "system"
-        )
-    )
 
 
-def time_reaches(proposal) -> None:
-    """Time travel: the scheduled proposal's not_before (and its due time) is now past."""
-    past = utcnow() - timedelta(seconds=1)
-    set_row(ActionProposal, proposal.id, not_before=past, next_attempt_at=past)
 
 
 def test_temp2_applied_action_schedules_its_reversal_authorized_by_its_approval(app, world, platform):
