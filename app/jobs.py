@@ -39,7 +39,7 @@ def _job_context():
 
 def deliver_proposal_job(proposal_id: str) -> str | None:
     """Deliver one proposal if it is due (SPEC DLV). Returns its state afterwards."""
-    from app.services.lifecycle.delivery import deliver
+    from app.services.lifecycle.dispatch import deliver
 
     with _job_context():
         outcome = deliver(proposal_id)

@@ -28,7 +28,7 @@ def main() -> None:
         ids = bench.prepare(app, platform_url)
         from app.extensions import db
         from app.jobs import bind_app
-        from app.services.lifecycle.delivery import deliver
+        from app.services.lifecycle.dispatch import deliver
 
         bind_app(app)
         statements: Counter[str] = Counter()

@@ -525,7 +525,7 @@ def make_proposal(
 
     from app.domain.clock import utcnow
     from app.domain.states import LEASE_SECONDS
-    from app.services.lifecycle.delivery import deliver, take_lease
+    from app.services.lifecycle.dispatch import deliver, take_lease
 
     assert state in PROPOSAL_STATES, state
     team = team or make_team()
@@ -584,7 +584,7 @@ def _fail(proposal, platform: Platform, attempts: int, terminal: bool) -> Action
     """Deliver `attempts` times against a platform that fails each one (503, retryable;
     the last 400, terminal, when `terminal` and attempts are left); it works after."""
     from app.domain.states import MAX_ATTEMPTS_PER_CYCLE
-    from app.services.lifecycle.delivery import deliver
+    from app.services.lifecycle.dispatch import deliver
 
     assert 1 <= attempts <= MAX_ATTEMPTS_PER_CYCLE
     for n in range(1, attempts + 1):

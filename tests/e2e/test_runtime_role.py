@@ -21,7 +21,7 @@ from app.extensions import db
 from app.jobs import bind_app
 from app.models import AuditEvent
 from app.services.audit import read_checkpoints, verify_chain, write_checkpoints
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.sweeps import run_sweeps
 
 from ..builders import approve, decide_report, login, make_world, reload

@@ -16,7 +16,7 @@ from app.extensions import db
 from app.models import ActionProposal, AuditEvent, ConnectionAttempt
 from app.queueing import delivery_queue, enqueue_delivery, get_redis
 from app.services.lifecycle import sweeps
-from app.services.lifecycle.delivery import take_lease
+from app.services.lifecycle.dispatch import take_lease
 
 from ..builders import add_reports, decide_report, make_world, run_worker
 

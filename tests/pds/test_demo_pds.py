@@ -17,7 +17,7 @@ from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.services.cases.reports import record_decision
 from app.services.lifecycle.approval import decide_proposal
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from ..builders import proposal_of
 from .harness import XrpcError

@@ -20,7 +20,7 @@ from app.models import (
     ConnectionVersion,
 )
 from app.services.cases.appeals import decide_appeal, file_appeal
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor
 
 from ..builders import approve, make_proposal, make_report, make_team, reload, set_row

@@ -18,7 +18,7 @@ from app.models import (
 )
 from app.services.cases.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
 from app.services.lifecycle.compensation import propose_compensation
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import approve, decide_report, reload, set_graph, set_row
@@ -247,11 +247,11 @@ def test_one_admin_cannot_fail_the_receipt_of_a_correction_in_flight(
 ):
     """FOUR-7, FOUR-9, CORR-3: the same acts during the request do not fail the guarded
     receipt write: the console records what the platform applied."""
-    import app.services.lifecycle.delivery as delivery
+    from app import egress
 
     proposal = correction_proposal(correction)
     approve(world, proposal, reviewer="reviewer")
-    real_send = delivery.egress.send
+    real_send = egress.send
 
     def send_then_act(*args, **kwargs):
         response = real_send(*args, **kwargs)
@@ -259,7 +259,7 @@ def test_one_admin_cannot_fail_the_receipt_of_a_correction_in_flight(
             AFTER_APPROVAL[name](world, correction)
         return response
 
-    monkeypatch.setattr(delivery.egress, "send", send_then_act)
+    monkeypatch.setattr(egress, "send", send_then_act)
     assert deliver(proposal.id).state == "applied"
     closed_as_usual(world, platform, correction, proposal)
 
@@ -307,11 +307,11 @@ def test_an_approver_removed_before_approving_cannot_approve(app, world, platfor
 
 def test_condition_checked_inside_the_receipt_write(app, world, platform, correction, monkeypatch):
     """CORR-3: a change of the case during the request still blocks the receipt write."""
-    import app.services.lifecycle.delivery as delivery
+    from app import egress
 
     proposal = correction_proposal(correction)
     approve(world, proposal, reviewer="admin")
-    real_send = delivery.egress.send
+    real_send = egress.send
 
     report_id = correction.report_id
 
@@ -321,7 +321,7 @@ def test_condition_checked_inside_the_receipt_write(app, world, platform, correc
             set_row(Report, report_id, state="closed")
         return response
 
-    monkeypatch.setattr(delivery.egress, "send", send_then_close)
+    monkeypatch.setattr(egress, "send", send_then_close)
     outcome = deliver(proposal.id)
     assert (outcome.error_code, outcome.terminal) == ("appeal_correction_precondition_changed", True)
     assert reload(proposal).confirmed_at is None

@@ -518,7 +518,7 @@ def test_checkpoints_from_a_log_export_are_read(app, world, tmp_path):
 def test_two_attempts_with_the_same_receipt_each_get_an_audit_row(app, world, scripted):
     """REC-5: a synchronous receipt's key names its attempt, so a platform answering the
     same retryable failure twice neither loses the second change's audit row nor fails it."""
-    from app.services.lifecycle.delivery import deliver
+    from app.services.lifecycle.dispatch import deliver
 
     from .. import scripted as s
     from ..builders import make_due

@@ -6,7 +6,7 @@ from sqlalchemy import select, update
 
 from app.extensions import db
 from app.models import Budget, ConnectionAttempt
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from ..builders import decide_report, make_world, reload
 

@@ -14,7 +14,7 @@ from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import ActionProposal, AuditEvent, ConnectionHealth, ConnectionVersion
 from app.services.lifecycle import connection_health as service
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.uow import unit_of_work
 
 from .. import scripted as s
@@ -294,12 +294,12 @@ def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(
     """CONN-1: a delivery claimed while the breaker opened (past the unclaimed check)
     is deferred by the claim's own check, like an exhausted budget: its attempt is
     given back, nothing is sent, and it is queued again, not failed (issue 22)."""
-    from app.services.lifecycle import delivery
+    from app.services.lifecycle.dispatch import job
 
     script = scripted(s.http_status(503))
     fail_n(proposals[0], 5)
     # the race: the unclaimed check read the connection just before the breaker opened
-    monkeypatch.setattr(delivery.connection_health, "hold_before_claim", lambda *args, **kwargs: None)
+    monkeypatch.setattr(job.connection_health, "hold_before_claim", lambda *args, **kwargs: None)
     outcome = deliver(proposals[1].id)
     assert (outcome.claimed, outcome.error_code, outcome.terminal) == (True, rules.WAIT_OPEN, False)
     row = reload(proposals[1])

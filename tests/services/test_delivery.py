@@ -24,7 +24,7 @@ from app.models import (
     ReportTarget,
     WorkflowEventInbox,
 )
-from app.services.lifecycle.delivery import deliver, take_lease
+from app.services.lifecycle.dispatch import deliver, take_lease
 from app.services.lifecycle.receipts import AttemptGuard, save_receipt
 from app.services.uow import Actor, unit_of_work
 

@@ -16,7 +16,7 @@ from app.domain.proposal.delivery import BATCH_RELEASED
 from app.extensions import db
 from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, Budget, BudgetReservation, ConnectionAttempt
 from app.queueing import delivery_queue
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from .. import scripted as s
 from ..builders import add_reports, decide_report, make_due, make_world, point_connection_at, reload, set_row
@@ -57,7 +57,7 @@ def test_dlv1_one_job_claims_a_burst_and_records_each_proposal_as_its_own(app, p
     needed its careful try with savepoints."""
     world, proposals = burst
     queued_jobs = delivery_queue(app).count
-    with caplog.at_level(logging.INFO, logger="app.services.lifecycle.delivery"):
+    with caplog.at_level(logging.INFO, logger="app.services.lifecycle.dispatch"):
         outcome = deliver(proposals[0].id)
     assert not [r for r in caplog.records if "with savepoints" in r.getMessage()]
     taken = outcome.extra["batch"]
@@ -216,7 +216,7 @@ def test_dlv1_companions_are_read_in_order_from_the_waiting_index_not_sorted(app
     due row of the table (7.6 ms per batch with 2,000 due)."""
     from sqlalchemy import text
 
-    from app.services.lifecycle.delivery import companions_query
+    from app.services.lifecycle.dispatch import companions_query
 
     world, proposals = burst
     query = companions_query(proposals[0], utcnow(), 9)

@@ -14,7 +14,7 @@ from app.domain.digests import payload_digest
 from app.domain.proposal.identity import digest_material
 from app.extensions import db
 from app.models import AuditEvent, ComponentVersion, ConnectionAttempt, ConnectionVersion
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from ..builders import (
     approve,

@@ -12,7 +12,7 @@ from app.extensions import db
 from app.models import ActionProposal, AppealCorrection, WorkflowRun
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle import prepare
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.runs import time_out_run
 from app.services.uow import Actor
 
@@ -89,7 +89,7 @@ def test_a_receipt_that_won_the_race_with_the_timeout_wins(app, world, platform,
 def test_an_unexpected_error_in_the_pre_send_checks_counts_as_a_failed_attempt(app, world, platform, monkeypatch):
     """EDGE-4: the claim is kept, the attempt counted, and the next one waits for its
     backoff instead of being claimed again at once."""
-    import app.services.lifecycle.delivery as delivery
+    import app.services.lifecycle.dispatch.plan as plan
 
     proposal = decide_report(world)
     approve(world, proposal)
@@ -97,7 +97,7 @@ def test_an_unexpected_error_in_the_pre_send_checks_counts_as_a_failed_attempt(a
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in a pre-send check")
 
-    monkeypatch.setattr(delivery, "report_snapshot", broken)
+    monkeypatch.setattr(plan, "report_snapshot", broken)
     before = utcnow()
     outcome = deliver(proposal.id)
     assert (outcome.claimed, outcome.state, outcome.error_code, outcome.terminal) == (

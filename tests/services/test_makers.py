@@ -13,7 +13,7 @@ from app.services.cases.reports import record_decision
 from app.services.cases.tasks import claim_task
 from app.services.lifecycle.approval import approval_verdict, makers_of
 from app.services.lifecycle.compensation import propose_compensation
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.read.console import ProposalFilters, list_proposals
 from app.services.uow import Actor
 

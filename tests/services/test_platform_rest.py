@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import ActionReceiptRecord, ComponentVersion, ConnectionAttempt, ConnectionVersion
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from ..builders import make_due, make_proposal, make_report, make_team, reload, set_row
 

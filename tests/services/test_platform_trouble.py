@@ -20,7 +20,7 @@ from sqlalchemy import select
 from app import egress
 from app.extensions import db
 from app.models import AuditEvent, ConnectionAttempt, ConnectionHealth, ConnectionVersion
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from .. import scripted as s
 from ..builders import approve, decide_report, login, point_connection_at, reload

@@ -17,7 +17,7 @@ from app.extensions import db
 from app.models import ActionProposal, ComponentVersion
 from app.services.admin.retirement import retire_component_version, version_users
 from app.services.lifecycle import reversals
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.retry import retry_proposal
 
 from ..builders import approve, decide_report, reload, reversal_of, set_row

@@ -23,7 +23,7 @@ from app.models import (
 )
 from app.queueing import delivery_queue
 from app.services.lifecycle import sweeps
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.retry import retry_proposal
 
 from ..builders import approve, make_due, make_proposal, make_team, reload, set_row

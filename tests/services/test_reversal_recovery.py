@@ -14,7 +14,7 @@ from app.models import ActionProposal, Budget, BudgetReservation
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle import reversals
 from app.services.lifecycle.budgets import window_start
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.retry import retry_proposal
 from app.services.uow import Actor, unit_of_work
 
@@ -192,12 +192,13 @@ def test_four7_retry_and_delivery_share_one_case_predicate():
     import inspect
 
     from app.domain.preconditions import acts_on_closed_case
-    from app.services.lifecycle import delivery, retry
+    from app.services.lifecycle import retry
+    from app.services.lifecycle.dispatch import plan
 
     assert acts_on_closed_case(is_correction=True, is_reversal=False)
     assert acts_on_closed_case(is_correction=False, is_reversal=True)
     assert not acts_on_closed_case(is_correction=False, is_reversal=False)
-    for module in (delivery, retry):
+    for module in (plan, retry):
         assert "acts_on_closed_case(" in inspect.getsource(module)
 
 

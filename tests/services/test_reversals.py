@@ -18,7 +18,7 @@ from app.models import ActionApproval, ActionProposal, AuditEvent, HumanTask, Wo
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle import reversals, sweeps
 from app.services.lifecycle.cancel import cancel_scheduled
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.receipts import accept_async_result
 from app.services.uow import Actor, unit_of_work

@@ -99,7 +99,7 @@ def test_a_stored_too_deep_correction_mapping_fails_the_correction_not_the_page(
     """SEC-5: one stored before the check: the reversed outcome is recorded, and the
     correction fails with action_configuration_invalid instead of a 500."""
     from app.services.cases.appeals import file_appeal
-    from app.services.lifecycle.delivery import deliver
+    from app.services.lifecycle.dispatch import deliver
     from app.services.uow import Actor
 
     proposal = decide_report(world)
@@ -137,7 +137,7 @@ def test_a_stored_reference_to_another_origin_is_refused_at_delivery(app, world,
             world.components["takedown"],
             implementation_reference=f"POST /http://127.0.0.1:{inside.port}/x",
         )
-        from app.services.lifecycle.delivery import deliver
+        from app.services.lifecycle.dispatch import deliver
 
         assert deliver(proposal.id).error_code == "action_component_operation_invalid"
         assert script.requests == [] and inside.log == []

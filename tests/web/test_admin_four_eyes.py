@@ -12,7 +12,7 @@ from sqlalchemy import select
 from app.demo import enforcement_graph
 from app.extensions import db
 from app.models import Budget, ComponentVersion, ConnectionVersion, WorkflowVersion
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from ..builders import approve, approve_in_console, decide_report, login, pending_changes, reload, run_worker
 from ..scripted import receipt_for

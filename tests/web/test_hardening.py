@@ -14,7 +14,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Appeal, ComponentVersion, Decision
 from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor
 
 from ..builders import approve, decide_report, login, set_row

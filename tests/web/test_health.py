@@ -115,7 +115,7 @@ def test_readyz_names_a_schema_behind_the_code(client, app):
 
 
 def test_metrics_expose_deliveries_and_database_gauges(client, world):
-    from app.services.lifecycle.delivery import deliver
+    from app.services.lifecycle.dispatch import deliver
 
     from ..builders import approve, decide_report
 

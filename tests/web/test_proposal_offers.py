@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from app.domain.clock import utcnow
 from app.models import ActionProposal
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from .. import scripted as s
 from ..builders import approve, decide_report, login, logout, reload, set_row

@@ -9,7 +9,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, ActionReceiptRecord, AuditEvent, Integration, Report, WorkflowEventInbox
 from app.services.admin.integrations import issue_token
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import ActionProposal, ComponentVersion
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from ..builders import approve, approve_in_console, approve_pending, decide_report, pending_changes, reload, set_row
 from .test_admin import admin, assert_refused, post, snapshot

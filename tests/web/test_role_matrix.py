@@ -23,7 +23,7 @@ from app.models import (
 from app.services.admin.budgets import change_budget_limit
 from app.services.admin.operators import create_operator
 from app.services.cases.appeals import decide_appeal, file_appeal
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import approve, decide_report, make_world

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import ActionProposal
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 
 from ..builders import approve, decide_report, login, reload, set_row
 

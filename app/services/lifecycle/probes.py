@@ -14,7 +14,7 @@ from app.domain.clock import utcnow
 from app.models import ActionProposal
 from app.services.lifecycle import connection_health
 from app.services.lifecycle.connection_recovery import probe_due, waiting_for
-from app.services.lifecycle.delivery import deliver
+from app.services.lifecycle.dispatch import deliver
 from app.services.uow import unit_of_work
 
 log = logging.getLogger(__name__)

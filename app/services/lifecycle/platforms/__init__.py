@@ -1,6 +1,6 @@
 """Delivery to platforms that do not answer with the console's receipts (SPEC PLAT-1..4).
 
-The delivery job (`app.services.lifecycle.delivery`) claims, checks and reserves as for
+The delivery job (`app.services.lifecycle.dispatch`) claims, checks and reserves as for
 every proposal, then hands a platform kind's attempt to `send_and_record`. One attempt
 may make up to three requests, each sent through the egress module and recorded as
 its own attempt row (``purpose``), written before it leaves and finished after:
@@ -24,10 +24,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from flask import current_app
-
 from app import egress
-from app.domain.attempts import webhook_message_id
 from app.domain.errors import ActionError
 from app.domain.platform_kinds import (
     PDS_KIND,
@@ -40,14 +37,8 @@ from app.domain.platform_kinds import (
 from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.faults import failpoint
 from app.services.lifecycle import connection_health
-from app.services.lifecycle.outcomes import (
-    AttemptRow,
-    http_session,
-    record_failure,
-    request_timeout,
-    save_sync_receipt,
-    unexpected,
-)
+from app.services.lifecycle.egress_attempt import send_recorded
+from app.services.lifecycle.outcomes import AttemptRow, record_failure, save_sync_receipt, unexpected
 from app.services.uow import unit_of_work
 
 from .kinds import Request
@@ -91,7 +82,7 @@ def first_request(target, proposal, standard_body: dict[str, Any], attempt_numbe
     transaction (its attempt row is written with the claim, DLV-4).
 
     Args:
-        target: the delivery's `_Target` (its ``url`` is the connection's base URL).
+        target: the delivery's `dispatch.plan.Target` (its ``url`` is the connection's base URL).
         proposal: the claimed proposal.
         standard_body: the receipt contract's request body (a REST kind may send it).
         attempt_number: the claim's attempt number (a later attempt reads back first).
@@ -140,8 +131,9 @@ class _Sent(ActionError):
 
 
 def _send(plan, request: Request, operation_id: str, lease):
-    """Send one request through egress and record it on the plan's current row; it
-    ends within the connection's timeout and what is left of the lease (DLV-4).
+    """Send one request through the egress-and-record path (`send_recorded`) on the
+    plan's current row; it ends within the connection's timeout and what is left of
+    the lease (DLV-4).
 
     Returns:
         (status, body bytes) for any HTTP answer, 2xx or not; the kind reads it.
@@ -149,46 +141,25 @@ def _send(plan, request: Request, operation_id: str, lease):
     Raises:
         _Sent: nothing usable came back (refused, timeout, network, too large).
     """
-    target, row = plan.target, plan.attempt
+    target = plan.target
     try:
-        timeout = request_timeout(target.timeout_seconds, lease)
-        response = egress.send(
-            egress.EgressRequest(
-                method=request.method,
-                url=request.url,
-                body=request.body,
-                message_id=webhook_message_id(operation_id),
-                idempotency_key=operation_id,
-                timeout_seconds=timeout,
-                bearer_token=target.call.bearer_token,
-                signing_secret=target.call.signing_secret(target.signing_secret),
-                extra_headers=target.call.headers(),
-            ),
-            egress.EgressPolicy(
-                allowed_hosts=target.allowed_hosts,
-                allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
-                max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
-            ),
-            session=http_session(),
+        response = send_recorded(
+            plan.attempt,
+            operation_id,
+            lease,
+            method=request.method,
+            url=request.url,
+            body=request.body,
+            timeout_seconds=target.timeout_seconds,
+            allowed_hosts=target.allowed_hosts,
+            bearer_token=target.call.bearer_token,
+            signing_secret=target.call.signing_secret(target.signing_secret),
+            extra_headers=target.call.headers(),
         )
     except egress.EgressError as error:
-        row.record(
-            response_status=error.status,
-            response_digest=error.digest,
-            response_class=error.response_class,
-            error_code=error.code,
-            duration_ms=error.duration_ms,
-            detail=error.detail,
-        )
         if error.status is None or error.body is None:
             raise _Sent(ActionError(error.code, error.retryable, error.delay_seconds), error.sent) from error
         return _Answer(error.status, error.body, error)
-    row.record(
-        response_status=response.status,
-        response_digest=response.digest,
-        response_class="success",
-        duration_ms=response.duration_ms,
-    )
     return _Answer(response.status, response.body, None)
 
 
@@ -211,7 +182,7 @@ def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle
 
     Args:
         identity: the proposal's id, operation id and payload digest.
-        plan: the delivery's `_Plan` (first row written, budgets reserved).
+        plan: the delivery's `dispatch.plan.Plan` (first row written, budgets reserved).
         attempt_number, cycle, lease: the claim this attempt holds.
 
     Returns:
