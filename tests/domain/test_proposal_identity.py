@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -380,3 +381,54 @@ def test_correction_proposal():
     assert new.audit_details["appeal_correction_id"] == "cor_1"
     assert new.audit_details["operation_id"] == new.operation_id and new.audit_details["approval_mode"] == "human"
     assert new.payload_digest.startswith("sha256:") and new.audit_details["payload_digest"] == new.payload_digest
+
+
+
+def test_every_proposal_following_an_original_takes_its_case_run_step_and_version():
+    """COMP-2, CORR-1, TEMP-2: a compensation, an appeal correction and a reversal are
+    built by one constructor (`following_proposal`), so each carries the original's
+    installation, report, run, step run and workflow version."""
+    from app.domain.proposal import temporary as T
+
+    plan = {"component_version_id": "cv_u", "action_code": "unsuspend", "target": {}, "payload": {}}
+    original = replace(ORIGINAL, temporary={"duration_seconds": 3600, "reversal": plan}, approval_mode="human")
+    compensation = I.compensation_proposal(
+        original=original,
+        token="t",
+        idempotency_key="k1",
+        action_code="restore",
+        target={},
+        payload={},
+        preconditions={},
+        component_version_id="cv_r",
+        policy_version_id=None,
+        proposer_id="op",
+        now=T0,
+    )
+    correction = I.correction_proposal(
+        correction_id="cor_1",
+        original=original,
+        appeal_id="apl_1",
+        appeal_decision_id="apd_1",
+        appeal_decision_at=T0,
+        contested_decision_id="dec_1",
+        action_code="restore",
+        payload={},
+        component_version_id="cv_r",
+        policy_version_id=None,
+        now=T0,
+    )
+    for new in (compensation, correction, T.reversal_proposal(original, T0, "apv_1")):
+        assert (new.installation_id, new.report_id, new.run_id, new.step_run_id, new.workflow_version_id) == (
+            "ins_1",
+            "rep_1",
+            "run_1",
+            "run_1:n:main",
+            "wfv_1",
+        )
+    own = {f.name: getattr(compensation, f.name) for f in fields(compensation) if f.name not in FOLLOWED}
+    direct = I.following_proposal(original, **{**own, "payload_digest": "", "audit_details": {}})
+    assert direct.payload_digest == compensation.payload_digest
+
+
+FOLLOWED = ("installation_id", "report_id", "run_id", "step_run_id", "workflow_version_id")

@@ -11,7 +11,7 @@ from app.domain.digests import payload_digest
 from app.domain.errors import ActionError
 from app.domain.proposal import temporary as T
 from app.domain.proposal.delivery import Delivery
-from app.domain.proposal.identity import NewProposal, RunFacts, digest_material, workflow_proposal
+from app.domain.proposal.identity import NewProposal, OriginalFacts, RunFacts, digest_material, workflow_proposal
 from app.domain.states import Move
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -124,7 +124,7 @@ def test_temp1_the_reviewer_reads_both_in_one_line():
 
 
 def _facts(**changes):
-    facts = T.TemporaryFacts(
+    facts = OriginalFacts(
         id="p1",
         operation_id="action:run_1:suspend:main:k",
         installation_id="ins_1",
@@ -132,6 +132,7 @@ def _facts(**changes):
         run_id="run_1",
         step_run_id="run_1:suspend:main",
         workflow_version_id="wfv_1",
+        target=TARGET,
         policy_version_id=None,
         decision_id="dec_1",
         approval_mode="human",

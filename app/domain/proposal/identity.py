@@ -3,7 +3,9 @@
 
 Three kinds of proposal are created: a workflow action node's (`workflow_proposal`),
 an operator's compensation (`compensation_proposal`) and an appeal correction
-(`correction_proposal`). Each builder returns a `NewProposal` of plain values, its
+(`correction_proposal`); these two, and a temporary action's reversals
+(`temporary`), follow an original through one constructor (`following_proposal`).
+Each builder returns a `NewProposal` of plain values, its
 digest computed over exactly the fields ID-2 names; the service inserts it.
 """
 
@@ -360,7 +362,9 @@ def mapped_objects(mapped: dict[str, Any]) -> tuple[dict, dict, dict]:
 
 @dataclass(frozen=True)
 class OriginalFacts:
-    """The applied proposal a compensation or a correction answers, as plain values."""
+    """The applied proposal a new one follows, as plain values: the compensation
+    (COMP-2) or appeal correction (CORR-1) that answers it, or the reversal that ends
+    it (TEMP-2, TEMP-3)."""
 
     id: str
     operation_id: str
@@ -371,6 +375,37 @@ class OriginalFacts:
     workflow_version_id: str | None
     target: dict[str, Any]
     payload_digest: str
+    policy_version_id: str | None = None
+    decision_id: str | None = None
+    approval_mode: str = ""
+    authority_mode: str = ""
+    temporary: dict[str, Any] | None = None  # TEMP-1: {duration_seconds, reversal}
+
+
+def following_proposal(original: OriginalFacts, destination: Destination | None = None, **columns: Any) -> NewProposal:
+    """A new proposal following `original` (COMP-2, CORR-1, TEMP-2, TEMP-3): the one
+    place its case, run, step and workflow version are taken from the original.
+
+    Args:
+        original: the applied proposal it follows.
+        destination: the delivery in force (FOUR-5), described into it; None keeps
+            ``columns["delivery"]`` as given.
+        columns: every other `NewProposal` field.
+
+    Returns:
+        The `NewProposal`, its digest computed (ID-2).
+    """
+    return _digested(
+        NewProposal(
+            installation_id=original.installation_id,
+            report_id=original.report_id,
+            run_id=original.run_id,
+            step_run_id=original.step_run_id,
+            workflow_version_id=original.workflow_version_id,
+            **columns,
+        ),
+        destination,
+    )
 
 
 def compensation_proposal(
@@ -397,34 +432,28 @@ def compensation_proposal(
     """
     proposal = f"cmp_{token}"
     expiry = expires_at(now, COMPENSATION_EXPIRY_SECONDS)
-    return _digested(
-        NewProposal(
-            id=proposal,
-            operation_id=compensation_operation_id(original.operation_id, idempotency_key),
-            installation_id=original.installation_id,
-            report_id=original.report_id,
-            run_id=original.run_id,
-            step_run_id=original.step_run_id,
-            action_code=action_code,
-            target=target,
-            payload=payload,
-            preconditions=preconditions,
-            component_version_id=component_version_id,
-            workflow_version_id=original.workflow_version_id,
-            policy_version_id=policy_version_id,
-            authority_mode="assist",
-            approval_mode="human",
-            approval_policy={"mode": "human", "expires_at": iso(expiry), "compensation": True},
-            expires_at=expiry,
-            state=S.APPROVAL_REQUIRED,
-            created_by_type="operator",
-            created_by_id=proposer_id,
-            created_at=now,
-            compensates_proposal_id=original.id,
-            task_id=f"{proposal}:approval-task",
-            audit_details={"compensates_proposal_id": original.id},
-        ),
+    return following_proposal(
+        original,
         destination,
+        id=proposal,
+        operation_id=compensation_operation_id(original.operation_id, idempotency_key),
+        action_code=action_code,
+        target=target,
+        payload=payload,
+        preconditions=preconditions,
+        component_version_id=component_version_id,
+        policy_version_id=policy_version_id,
+        authority_mode="assist",
+        approval_mode="human",
+        approval_policy={"mode": "human", "expires_at": iso(expiry), "compensation": True},
+        expires_at=expiry,
+        state=S.APPROVAL_REQUIRED,
+        created_by_type="operator",
+        created_by_id=proposer_id,
+        created_at=now,
+        compensates_proposal_id=original.id,
+        task_id=f"{proposal}:approval-task",
+        audit_details={"compensates_proposal_id": original.id},
     )
 
 
@@ -452,37 +481,31 @@ def correction_proposal(
     proposal = f"{correction_id}:proposal"
     expiry = expires_at(appeal_decision_at, CORRECTION_EXPIRY_SECONDS)
     operation = correction_operation_id(original.operation_id, appeal_decision_id)
-    return _digested(
-        NewProposal(
-            id=proposal,
-            operation_id=operation,
-            installation_id=original.installation_id,
-            report_id=original.report_id,
-            run_id=original.run_id,
-            step_run_id=original.step_run_id,
-            action_code=action_code,
-            target=original.target,
-            payload=payload,
-            preconditions={
-                "appeal_decision_id": appeal_decision_id,
-                "original_payload_digest": original.payload_digest,
-                "latest_decision_id": contested_decision_id,
-            },
-            component_version_id=component_version_id,
-            workflow_version_id=original.workflow_version_id,
-            policy_version_id=policy_version_id,
-            authority_mode="assist",
-            approval_mode="human",
-            approval_policy={"mode": "human", "expires_at": iso(expiry), "appeal_correction": correction_id},
-            expires_at=expiry,
-            state=S.APPROVAL_REQUIRED,
-            created_by_type="system",
-            created_by_id=f"appeal-decision:{appeal_decision_id}",
-            created_at=now,
-            appeal_id=appeal_id,
-            decision_id=contested_decision_id,
-            task_id=f"{proposal}:approval-task",
-            audit_details={"approval_mode": "human", "operation_id": operation, "appeal_correction_id": correction_id},
-        ),
+    return following_proposal(
+        original,
         destination,
+        id=proposal,
+        operation_id=operation,
+        action_code=action_code,
+        target=original.target,
+        payload=payload,
+        preconditions={
+            "appeal_decision_id": appeal_decision_id,
+            "original_payload_digest": original.payload_digest,
+            "latest_decision_id": contested_decision_id,
+        },
+        component_version_id=component_version_id,
+        policy_version_id=policy_version_id,
+        authority_mode="assist",
+        approval_mode="human",
+        approval_policy={"mode": "human", "expires_at": iso(expiry), "appeal_correction": correction_id},
+        expires_at=expiry,
+        state=S.APPROVAL_REQUIRED,
+        created_by_type="system",
+        created_by_id=f"appeal-decision:{appeal_decision_id}",
+        created_at=now,
+        appeal_id=appeal_id,
+        decision_id=contested_decision_id,
+        task_id=f"{proposal}:approval-task",
+        audit_details={"approval_mode": "human", "operation_id": operation, "appeal_correction_id": correction_id},
     )

@@ -16,7 +16,7 @@ from app.domain.clock import iso
 from app.domain.errors import ActionError
 from app.domain.proposal.delivery import Change, Delivery
 from app.domain.proposal.destination import Destination
-from app.domain.proposal.identity import NewProposal, _digested, expires_at
+from app.domain.proposal.identity import NewProposal, OriginalFacts, expires_at, following_proposal
 from app.domain.proposal.schedule import NOT_BEFORE_INVALID, check_not_before, scheduled_time  # noqa: F401
 from app.domain.states import Move, ProposalState
 
@@ -172,32 +172,13 @@ def summary(action_code: str, temporary: dict[str, Any]) -> str:
     return f"{action_code} for {format_duration(duration)}, then {reversal}"
 
 
-@dataclass(frozen=True)
-class TemporaryFacts:
-    """An applied temporary action, as its reversal is built from it (TEMP-2, TEMP-3)."""
-
-    id: str
-    operation_id: str
-    installation_id: str
-    report_id: str
-    run_id: str
-    step_run_id: str
-    workflow_version_id: str | None
-    policy_version_id: str | None
-    decision_id: str | None
-    approval_mode: str
-    authority_mode: str
-    temporary: dict[str, Any]
-    payload_digest: str
-
-
 def reversal_operation_id(original_operation_id: str) -> str:
     """The one scheduled reversal of an operation (TEMP-2)."""
     return f"reversal:{original_operation_id}"
 
 
 def _reversal(
-    original: TemporaryFacts,
+    original: OriginalFacts,
     *,
     id_: str,
     operation: str,
@@ -208,34 +189,28 @@ def _reversal(
     **columns,
 ) -> NewProposal:
     reversal = TemporaryPlan.from_dict(original.temporary).reversal
-    return _digested(
-        NewProposal(
-            id=id_,
-            operation_id=operation,
-            installation_id=original.installation_id,
-            report_id=original.report_id,
-            run_id=original.run_id,
-            step_run_id=original.step_run_id,
-            action_code=reversal.action_code,
-            target=reversal.target,
-            payload=reversal.payload,
-            preconditions={},
-            component_version_id=reversal.component_version_id,
-            workflow_version_id=original.workflow_version_id,
-            policy_version_id=original.policy_version_id,
-            expires_at=expiry,
-            decision_id=original.decision_id,
-            not_before=not_before,
-            reverses_proposal_id=original.id,
-            delivery=delivery,
-            **columns,
-        ),
+    return following_proposal(
+        original,
         None if delivery is not None else destination,
+        id=id_,
+        operation_id=operation,
+        action_code=reversal.action_code,
+        target=reversal.target,
+        payload=reversal.payload,
+        preconditions={},
+        component_version_id=reversal.component_version_id,
+        policy_version_id=original.policy_version_id,
+        expires_at=expiry,
+        decision_id=original.decision_id,
+        not_before=not_before,
+        reverses_proposal_id=original.id,
+        delivery=delivery,
+        **columns,
     )
 
 
 def reversal_proposal(
-    original: TemporaryFacts, applied_at: datetime, approval_id: str | None, destination: Destination | None = None
+    original: OriginalFacts, applied_at: datetime, approval_id: str | None, destination: Destination | None = None
 ) -> NewProposal:
     """The scheduled reversal of an applied temporary action (TEMP-2): queued for
     applied time + duration, authorized by the action's approval (no second one).
@@ -315,7 +290,7 @@ def replacement_refusal(kind: str, applied_at: datetime | None, new_end: datetim
 
 
 def replacement_proposal(
-    original: TemporaryFacts,
+    original: OriginalFacts,
     *,
     kind: str,
     new_end: datetime | None,

@@ -81,7 +81,8 @@ def run_facts(run: WorkflowRun) -> RunFacts:
 
 
 def original_facts(original: ActionProposal) -> OriginalFacts:
-    """An applied proposal that a compensation or correction answers (COMP-2, CORR-1)."""
+    """An applied proposal as the one a new proposal follows: the compensation or
+    correction that answers it, the reversal that ends it (COMP-2, CORR-1, TEMP-2)."""
     return OriginalFacts(
         id=original.id,
         operation_id=original.operation_id,
@@ -92,6 +93,11 @@ def original_facts(original: ActionProposal) -> OriginalFacts:
         workflow_version_id=original.workflow_version_id,
         target=original.target,
         payload_digest=original.payload_digest,
+        policy_version_id=original.policy_version_id,
+        decision_id=original.decision_id,
+        approval_mode=original.approval_mode,
+        authority_mode=original.authority_mode,
+        temporary=original.temporary,
     )
 
 

@@ -34,7 +34,7 @@ from app.models import (
 )
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.components import destination_of
-from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal
+from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, original_facts
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -56,25 +56,6 @@ REFUSALS = {
     "action_reversal_failed": "The reversal failed for good, so the temporary action is still in force: retry the "
     "reversal from its page, or propose ending it now, to end it.",
 }
-
-
-def facts(original: ActionProposal) -> rules.TemporaryFacts:
-    """An applied temporary action as plain values (TEMP-2)."""
-    return rules.TemporaryFacts(
-        id=original.id,
-        operation_id=original.operation_id,
-        installation_id=original.installation_id,
-        report_id=original.report_id,
-        run_id=original.run_id,
-        step_run_id=original.step_run_id,
-        workflow_version_id=original.workflow_version_id,
-        policy_version_id=original.policy_version_id,
-        decision_id=original.decision_id,
-        approval_mode=original.approval_mode,
-        authority_mode=original.authority_mode,
-        temporary=original.temporary,
-        payload_digest=original.payload_digest,
-    )
 
 
 def _destination(session, original: ActionProposal):
@@ -135,7 +116,7 @@ def schedule_reversal(uow: UnitOfWork, original: ActionProposal) -> ActionPropos
         )
     )
     new = rules.reversal_proposal(
-        facts(original), original.confirmed_at, approval.id if approval else None, _destination(session, original)
+        original_facts(original), original.confirmed_at, approval.id if approval else None, _destination(session, original)
     )
     reversal = insert_proposal(session, new)
     if approval is not None:
@@ -354,7 +335,7 @@ def propose_change(
         if refusal is not None:
             raise ApiError(400, refusal, REFUSALS[refusal], "extend_seconds")
         new = rules.replacement_proposal(
-            facts(original),
+            original_facts(original),
             kind=kind,
             new_end=new_end,
             token=uuid.uuid4().hex,
