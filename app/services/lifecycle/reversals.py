@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import and_, exists, select
@@ -20,8 +19,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
 from app.domain.clock import iso, utcnow
-from app.domain.errors import ActionError, ApiError
+from app.domain.errors import ApiError
 from app.domain.proposal import temporary as rules
+from app.domain.proposal import temporary_change as change
 from app.domain.states import ProposalState
 from app.models import (
     ActionApproval,
@@ -41,8 +41,9 @@ log = logging.getLogger(__name__)
 S = ProposalState
 P = ActionProposal
 BATCH = 200
-CHANGE_ROLES = frozenset({"moderator", "reviewer", "admin"})
 REFUSALS = {
+    "forbidden": "Your role cannot change temporary actions.",
+    "idempotency_key_invalid": "An idempotency key of 1 to 200 characters is required.",
     "action_not_temporary": "This action is not a temporary action that is in force.",
     "action_temporary_ended": "The temporary action has already ended (its reversal was sent).",
     "action_temporary_changed": "The reversal is being sent right now. Refresh the action and try again.",
@@ -301,43 +302,23 @@ def propose_change(
     """
     from app.services.cases.tasks import open_approval_task
 
-    if not CHANGE_ROLES & set(operator.roles):
-        raise ApiError(403, "forbidden", "Your role cannot change temporary actions.")
-    if kind not in rules.REPLACEMENT_KINDS:
-        raise ApiError(400, "action_temporary_change_invalid", REFUSALS["action_temporary_change_invalid"])
-    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
-        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
+    _refuse(change.request_refusal(kind, operator.roles, idempotency_key))
     with unit_of_work() as uow:
         session = uow.session
         original = _load(session, proposal_id, operator)
-        if not original.temporary or original.state not in (S.APPLIED, S.COMPENSATION_REQUIRED):
-            raise ApiError(409, "action_not_temporary", REFUSALS["action_not_temporary"])
+        _refuse(change.original_refusal(original.temporary, original.state))
         operation = f"{rules.reversal_operation_id(original.operation_id)}:{kind}:{idempotency_key}"
         existing = session.scalar(select(P).where(P.operation_id == operation))
         if existing is not None:
             return ChangeResult(existing.id, existing.payload_digest, existing.state, True)
-        current = active_reversal(session, original.id)
-        failed = current is not None and current.state == S.FAILED and current.delivery_terminal
-        if failed and kind != "end_now":  # FOUR-7: a failed reversal is retried or ended now, not extended
-            raise ApiError(409, "action_reversal_failed", REFUSALS["action_reversal_failed"])
-        if not failed and (current is None or current.state == S.APPLIED or current.delivery_attempt_count > 0):
-            raise ApiError(409, "action_temporary_ended", REFUSALS["action_temporary_ended"])
         now = utcnow()
-        new_end = None
-        if kind == "extend":
-            try:
-                seconds = rules.check_duration(extend_seconds)
-            except ActionError as error:
-                raise ApiError(400, error.code, REFUSALS[error.code], "extend_seconds") from error
-            # An approved "end now" waiting to be sent ends the action now: extend from now.
-            new_end = (current.not_before or now) + timedelta(seconds=seconds)
-        refusal = rules.replacement_refusal(kind, original.confirmed_at, new_end, now)
-        if refusal is not None:
-            raise ApiError(400, refusal, REFUSALS[refusal], "extend_seconds")
+        current = _current(active_reversal(session, original.id))
+        decision = change.decide_change(kind, current, extend_seconds, original.confirmed_at, now)
+        _refuse(decision.refusal)
         new = rules.replacement_proposal(
             original_facts(original),
             kind=kind,
-            new_end=new_end,
+            new_end=decision.new_end,
             token=uuid.uuid4().hex,
             idempotency_key=idempotency_key,
             operator_id=operator.id,
@@ -361,6 +342,28 @@ def propose_change(
         result = ChangeResult(new.id, new.payload_digest, new.state, False)
         uow.commit()
     return result
+
+
+def _current(reversal: ActionProposal | None) -> change.CurrentReversal | None:
+    """The active reversal as the domain's change rules read it (TEMP-3)."""
+    if reversal is None:
+        return None
+    return change.CurrentReversal(
+        state=reversal.state,
+        delivery_terminal=reversal.delivery_terminal,
+        delivery_attempt_count=reversal.delivery_attempt_count,
+        not_before=reversal.not_before,
+    )
+
+
+def _refuse(refusal: change.Refusal | None) -> None:
+    """Raise the domain's refusal as an API error, with its words.
+
+    Raises:
+        ApiError: the refusal's status, code and field.
+    """
+    if refusal is not None:
+        raise ApiError(refusal.status, refusal.code, REFUSALS[refusal.code], refusal.field)
 
 
 def replace_scheduled(uow: UnitOfWork, replacement: ActionProposal, approver: OperatorUser) -> None:
