@@ -156,37 +156,12 @@ def test_four_5_check_unchanged_refuses_another_destination():
 
 def test_four_5_compensation_and_correction_carry_their_delivery():
     """FOUR-5: proposals with their own approval (compensation, correction) describe theirs."""
-    from .test_proposal_identity import ORIGINAL
+    from .test_proposal_identity import ORIGINAL, compensation_of, correction_of
 
     hook = D.Destination("webhook", "POST /actions/restore", "https://platform.example")
-    compensation = I.compensation_proposal(
-        original=ORIGINAL,
-        token="ab12",
-        idempotency_key="key-12345",
-        action_code="restore",
-        target={"reference": "post:1"},
-        payload={},
-        preconditions={},
-        component_version_id="cv_2",
-        policy_version_id=None,
-        proposer_id="op_1",
-        now=T0,
-        destination=hook,
-    )
-    correction = I.correction_proposal(
-        correction_id="cor_1",
-        original=ORIGINAL,
-        appeal_id="apl_1",
-        appeal_decision_id="ad_1",
-        appeal_decision_at=T0,
-        contested_decision_id="dec_1",
-        action_code="restore",
-        payload={},
-        component_version_id="cv_2",
-        policy_version_id=None,
-        now=T0 + timedelta(seconds=1),
-        destination=hook,
-    )
+    version = {"component_version_id": "cv_2", "destination": hook}
+    compensation = compensation_of(ORIGINAL, target={"reference": "post:1"}, **version)
+    correction = correction_of(ORIGINAL, appeal_decision_id="ad_1", now=T0 + timedelta(seconds=1), **version)
     assert compensation.delivery["path"] == correction.delivery["path"] == "/actions/restore"
 
 

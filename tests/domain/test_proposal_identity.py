@@ -392,7 +392,23 @@ def test_every_proposal_following_an_original_takes_its_case_run_step_and_versio
 
     plan = {"component_version_id": "cv_u", "action_code": "unsuspend", "target": {}, "payload": {}}
     original = replace(ORIGINAL, temporary={"duration_seconds": 3600, "reversal": plan}, approval_mode="human")
-    compensation = I.compensation_proposal(
+    compensation, correction = compensation_of(original), correction_of(original)
+    for new in (compensation, correction, T.reversal_proposal(original, T0, "apv_1")):
+        assert (new.installation_id, new.report_id, new.run_id, new.step_run_id, new.workflow_version_id) == (
+            "ins_1",
+            "rep_1",
+            "run_1",
+            "run_1:n:main",
+            "wfv_1",
+        )
+    own = {f.name: getattr(compensation, f.name) for f in fields(compensation) if f.name not in FOLLOWED}
+    direct = I.following_proposal(original, **{**own, "payload_digest": "", "audit_details": {}})
+    assert direct.payload_digest == compensation.payload_digest
+
+
+def compensation_of(original, **changes):
+    """A compensation of `original` (COMP-2), with `changes` to the defaults."""
+    args = dict(
         original=original,
         token="t",
         idempotency_key="k1",
@@ -405,7 +421,12 @@ def test_every_proposal_following_an_original_takes_its_case_run_step_and_versio
         proposer_id="op",
         now=T0,
     )
-    correction = I.correction_proposal(
+    return I.compensation_proposal(**{**args, **changes})
+
+
+def correction_of(original, **changes):
+    """An appeal correction of `original` (CORR-1), with `changes` to the defaults."""
+    args = dict(
         correction_id="cor_1",
         original=original,
         appeal_id="apl_1",
@@ -418,17 +439,7 @@ def test_every_proposal_following_an_original_takes_its_case_run_step_and_versio
         policy_version_id=None,
         now=T0,
     )
-    for new in (compensation, correction, T.reversal_proposal(original, T0, "apv_1")):
-        assert (new.installation_id, new.report_id, new.run_id, new.step_run_id, new.workflow_version_id) == (
-            "ins_1",
-            "rep_1",
-            "run_1",
-            "run_1:n:main",
-            "wfv_1",
-        )
-    own = {f.name: getattr(compensation, f.name) for f in fields(compensation) if f.name not in FOLLOWED}
-    direct = I.following_proposal(original, **{**own, "payload_digest": "", "audit_details": {}})
-    assert direct.payload_digest == compensation.payload_digest
+    return I.correction_proposal(**{**args, **changes})
 
 
 FOLLOWED = ("installation_id", "report_id", "run_id", "step_run_id", "workflow_version_id")

@@ -408,6 +408,25 @@ def following_proposal(original: OriginalFacts, destination: Destination | None 
     )
 
 
+def for_a_person(proposal_id: str, expiry: datetime, **mark: Any) -> dict[str, Any]:
+    """The columns of a proposal that follows an original and only a person may
+    approve (COMP-2, CORR-1, TEMP-3): assist authority, human mode, its approval
+    task, and `mark` naming what it is in its approval policy.
+
+    Args:
+        proposal_id: the new proposal's id (its task is ``{id}:approval-task``).
+        expiry: when its approval lapses (UTC).
+        mark: one entry, e.g. ``compensation=True``.
+    """
+    return dict(
+        authority_mode="assist",
+        approval_mode="human",
+        approval_policy={"mode": "human", "expires_at": iso(expiry), **mark},
+        state=S.APPROVAL_REQUIRED,
+        task_id=f"{proposal_id}:approval-task",
+    )
+
+
 def compensation_proposal(
     *,
     original: OriginalFacts,
@@ -443,16 +462,12 @@ def compensation_proposal(
         preconditions=preconditions,
         component_version_id=component_version_id,
         policy_version_id=policy_version_id,
-        authority_mode="assist",
-        approval_mode="human",
-        approval_policy={"mode": "human", "expires_at": iso(expiry), "compensation": True},
         expires_at=expiry,
-        state=S.APPROVAL_REQUIRED,
         created_by_type="operator",
         created_by_id=proposer_id,
         created_at=now,
         compensates_proposal_id=original.id,
-        task_id=f"{proposal}:approval-task",
+        **for_a_person(proposal, expiry, compensation=True),
         audit_details={"compensates_proposal_id": original.id},
     )
 
@@ -496,16 +511,12 @@ def correction_proposal(
         },
         component_version_id=component_version_id,
         policy_version_id=policy_version_id,
-        authority_mode="assist",
-        approval_mode="human",
-        approval_policy={"mode": "human", "expires_at": iso(expiry), "appeal_correction": correction_id},
         expires_at=expiry,
-        state=S.APPROVAL_REQUIRED,
         created_by_type="system",
         created_by_id=f"appeal-decision:{appeal_decision_id}",
         created_at=now,
         appeal_id=appeal_id,
         decision_id=contested_decision_id,
-        task_id=f"{proposal}:approval-task",
+        **for_a_person(proposal, expiry, appeal_correction=correction_id),
         audit_details={"approval_mode": "human", "operation_id": operation, "appeal_correction_id": correction_id},
     )

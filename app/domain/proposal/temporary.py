@@ -16,7 +16,7 @@ from app.domain.clock import iso
 from app.domain.errors import ActionError
 from app.domain.proposal.delivery import Change, Delivery
 from app.domain.proposal.destination import Destination
-from app.domain.proposal.identity import NewProposal, OriginalFacts, expires_at, following_proposal
+from app.domain.proposal.identity import NewProposal, OriginalFacts, expires_at, following_proposal, for_a_person
 from app.domain.proposal.schedule import NOT_BEFORE_INVALID, check_not_before, scheduled_time  # noqa: F401
 from app.domain.states import Move, ProposalState
 
@@ -316,14 +316,10 @@ def replacement_proposal(
         not_before=not_before,
         expiry=expiry,
         destination=destination,
-        authority_mode="assist",
-        approval_mode="human",
-        approval_policy={"mode": "human", "expires_at": iso(expiry), "temporary_change": kind},
-        state=S.APPROVAL_REQUIRED,
         created_by_type="operator",
         created_by_id=operator_id,
         created_at=now,
-        task_id=f"{proposal}:approval-task",
+        **for_a_person(proposal, expiry, temporary_change=kind),
         audit_details={
             "operation_id": operation,
             "reverses_proposal_id": original.id,

@@ -116,8 +116,9 @@ def schedule_reversal(uow: UnitOfWork, original: ActionProposal) -> ActionPropos
             ActionApproval.payload_digest == original.payload_digest,
         )
     )
+    authorized_by = approval.id if approval else None
     new = rules.reversal_proposal(
-        original_facts(original), original.confirmed_at, approval.id if approval else None, _destination(session, original)
+        original_facts(original), original.confirmed_at, authorized_by, _destination(session, original)
     )
     reversal = insert_proposal(session, new)
     if approval is not None:

@@ -44,6 +44,7 @@ from app.services.uow import unit_of_work
 from .kinds import Request
 
 log = logging.getLogger(__name__)
+KIND_FIELDS = ("action_id", "operation_id", "payload_digest", "action_code", "target", "payload")
 
 
 def handles(kind: str) -> bool:
@@ -55,14 +56,7 @@ def _call_for(target, proposal, standard_body: dict[str, Any], attempt_number: i
     from .atproto import PdsCall
     from .rest import RestCall
 
-    fields = {
-        "action_id": proposal.id,
-        "operation_id": proposal.operation_id,
-        "payload_digest": proposal.payload_digest,
-        "action_code": proposal.action_code,
-        "target": proposal.target,
-        "payload": proposal.payload,
-    }
+    fields = {name: standard_body[name] for name in KIND_FIELDS}  # the standard body's, as sent (DLV-4)
     base = dict(
         installation_id=proposal.installation_id,
         base_url=target.url,
