@@ -42,7 +42,7 @@ from app.models import ActionApproval, ActionProposal, is_waiting, move_loaded
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshot, report_snapshots
-from app.services.lifecycle import budgets, connection_health, platforms, sending
+from app.services.lifecycle import breaker, budgets, connection_holds, platforms, sending
 from app.services.lifecycle.components import destination_of, load_delivery_target, parse_operation
 from app.services.lifecycle.outcomes import AttemptRow, DeliveryOutcome, fail, lease_seconds, unexpected
 from app.services.lifecycle.proposals import delivery_of, move_at_commit
@@ -111,7 +111,7 @@ class _Target:
     purpose: str = "update"  # which request the attempt row records first (PLAT-4)
     call: Any = None  # a platform kind's plan of requests (services.lifecycle.platforms)
     connection_id: str = ""
-    health: connection_health.Settings = connection_health.Settings()
+    health: breaker.Settings = breaker.Settings()
     destination: Destination | None = None  # what is in force, described before each send (FOUR-5)
 
 
@@ -168,7 +168,7 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: _B
         kind=component.implementation_kind,
         reference=component.implementation_reference,
         connection_id=connection.connection_id,
-        health=connection_health.settings_of(connection),
+        health=breaker.settings_of(connection),
         destination=destination,
     )
 
@@ -235,7 +235,7 @@ class _Plan:
     body: bytes
     attempt: AttemptRow
     reservations: list[str]
-    gate: connection_health.Gate | None = None
+    gate: breaker.Gate | None = None
 
 
 @dataclass
@@ -244,7 +244,7 @@ class _Batch:
     transaction: the target, the connection's health as read, the budgets."""
 
     target: _Target
-    health: connection_health.Health | None
+    health: breaker.Health | None
     budgets: dict = field(default_factory=dict)
     snapshots: dict = field(default_factory=dict)  # report id -> ReportSnapshot
 
@@ -279,7 +279,7 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     """
     now = utcnow()
     started = time.monotonic()
-    waiting = connection_health.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
+    waiting = connection_holds.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
     if waiting is not None:
         return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
     lease = now + timedelta(seconds=lease_seconds())
@@ -470,7 +470,7 @@ def _plan(uow, proposal: ActionProposal, attempt_number: int, now: datetime, bat
     target = _pre_send_checks(uow.session, proposal, now, batch)
     # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
     # defer the delivery here, before any budget is reserved (ConnectionHeld).
-    gate = connection_health.admit(
+    gate = breaker.admit(
         uow,
         target.connection_id,
         proposal.installation_id,

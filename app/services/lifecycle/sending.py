@@ -28,7 +28,7 @@ from app.faults import failpoint, failpoint_later
 from app.metrics import record_delivery
 from app.models import ActionProposal, StepRun, WorkflowRun, WorkflowVersion
 from app.observability import bind
-from app.services.lifecycle import connection_health, platforms
+from app.services.lifecycle import platforms, rate_limit
 from app.services.lifecycle.outcomes import (
     AttemptRow,
     BatchReleased,
@@ -199,7 +199,7 @@ def _send_one(c: Claimed) -> _Sent:
     """Send one claimed attempt's request and read the platform's receipt (DLV-4, DLV-5)."""
     plan = c.plan
     try:
-        connection_health.before_send(plan.gate)
+        rate_limit.before_send(plan.gate)
         failpoint("before_send")
         response = send_request(c.identity.operation_id, plan.target, plan.body, plan.attempt, c.lease)
         failpoint("after_response")
