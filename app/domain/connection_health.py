@@ -13,7 +13,8 @@ success closes the breaker, its failure opens it again with the delay doubled (u
 `max_probe_seconds`). A probe whose worker died is taken again once its lease ends.
 
 The pause (CONN-2): a 429 holds every delivery of the connection until its
-``Retry-After``. Disabling (CONN-3): a 410, or failures without a success for longer
+``Retry-After``. (The rate limit of CONN-2 has no pure twin here: its one
+implementation is the Redis script of `app.services.lifecycle.rate_limit`.) Disabling (CONN-3): a 410, or failures without a success for longer
 than `failure_window_seconds`, disable the endpoint until an admin re-enables it.
 """
 
@@ -80,6 +81,9 @@ class Health:
     @property
     def disabled(self) -> bool:
         return self.disabled_at is not None
+
+
+HEALTH_FIELDS = tuple(Health.__dataclass_fields__)  # the ``connection_health`` columns a `Health` holds
 
 
 @dataclass(frozen=True)
@@ -281,40 +285,3 @@ def re_enable(h: Health) -> HealthChange | None:
 def gauge_value(h: Health) -> int:
     """The breaker's state as a number for the metric: 0 closed, 1 half-open, 2 open."""
     return {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}.get(h.state, 2)
-
-
-@dataclass(frozen=True)
-class Slot:
-    """A rate-limit decision: wait `wait_seconds` then send, or (``taken`` False) do
-    not send now and look again after `wait_seconds`.
-
-    ``next_tat`` is the bucket's new theoretical arrival time (epoch seconds) when taken.
-    """
-
-    taken: bool
-    wait_seconds: float
-    next_tat: float | None = None
-
-
-def rate_slot(tat: float | None, now: float, per_second: float, max_wait_seconds: float) -> Slot:
-    """The shared rate limit as a generic cell rate algorithm (GCRA) (CONN-2).
-
-    Each request takes the slot at the bucket's theoretical arrival time (`tat`) and
-    moves it one interval (1 / `per_second`) on; up to one second's worth of requests
-    may go at once (the burst). A request whose slot is further away than
-    `max_wait_seconds` takes nothing and waits. The Redis script in
-    `app.services.lifecycle.connection_health` computes exactly this.
-
-    Args:
-        tat: the bucket's theoretical arrival time, epoch seconds (None: empty bucket).
-        now: epoch seconds.
-        per_second: requests per second (> 0).
-        max_wait_seconds: the longest a worker sleeps for its slot.
-    """
-    interval = 1.0 / per_second
-    burst = max(0.0, 1.0 - interval)  # one second's worth of requests, this one included
-    start = max(tat or now, now)
-    wait = max(0.0, start - burst - now)
-    if wait > max_wait_seconds:
-        return Slot(False, wait)
-    return Slot(True, wait, start + interval)

@@ -40,6 +40,8 @@ class Move(StrEnum):
     WAIT_TIMED_OUT_SENT = "wait_timed_out_sent"
     CONFIRMATION_TIMED_OUT = "confirmation_timed_out"
     CANCEL_SCHEDULED = "cancel_scheduled"
+    HOLD_QUEUED = "hold_queued"
+    HOLD_FAILED = "hold_failed"
 
 
 S = ProposalState
@@ -72,6 +74,10 @@ TRANSITIONS: dict[Move, tuple[frozenset[ProposalState], ProposalState]] = {
     # TEMP-3/4: a scheduled proposal nothing was sent for is cancelled (operator, an
     # approved "end now"/"extend", or an appeal correction that undid its action)
     Move.CANCEL_SCHEDULED: (frozenset({S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED}), S.CANCELLED),
+    # CONN-1..3: a due delivery its connection holds back before it is claimed keeps
+    # its state (queued, or failed waiting to retry) and is due at the end of the wait
+    Move.HOLD_QUEUED: (frozenset({S.QUEUED}), S.QUEUED),
+    Move.HOLD_FAILED: (frozenset({S.FAILED}), S.FAILED),
 }
 
 TERMINAL_STATES = frozenset({S.APPLIED, S.REJECTED, S.CANCELLED, S.COMPENSATION_REQUIRED})

@@ -58,7 +58,7 @@ class ConnectionVersion(Base):
 class ConnectionHealth(Base):
     """A connection's circuit breaker, pause and disabling, shared by every worker
     (CONN-1..3). One row per connection, written only when something changes, each
-    write guarded on `version` as read (`app.services.lifecycle.connection_health`).
+    write guarded on `version` as read (`app.services.lifecycle.breaker`).
     Kept in the database, not in Redis, so losing Redis loses no breaker state."""
 
     __tablename__ = "connection_health"

@@ -1,11 +1,9 @@
-"""A connection's circuit breaker, pause, disabling and rate limit, as pure rules
-(SPEC CONN-1, CONN-2, CONN-3)."""
+"""A connection's circuit breaker, pause and disabling, as pure rules (SPEC CONN-1,
+CONN-2, CONN-3). The rate limit runs in Redis: tests/services/test_rate_limit.py."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-
-import pytest
 
 from app.domain import connection_health as ch
 from app.domain.connection_health import Health, Settings
@@ -177,26 +175,6 @@ def test_conn2_a_probe_answered_429_closes_the_breaker_and_pauses():
     assert (h.state, h.consecutive_failures, h.paused_until) == (ch.CLOSED, 0, later(10))
     still = Health(state=ch.HALF_OPEN, consecutive_failures=5, probe_delay_seconds=30)
     assert ch.pause(still, NOW, 10, was_probe=False).values == {"paused_until": later(10)}
-
-
-def test_conn2_rate_slot_lets_one_seconds_worth_go_at_once_then_spaces_them():
-    """CONN-2: at 10 per second, ten requests go at once, the eleventh 0.1 s later."""
-    tat, waits = None, []
-    for _ in range(11):
-        slot = ch.rate_slot(tat, 100.0, 10, 2)
-        assert slot.taken
-        waits.append(round(slot.wait_seconds, 6))
-        tat = slot.next_tat
-    assert waits == [0.0] * 10 + [0.1]
-    assert tat == pytest.approx(101.1)
-
-
-def test_conn2_rate_slot_too_far_away_takes_nothing():
-    """CONN-2: a slot beyond the longest sleep is not taken: the delivery waits."""
-    slot = ch.rate_slot(110.0, 100.0, 1, 2)
-    assert slot == ch.Slot(False, 10.0)
-    assert ch.rate_slot(102.0, 100.0, 1, 2) == ch.Slot(True, 2.0, 103.0)
-    assert ch.rate_slot(50.0, 100.0, 1, 2) == ch.Slot(True, 0.0, 101.0)  # an old bucket starts now
 
 
 def test_conn3_a_410_disables_the_endpoint():

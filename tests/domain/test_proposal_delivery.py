@@ -202,6 +202,47 @@ def test_deferral_gives_the_attempt_back():
     assert change.values["next_attempt_at"] == NOW + timedelta(seconds=40)
 
 
+
+def test_conn1_hold_keeps_the_state_and_moves_the_due_time():
+    """CONN-1: a due delivery held back by its connection before the claim keeps its
+    state (queued, or failed waiting to retry), is due at the end of the wait, and
+    uses no attempt; the write is guarded on the row as read."""
+    until = NOW + timedelta(seconds=30)
+    for state, move in ((S.QUEUED, Move.HOLD_QUEUED), (S.FAILED, Move.HOLD_FAILED)):
+        d = proposal(state=state, delivery_attempt_count=3, delivery_cycle=2, next_attempt_at=NOW)
+        change = D.hold(d, NOW, code="connection_circuit_open", until=until)
+        assert change == D.Change(
+            move,
+            {"next_attempt_at": until, "last_error_code": "connection_circuit_open"},
+            {
+                "delivery_terminal": False,
+                "accepted_at": None,
+                "next_attempt_at": NOW,
+                "delivery_cycle": 2,
+                "delivery_attempt_count": 3,
+            },
+            30.0,
+        )
+        held = D.write(d, change)
+        assert (held.state, held.delivery_attempt_count, held.next_attempt_at) == (state, 3, until)
+        assert D.write(replace(d, next_attempt_at=NOW - timedelta(seconds=1)), change) is None  # a claim came first
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"state": S.APPLYING},
+        {"state": S.APPROVED},
+        {"state": S.FAILED, "delivery_terminal": True},
+        {"accepted_at": NOW},
+        {"next_attempt_at": None},
+        {"next_attempt_at": NOW + timedelta(microseconds=1)},
+    ],
+)
+def test_conn1_hold_leaves_what_is_not_waiting_and_due(fields):
+    """CONN-1: only a waiting, due, unaccepted delivery is held before the claim."""
+    assert D.hold(proposal(**fields), NOW, code="connection_paused", until=LATER) is None
+
 # -- receipts (RCPT-2, DLV-5) ---------------------------------------------------------
 
 

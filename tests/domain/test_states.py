@@ -39,6 +39,9 @@ DIAGRAM = {
     Move.CONFIRMATION_TIMED_OUT: ({S.QUEUED}, S.FAILED),  # accepted, past its deadline (EVT-3)
     # TEMP-3/4: a scheduled proposal nothing was sent for is cancelled
     Move.CANCEL_SCHEDULED: ({S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED}, S.CANCELLED),
+    # CONN-1..3: held back by its connection before the claim, it keeps its state
+    Move.HOLD_QUEUED: ({S.QUEUED}, S.QUEUED),
+    Move.HOLD_FAILED: ({S.FAILED}, S.FAILED),
 }
 PAIRS = list(itertools.product(Move, S))
 

@@ -13,7 +13,8 @@ from app.domain import connection_health as rules
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import ActionProposal, AuditEvent, ConnectionHealth, ConnectionVersion
-from app.services.lifecycle import connection_health as service
+from app.services.lifecycle import breaker as service
+from app.services.lifecycle import rate_limit
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import unit_of_work
 
@@ -86,7 +87,8 @@ def test_conn1_breaker_opens_holds_probes_once_closes_and_every_proposal_ends_ap
         assert abs((held.next_attempt_at - row.next_probe_at).total_seconds()) < 1  # waits for the probe time
     due_now(first)
     assert deliver(first.id).error_code == rules.WAIT_OPEN
-    assert reload(first).delivery_attempt_count == 5
+    held = reload(first)  # held before the claim, it keeps its state (Move.HOLD_FAILED)
+    assert (held.state, held.delivery_attempt_count, held.last_error_code) == ("failed", 5, rules.WAIT_OPEN)
     assert len(script.requests) == 5
 
     pass_connection_waits()  # the probe time comes, for the breaker and the held deliveries
@@ -218,7 +220,7 @@ def test_conn2_rate_limit_is_shared_through_redis(app, world, proposals, scripte
     from app.queueing import get_redis
 
     get_redis().delete(f"console:rate:{cid}")
-    waits = [service._rate_slot(cid, 4) for _ in range(5)]  # one second's worth at once, then 1 per 0.25 s
+    waits = [rate_limit.take_slot(cid, 4).wait_seconds for _ in range(5)]  # one second's worth, then 1 per 0.25 s
     assert waits[:4] == [0.0] * 4 and 0.2 < waits[4] <= 0.25
     import time
 
@@ -299,7 +301,7 @@ def test_conn1_a_claim_that_raced_the_breaker_opening_defers_without_an_attempt(
     script = scripted(s.http_status(503))
     fail_n(proposals[0], 5)
     # the race: the unclaimed check read the connection just before the breaker opened
-    monkeypatch.setattr(job.connection_health, "hold_before_claim", lambda *args, **kwargs: None)
+    monkeypatch.setattr(job.connection_holds, "hold_before_claim", lambda *args, **kwargs: None)
     outcome = deliver(proposals[1].id)
     assert (outcome.claimed, outcome.error_code, outcome.terminal) == (True, rules.WAIT_OPEN, False)
     row = reload(proposals[1])

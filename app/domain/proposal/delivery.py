@@ -317,6 +317,41 @@ def deferral(d: Delivery, lease: Lease, *, code: str, delay_seconds: float, now:
     return Change(Move.DELIVERY_DEFERRED, values, expect, delay_seconds)
 
 
+HOLD_MOVES = {S.QUEUED: Move.HOLD_QUEUED, S.FAILED: Move.HOLD_FAILED}
+
+
+def hold(d: Delivery, now: datetime, *, code: str, until: datetime) -> Change | None:
+    """A due delivery its connection holds back, before it is claimed (CONN-1..3).
+
+    It keeps its state (queued, or failed waiting to retry: `HOLD_MOVES`) and is due
+    at `until`; ``last_error_code`` says why it waits. Nothing is claimed, so no
+    attempt is used. The write is guarded on the row as read, so a claim or a
+    release that came first wins.
+
+    Args:
+        code: the connection's wait code (``connection_circuit_open``, ...).
+        until: the end of the connection's wait (aware UTC).
+
+    Returns:
+        The change, or None when the delivery is not waiting and due (another
+        state, terminal, accepted, or not due yet): claim it as usual.
+    """
+    move = HOLD_MOVES.get(d.state)
+    if move is None or d.delivery_terminal or d.accepted_at is not None:
+        return None
+    if d.next_attempt_at is None or d.next_attempt_at > now:
+        return None
+    expect = {
+        "delivery_terminal": False,
+        "accepted_at": None,
+        "next_attempt_at": d.next_attempt_at,
+        "delivery_cycle": d.delivery_cycle,
+        "delivery_attempt_count": d.delivery_attempt_count,
+    }
+    values = {"next_attempt_at": until, "last_error_code": code}
+    return Change(move, values, expect, (until - now).total_seconds())
+
+
 RECEIPT_MOVES = {"accepted": Move.RECEIPT_ACCEPTED, "applied": Move.RECEIPT_APPLIED, "failed": Move.RECEIPT_FAILED}
 
 

@@ -4,7 +4,7 @@ deliveries it held woken at once when it closes (SPEC CONN-1, OPS-7).
 When the breaker opens (or opens again after a failed probe), a probe job is
 scheduled in RQ for the probe's due time (`schedule_probe`; the workers run RQ's
 scheduler). The job (`probes.probe_when_due`) makes the connection's longest-waiting
-delivery due and delivers it: the claim's own check (`connection_health.admit`)
+delivery due and delivers it: the claim's own check (`breaker.admit`)
 takes the probe with a write guarded on the health row's version, so the job run
 twice, early, or after the breaker closed sends at most the one probe. The sweep
 schedules it again for a connection whose probe is overdue (a job lost with Redis).

@@ -32,7 +32,7 @@ from app.domain.proposal.delivery import Lease
 from app.domain.states import LEASE_SECONDS, Move
 from app.faults import failpoint
 from app.models import ActionProposal, ConnectionAttempt, move_loaded, new_id, statements
-from app.services.lifecycle import budgets, connection_health
+from app.services.lifecycle import breaker, budgets
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -211,7 +211,7 @@ def write_receipt(
     proposal = loaded or _read(uow, proposal_id)
     attempt.write(uow)
     budgets.settle(uow, plan.reservations, consumed=True)
-    connection_health.record_success(uow, plan.gate)  # CONN-1
+    breaker.record_success(uow, plan.gate)  # CONN-1
     try:
         changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), attempt_guard, source=source)
     except ActionError as error:  # an appeal correction stopped being eligible (CORR-3)
@@ -260,7 +260,7 @@ def write_failure(
     # CONN-1..3: what the failure says about the connection (breaker, 429 pause, 410).
     status = plan.attempt.finish.get("response_status")
     reached = isinstance(error, EgressFailed)
-    error = connection_health.record_failure(uow, plan.gate, error, status, reached)
+    error = breaker.record_failure(uow, plan.gate, error, status, reached)
     return fail(uow, proposal_id, error, plan.attempt, attempt_number, cycle, lease, plan.reservations, sent, loaded)
 
 
@@ -278,7 +278,7 @@ def fail(
     """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6). A deferral
     (an exhausted budget, a connection holding back, a batch member released unsent)
     gives its attempt back."""
-    deferred = isinstance(error, budgets.BudgetExhausted | connection_health.ConnectionHeld | BatchReleased)
+    deferred = isinstance(error, budgets.BudgetExhausted | breaker.ConnectionHeld | BatchReleased)
     proposal = loaded or _read(uow, proposal_id)
     change = rules.failure(
         delivery_of(proposal),

@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 
 from app.domain.clock import utcnow
 from app.models import ActionProposal
-from app.services.lifecycle import connection_health
+from app.services.lifecycle import breaker
 from app.services.lifecycle.connection_recovery import probe_due, waiting_for
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import unit_of_work
@@ -39,7 +39,7 @@ def probe_when_due(connection_id: str, now: datetime | None = None):
     """
     now = now or utcnow()
     with unit_of_work() as uow:
-        if not probe_due(connection_health.load(uow.session, connection_id), now):
+        if not probe_due(breaker.load(uow.session, connection_id), now):
             return None
         row = uow.session.execute(
             select(P.id, P.next_attempt_at)

@@ -1,6 +1,6 @@
 """Connections' health as Operations and the admin pages show it: breaker, pause,
 disabling, how many deliveries each holds back, and the latest transitions
-(SPEC CONN-1..3). Read only; `app.services.lifecycle.connection_health` writes.
+(SPEC CONN-1..3). Read only; `app.services.lifecycle.breaker` writes.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from sqlalchemy import func, select
 
 from app.domain import connection_health as rules
 from app.domain.clock import utcnow
-from app.domain.connection_health import Health
+from app.domain.connection_health import HEALTH_FIELDS, Health
 from app.models import ActionProposal, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion
-from app.services.lifecycle.connection_health import HEALTH_COLUMNS
 from app.services.lifecycle.connection_recovery import ENDPOINT_GONE
 
 
@@ -59,7 +58,7 @@ def health_views(session, installation_id: str, connection_id: str | None = None
         ActionProposal.delivery_terminal.is_(False),
         ActionProposal.accepted_at.is_(None),
     )
-    columns = [getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS]
+    columns = [getattr(ConnectionHealth, c) for c in HEALTH_FIELDS]
     query = (
         select(Connection.id, Connection.name, count(*_held_filter()).label("held"), *columns)
         .add_columns(count(*waiting).label("waiting"))
@@ -72,7 +71,7 @@ def health_views(session, installation_id: str, connection_id: str | None = None
     views, now = [], utcnow()
     for row in session.execute(query).all():
         values = row._asdict()
-        stored = {c: values[c] for c in HEALTH_COLUMNS}
+        stored = {c: values[c] for c in HEALTH_FIELDS}
         health = Health(**stored) if stored["version"] is not None else Health()
         held = values["waiting"] if rules.holds_back(health, now) else values["held"]
         views.append(ConnectionHealthView(values["id"], values["name"], health, held or 0))

@@ -12,7 +12,7 @@ from app.services.admin import connections as service
 from app.services.admin.changes import PendingChange
 from app.services.admin.connection_create import create_connection
 from app.services.admin.integrations import list_integrations
-from app.services.lifecycle import connection_health
+from app.services.lifecycle import breaker
 from app.services.read import connections as connection_views
 
 from ..decorators import role_required
@@ -141,7 +141,7 @@ def connection_re_enable(connection_id: str):
     """CONN-3: an admin re-enables a disabled endpoint; its held deliveries go at once
     (the CSRF token is checked app-wide)."""
     try:
-        released = connection_health.re_enable(current_user, connection_id)
+        released = breaker.re_enable(current_user, connection_id)
     except ApiError as error:
         return _detail_page(connection_id, error=error, status=error.status)
     flash(f"Connection re-enabled; {released} held deliveries are due now.", "success")

@@ -23,7 +23,7 @@ from datetime import timedelta
 
 from app.domain.clock import utcnow
 from app.observability import bind
-from app.services.lifecycle import connection_health
+from app.services.lifecycle import connection_holds
 from app.services.lifecycle.dispatch import send
 from app.services.lifecycle.dispatch.claim import Claimed, claim_batch
 from app.services.lifecycle.dispatch.record import observe
@@ -51,7 +51,7 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     """
     now = utcnow()
     started = time.monotonic()
-    waiting = connection_health.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
+    waiting = connection_holds.hold_before_claim(proposal_id, now)  # CONN-1..3: deferred unclaimed
     if waiting is not None:
         return DeliveryOutcome(claimed=False, proposal_id=proposal_id, error_code=waiting)
     lease = now + timedelta(seconds=lease_seconds())

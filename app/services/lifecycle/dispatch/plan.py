@@ -25,7 +25,7 @@ from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.proposal.temporary import draws_on_budget
 from app.models import ActionApproval, ActionProposal
 from app.services.cases.snapshot import report_snapshot
-from app.services.lifecycle import budgets, connection_health, platforms
+from app.services.lifecycle import breaker, budgets, platforms
 from app.services.lifecycle.components import destination_of, load_delivery_target, parse_operation
 from app.services.lifecycle.outcomes import AttemptRow
 from app.services.lifecycle.proposals import delivery_of
@@ -50,7 +50,7 @@ class Target:
     purpose: str = "update"  # which request the attempt row records first (PLAT-4)
     call: Any = None  # a platform kind's plan of requests (services.lifecycle.platforms)
     connection_id: str = ""
-    health: connection_health.Settings = connection_health.Settings()
+    health: breaker.Settings = breaker.Settings()
     destination: Destination | None = None  # what is in force, described before each send (FOUR-5)
 
 
@@ -107,7 +107,7 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: Ba
         kind=component.implementation_kind,
         reference=component.implementation_reference,
         connection_id=connection.connection_id,
-        health=connection_health.settings_of(connection),
+        health=breaker.settings_of(connection),
         destination=destination,
     )
 
@@ -174,7 +174,7 @@ class Plan:
     body: bytes
     attempt: AttemptRow
     reservations: list[str]
-    gate: connection_health.Gate | None = None
+    gate: breaker.Gate | None = None
 
 
 @dataclass
@@ -183,7 +183,7 @@ class Batch:
     transaction: the target, the connection's health as read, the budgets."""
 
     target: Target
-    health: connection_health.Health | None
+    health: breaker.Health | None
     budgets: dict = field(default_factory=dict)
     snapshots: dict = field(default_factory=dict)  # report id -> ReportSnapshot
 
@@ -193,7 +193,7 @@ def plan_attempt(uow, proposal: ActionProposal, attempt_number: int, now: dateti
     target = _pre_send_checks(uow.session, proposal, now, batch)
     # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
     # defer the delivery here, before any budget is reserved (ConnectionHeld).
-    gate = connection_health.admit(
+    gate = breaker.admit(
         uow,
         target.connection_id,
         proposal.installation_id,

@@ -18,7 +18,7 @@ from app.domain.proposal import delivery as rules
 from app.domain.receipts import ProposalIdentity, Receipt
 from app.domain.sync_receipts import lenient_receipt
 from app.faults import failpoint, failpoint_later
-from app.services.lifecycle import connection_health, platforms
+from app.services.lifecycle import platforms, rate_limit
 from app.services.lifecycle.dispatch.claim import Claimed
 from app.services.lifecycle.dispatch.record import Sent, record_outcomes
 from app.services.lifecycle.egress_attempt import send_recorded
@@ -140,7 +140,7 @@ def _send_one(c: Claimed) -> Sent:
     """Send one claimed attempt's request and read the platform's receipt (DLV-4, DLV-5)."""
     plan = c.plan
     try:
-        connection_health.before_send(plan.gate)
+        rate_limit.before_send(plan.gate)
         failpoint("before_send")
         response = send_request(c.identity.operation_id, plan.target, plan.body, plan.attempt, c.lease)
         failpoint("after_response")

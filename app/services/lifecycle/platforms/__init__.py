@@ -36,7 +36,7 @@ from app.domain.platform_kinds import (
 )
 from app.domain.receipts import ProposalIdentity, parse_receipt
 from app.faults import failpoint
-from app.services.lifecycle import connection_health
+from app.services.lifecycle import rate_limit
 from app.services.lifecycle.egress_attempt import send_recorded
 from app.services.lifecycle.outcomes import AttemptRow, record_failure, save_sync_receipt, unexpected
 from app.services.uow import unit_of_work
@@ -184,7 +184,7 @@ def send_and_record(identity: ProposalIdentity, plan, attempt_number: int, cycle
     """
     call = plan.target.call
     try:
-        connection_health.before_send(plan.gate)  # CONN-2: the connection's rate-limit slot
+        rate_limit.before_send(plan.gate)  # CONN-2: the connection's rate-limit slot
         request = call.first()
         if request.purpose == "recheck":
             failpoint("before_send")

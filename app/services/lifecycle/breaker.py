@@ -1,60 +1,43 @@
-"""A connection's health around each delivery: circuit breaker, shared rate limit,
-429 pause, disabling and re-enabling (SPEC CONN-1, CONN-2, CONN-3).
+"""A connection's circuit breaker, 429 pause and disabling as stored, around each
+delivery, and re-enabling (SPEC CONN-1, CONN-2, CONN-3).
 
 The delivery job asks `admit` in its claim's transaction whether the request may
-leave; a delivery that may not raises `ConnectionHeld`, which the job records like an
-exhausted budget: deferred until the time given, no attempt used, nothing sent. After
-the request, `record_success` or `record_failure` writes what it taught about the
-connection in the transaction that records the attempt.
+leave (the breaker, then the rate limit's slot: `rate_limit`); a delivery that may
+not raises `ConnectionHeld`, which the job records like an exhausted budget:
+deferred until the time given, no attempt used, nothing sent. After the request,
+`record_success` or `record_failure` writes what it taught about the connection in
+the transaction that records the attempt. Due deliveries of a connection in trouble
+are held before they are even claimed by `connection_holds`.
 
-Where the state lives, and why:
-
-* Breaker, pause and disabling: the ``connection_health`` row (database), so every
-  worker shares it and it survives a Redis loss. The rules are pure functions
-  (`app.domain.connection_health`); each write is one UPDATE guarded on the row's
-  ``version`` as read, so of two workers deciding on one row only one wins (for the
-  half-open probe: exactly one probe). A healthy connection's row is read, never
-  written: successes write only when there was a failure streak to end.
-* The rate limit (requests per second across every worker): a token bucket in Redis
-  (GCRA, one Lua script, `rate_slot` is its pure twin). Taking a slot per request in
-  the database would make the connection's row a hot spot that every delivery locks
-  for the rest of its claim transaction; in Redis it is one atomic round trip and
-  no lock. The limit is politeness, not safety: if Redis loses the bucket the worst
-  case is one extra second's burst, and without Redis no job runs anyway. A Redis
-  error lets the request go (logged), so a Redis blip never stalls deliveries.
+The state is the ``connection_health`` row (database), so every worker shares it and
+it survives a Redis loss. The rules are pure functions (`app.domain.connection_health`);
+each write is one UPDATE guarded on the row's ``version`` as read, so of two workers
+deciding on one row only one wins (for the half-open probe: exactly one probe). A
+healthy connection's row is read, never written: successes write only when there was
+a failure streak to end.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-import redis
 from sqlalchemy import select, update
 
 from app.domain import connection_health as rules
 from app.domain.clock import utcnow
-from app.domain.connection_health import Health, HealthChange, Settings
+from app.domain.connection_health import HEALTH_FIELDS, Health, HealthChange, Settings
 from app.domain.errors import ActionError, ApiError
 from app.metrics import record_connection_transition, record_connection_wait
-from app.models import (
-    ActionProposal,
-    ComponentVersion,
-    Connection,
-    ConnectionHealth,
-    ConnectionVersion,
-    insert_ignore,
-)
+from app.models import Connection, ConnectionHealth, ConnectionVersion, insert_ignore
+from app.services.lifecycle import rate_limit
 from app.services.lifecycle.connection_recovery import ENDPOINT_GONE, release_held, schedule_probe
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
 PROBE_LEASE_MARGIN_SECONDS = 10  # a probe may take its timeout and this before another goes
-MAX_RATE_WAIT_SECONDS = 2.0  # a worker sleeps at most this long for its rate-limit slot
 GUARDED_WRITE_TRIES = 8
-HEALTH_COLUMNS = tuple(Health.__dataclass_fields__)
 
 
 class ConnectionHeld(ActionError):
@@ -104,7 +87,7 @@ def settings_of(version: ConnectionVersion) -> Settings:
 def load(session, connection_id: str) -> Health:
     """The connection's health as stored; a connection never written is healthy."""
     row = session.execute(
-        select(*(getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS)).where(
+        select(*(getattr(ConnectionHealth, c) for c in HEALTH_FIELDS)).where(
             ConnectionHealth.connection_id == connection_id
         )
     ).first()
@@ -201,7 +184,7 @@ def admit(
             a batch claim (not read again); None to read it.
 
     Returns:
-        The `Gate` to pass to `before_send` and `record_success`/`record_failure`.
+        The `Gate` to pass to `rate_limit.before_send` and `record_success`/`record_failure`.
 
     Raises:
         ConnectionHeld: ``connection_disabled``, ``connection_paused``,
@@ -217,8 +200,7 @@ def admit(
             record_connection_wait(connection_id, admission.wait_code)
             raise ConnectionHeld(admission.wait_code, (admission.wait_until - now).total_seconds())
         if admission.change is None:
-            wait = _rate_slot(connection_id, settings.rate_limit_per_second)
-            return Gate(*ids, settings, False, health, wait)
+            return Gate(*ids, settings, False, health, _slot_wait(connection_id, settings))
         if _write(uow, *ids, health, admission.change):
             written = admission.change.applied_to(health)
             _audit(uow, ids, written, admission.change)
@@ -226,143 +208,20 @@ def admit(
     raise ConnectionHeld(rules.WAIT_PROBE, 1.0)
 
 
-def hold_before_claim(proposal_id: str, now: datetime | None = None) -> str | None:
-    """Defer a due delivery whose connection holds it back, before it is claimed
-    (CONN-1..3): one read, and when the connection is open, paused, disabled or
-    probing, one UPDATE that moves the proposal's due time to the end of the wait.
-
-    Nothing is claimed, so no attempt is used, nothing is sent and the proposal keeps
-    its state (the wait shows as its ``last_error_code``). This is the cheap path for
-    the thousands of due deliveries of a platform in trouble; the claim's own check
-    (`admit`) still decides every delivery that gets through (a race, the probe, the
-    rate limit). The UPDATE is guarded on the proposal as read and on the health row's
-    version, so a breaker that closed meanwhile (and released its deliveries) wins.
-
-    Returns:
-        The wait code when the delivery was deferred, else None (claim it as usual).
-    """
-    from app.extensions import db
-    from app.queueing import enqueue_delivery
-
-    now = now or utcnow()
-    P = ActionProposal
-    db.session.rollback()  # a fresh read, and no write lock taken for it (SQLite)
-    try:
-        row = db.session.execute(
-            select(
-                P.state.label("proposal_state"),
-                P.delivery_terminal,
-                P.next_attempt_at,
-                P.accepted_at,
-                P.delivery_cycle,
-                P.delivery_attempt_count,
-                ConnectionVersion.timeout_seconds,
-                ConnectionHealth.connection_id,
-                *(getattr(ConnectionHealth, c) for c in HEALTH_COLUMNS),
-            )
-            .join(ComponentVersion, ComponentVersion.id == P.component_version_id)
-            .join(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
-            .join(ConnectionHealth, ConnectionHealth.connection_id == ConnectionVersion.connection_id)
-            .where(P.id == proposal_id)
-        ).first()
-    finally:
-        db.session.rollback()
-    if row is None:  # no health row: a connection never in trouble (the hot path)
-        return None
-    due = row.next_attempt_at
-    if row.proposal_state not in ("queued", "failed") or row.delivery_terminal or row.accepted_at is not None:
-        return None
-    if due is None or due > now:
-        return None
-    health = Health(**{c: getattr(row, c) for c in HEALTH_COLUMNS})
-    admission = rules.admit(health, now, row.timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
-    if admission.send:
-        return None
-    with unit_of_work() as uow:
-        health_unchanged = (
-            select(ConnectionHealth.connection_id)
-            .where(ConnectionHealth.connection_id == row.connection_id, ConnectionHealth.version == health.version)
-            .exists()
-        )
-        moved = uow.session.execute(
-            update(P)
-            .where(
-                P.id == proposal_id,
-                P.state == row.proposal_state,
-                P.delivery_terminal.is_(False),
-                P.accepted_at.is_(None),
-                P.next_attempt_at == due,
-                P.delivery_cycle == row.delivery_cycle,
-                P.delivery_attempt_count == row.delivery_attempt_count,
-                health_unchanged,
-            )
-            .values(next_attempt_at=admission.wait_until, last_error_code=admission.wait_code)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if not moved:
-            return None
-        delay = (admission.wait_until - now).total_seconds()
-        cycle, count = row.delivery_cycle, row.delivery_attempt_count
-        tag = f"w{int(admission.wait_until.timestamp() * 1000)}"
-        uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, count, delay, tag=tag))
-        uow.commit()
-    record_connection_wait(row.connection_id, admission.wait_code)
-    return admission.wait_code
-
-
-# KEYS[1]: the bucket; ARGV: now (epoch s), requests per second, longest wait (s).
-# Returns {taken (0/1), wait in seconds as text}; mirrors rules.rate_slot.
-_RATE_SCRIPT = """
-local now = tonumber(ARGV[1])
-local interval = 1.0 / tonumber(ARGV[2])
-local burst = math.max(0.0, 1.0 - interval)
-local tat = tonumber(redis.call('GET', KEYS[1]) or ARGV[1])
-local start = math.max(tat, now)
-local wait = math.max(0.0, start - burst - now)
-if wait > tonumber(ARGV[3]) then
-  return {0, tostring(wait)}
-end
-redis.call('SET', KEYS[1], tostring(start + interval), 'PX', math.ceil((start + interval - now) * 1000) + 1000)
-return {1, tostring(wait)}
-"""
-
-
-def _rate_slot(connection_id: str, per_second: float | None) -> float:
-    """Take this request's slot in the connection's shared rate limit (CONN-2).
-
-    Returns:
-        Seconds to sleep before sending (at most `MAX_RATE_WAIT_SECONDS`).
+def _slot_wait(connection_id: str, settings: Settings) -> float:
+    """Take the request's rate-limit slot (CONN-2): seconds to sleep for it.
 
     Raises:
-        ConnectionHeld: ``connection_rate_limited`` when the slot is further away.
+        ConnectionHeld: ``connection_rate_limited`` when the slot is further away
+            than `rate_limit.MAX_RATE_WAIT_SECONDS` (nothing taken).
     """
-    if not per_second:
-        return 0.0
-    from app.queueing import get_redis
-
-    try:
-        client = get_redis()
-        script = client.register_script(_RATE_SCRIPT)
-        taken, wait = script(
-            keys=[f"console:rate:{connection_id}"], args=[time.time(), per_second, MAX_RATE_WAIT_SECONDS]
-        )
-    except redis.RedisError:
-        log.warning("rate limit of %s unavailable; sending", connection_id, exc_info=True)
-        return 0.0
-    wait = float(wait)
-    if not int(taken):
+    slot = rate_limit.take_slot(connection_id, settings.rate_limit_per_second)
+    if not slot.taken:
         record_connection_wait(connection_id, rules.WAIT_RATE_LIMITED)
-        raise ConnectionHeld(rules.WAIT_RATE_LIMITED, wait)
-    if wait > 0:
+        raise ConnectionHeld(rules.WAIT_RATE_LIMITED, slot.wait_seconds)
+    if slot.wait_seconds > 0:
         record_connection_wait(connection_id, "rate_limit_sleep")
-    return wait
-
-
-def before_send(gate: Gate) -> None:
-    """Sleep until the request's rate-limit slot (CONN-2); called after the claim
-    committed, so no transaction is held while waiting."""
-    if gate.rate_wait_seconds > 0:
-        time.sleep(gate.rate_wait_seconds)
+    return slot.wait_seconds
 
 
 def record_success(uow: UnitOfWork, gate: Gate) -> None:
