@@ -193,14 +193,14 @@ def move_proposal(
     statement = (
         update(table)
         .where(table.id == proposal_id, table.state.in_([s.value for s in sources(move)]), *where)
-        .values(**{"state": target(move).value, "updated_at": utcnow(), **(values or {})})
+        .values(**{"state": target(move).value, **(values or {})})
         .execution_options(synchronize_session=False)
     )
     return session.execute(statement).rowcount == 1
 
 
 def _move_prebuilt(session: Session, proposal_id: str, move: Move, expect: dict, values: dict) -> bool:
-    statement, params = prebuilt_move(proposal_id, move, expect, {"updated_at": utcnow(), **values})
+    statement, params = prebuilt_move(proposal_id, move, expect, values)
     return statements.run(session, statement, params).rowcount == 1
 
 
@@ -238,6 +238,7 @@ def move_loaded(
     Returns:
         True when the row moved.
     """
+    # updated_at named, not left to onupdate: the loaded row is kept as written, unread
     written = {"state": target(move).value, "updated_at": utcnow(), **(values or {})}
     if not move_proposal(session, proposal.id, move, where=where, values=written, expect=expect):
         session.refresh(proposal)

@@ -4,10 +4,12 @@ ever produces a 500 page with a stack trace."""
 from __future__ import annotations
 
 import logging
+import re
 
 from flask import jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
 
 from app.domain.errors import ApiError
 
@@ -15,18 +17,24 @@ from .decorators import is_htmx
 
 log = logging.getLogger(__name__)
 
-HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "request_too_large",
-    415: "unsupported_media_type",
-    422: "unprocessable",
-    429: "too_many_requests",
-}
+# The API publishes 413 by a shorter name than its reason phrase (OpenAPI, clients).
+PUBLISHED_CODES = {413: "request_too_large"}
+
+
+def http_error_code(status: int | None) -> str:
+    """The error code a bare HTTP error answers with (e.g. 404: ``not_found``).
+
+    Args:
+        status: an HTTP status code, or None.
+
+    Returns:
+        Werkzeug's reason phrase in snake case (``method_not_allowed``), the published
+        name for 413, or ``http_error`` for a code Werkzeug does not know.
+    """
+    if status in PUBLISHED_CODES:
+        return PUBLISHED_CODES[status]
+    phrase = HTTP_STATUS_CODES.get(status or 0)
+    return re.sub(r"[^a-z0-9]+", "_", phrase.lower()).strip("_") if phrase else "http_error"
 
 
 def wants_json() -> bool:
@@ -74,7 +82,7 @@ def register_error_handlers(app) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException):
-        code = HTTP_CODES.get(error.code, "http_error")
+        code = http_error_code(error.code)
         return render_error(ApiError(error.code or 500, code, error.description or code))
 
     @app.errorhandler(Exception)

@@ -10,11 +10,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import text, update
+from sqlalchemy import select, text, update
 
 from app.domain.clock import utcnow
+from app.domain.states import Move
 from app.extensions import db
-from app.models import Base, Budget, Installation
+from app.models import ActionProposal, Base, Budget, Installation
+from app.models import statements
+from app.models.base import insert_ignore
+from app.models.proposals import move_proposal
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 
@@ -93,3 +97,44 @@ def test_every_updated_at_column_is_stamped():
     columns = [table.c.updated_at for table in Base.metadata.sorted_tables if "updated_at" in table.c]
     assert len(columns) == 12  # with code labels (REV-3) and connection health (CONN-1)
     assert all(column.onupdate is not None and column.default is not None for column in columns)
+
+
+def test_a_prebuilt_guarded_update_run_as_executemany_stamps_every_row(budget):
+    """The proposal moves' prebuilt UPDATE (`statements.guarded_update`) names only what
+    it changes; each row of an executemany gets its own stamp."""
+    other = Budget(installation_id=budget.installation_id, scope_type="queue", scope_id="que_3", limit_amount=1)
+    db.session.add(other)
+    db.session.commit()
+    db.session.execute(update(Budget).values(updated_at=LONG_AGO))
+    db.session.commit()
+    before = utcnow()
+    statement = statements.guarded_update(Budget, "id", (("active", False),), ("limit_amount",))
+    params = [{"k_id": row.id, "e_active": True, "v_limit_amount": 3} for row in (budget, other)]
+    assert statements.run(db.session, statement, params).rowcount == 2
+    db.session.commit()
+    assert stamp(budget) >= before and stamp(other) >= before
+
+
+def test_an_insert_that_does_not_name_it_sets_it(budget):
+    """`insert_ignore` (Core INSERT ... ON CONFLICT DO NOTHING) fills the column's default."""
+    before = utcnow()
+    values = {"installation_id": budget.installation_id, "scope_type": "queue", "scope_id": "que_4", "limit_amount": 2}
+    assert insert_ignore(db.session, Budget, values)
+    db.session.commit()
+    row = db.session.scalar(select(Budget).where(Budget.scope_id == "que_4"))
+    assert row.updated_at >= before and row.created_at >= before
+
+
+def test_a_proposal_move_stamps_it(app, world):
+    """`move_proposal` does not name updated_at: onupdate stamps it, on both of its paths
+    (a built statement, and the prebuilt one with `expect`)."""
+    from ..builders import decide_report
+
+    proposal = decide_report(world)
+    for move, expect in ((Move.APPROVE, None), (Move.ENQUEUE_APPROVED, {"delivery_cycle": proposal.delivery_cycle})):
+        db.session.execute(update(ActionProposal).where(ActionProposal.id == proposal.id).values(updated_at=LONG_AGO))
+        before = utcnow()
+        assert move_proposal(db.session, proposal.id, move, expect=expect)
+        db.session.commit()
+        db.session.expire_all()
+        assert db.session.get(ActionProposal, proposal.id).updated_at >= before, move

@@ -273,7 +273,6 @@ def _apply_limit(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any]
     before, limit = budget.limit_amount, content["limit_amount"]
     if before != limit:
         budget.limit_amount = limit
-        budget.updated_at = utcnow()
         uow.audit(
             context.installation_id,
             change_key("budget-limit", budget.id),
@@ -291,7 +290,6 @@ def _apply_active(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any
     active = content["active"]
     if budget.active != active:
         budget.active = active
-        budget.updated_at = utcnow()
         verb = "activated" if active else "deactivated"
         uow.audit(
             context.installation_id,

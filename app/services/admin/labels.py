@@ -83,11 +83,10 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _sec
                     code=code,
                     label=label,
                     updated_by=context.actor.id,
-                    updated_at=now,
                 )
             )
         else:
-            row.label, row.updated_by, row.updated_at = label, context.actor.id, now
+            row.label, row.updated_by = label, context.actor.id
         uow.audit(
             installation_id,
             f"label-set:{kind}:{code}:{now.isoformat()}",

@@ -104,13 +104,12 @@ def _write(uow: UnitOfWork, connection_id: str, installation_id: str, read: Heal
                 **asdict(Health()),
                 "connection_id": connection_id,
                 "installation_id": installation_id,
-                "updated_at": utcnow(),
             },
         )
     statement = (
         update(ConnectionHealth)
         .where(ConnectionHealth.connection_id == connection_id, ConnectionHealth.version == read.version)
-        .values(**change.values, version=read.version + 1, updated_at=utcnow())
+        .values(**change.values, version=read.version + 1)
         .execution_options(synchronize_session=False)
     )
     return uow.session.execute(statement).rowcount == 1

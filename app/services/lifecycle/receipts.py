@@ -171,7 +171,8 @@ def accept_async_result(value: Any, integration_id: str, token: ResultToken | No
     applied, shown on the proposal's page). Both are logged as warnings.
 
     Args:
-        value: the decoded JSON body (RCPT-1 fields; status applied|failed).
+        value: a body the API's contract accepted (`app.web.api.contract`, the
+            OpenAPI ``ActionResult`` schema: RCPT-1 fields; status applied|failed).
         integration_id: the integration whose bearer token authenticated the call.
         token: that bearer token (the API always names it; None skips FOUR-8's check).
 
@@ -180,22 +181,14 @@ def accept_async_result(value: Any, integration_id: str, token: ResultToken | No
         already in that terminal state.
 
     Raises:
-        ApiError: 400 ``action_result_invalid`` (API-1; naming the field at fault;
-            unknown fields are ignored, EDGE-2; other RCPT errors with their own
-            code); 404 ``action_result_unavailable`` for a proposal that does not
+        ApiError: 400 with the receipt's own code (RCPT; the shape, API-1, is the
+            contract's); 404 ``action_result_unavailable`` for a proposal that does not
             exist or belongs to another integration (API-2); 403
             ``result_token_too_new`` (FOUR-8); 409 ``action_result_identity_mismatch``
             (API-3); 409 ``action_result_terminal`` or ``action_result_conflict`` (API-4).
     """
-    if not isinstance(value, dict):
-        raise ApiError(400, "action_result_invalid", "Send a JSON object with the receipt fields.")
-    action_id, status = value.get("action_id"), value.get("status")
-    if not isinstance(action_id, str) or not 1 <= len(action_id) <= 500:
-        raise ApiError(400, "action_result_invalid", "An action_id of 1 to 500 characters is required.", "action_id")
-    if status not in ("applied", "failed"):
-        raise ApiError(400, "action_result_invalid", "The status must be applied or failed.", "status")
     with unit_of_work() as uow:
-        proposal = uow.session.get(ActionProposal, action_id)
+        proposal = uow.session.get(ActionProposal, value["action_id"])
         report = uow.session.get(Report, proposal.report_id) if proposal else None
         if report is None or report.integration_id != integration_id:
             raise ApiError(404, "action_result_unavailable", "This action is not available to this integration.")

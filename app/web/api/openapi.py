@@ -1,6 +1,12 @@
-"""The OpenAPI 3.1 document of the platform API."""
+"""The OpenAPI 3.1 document of the platform API: its request schemas are the contract
+the API checks bodies against (`app.web.api.contract`)."""
 
 from __future__ import annotations
+
+
+# A schema keyword of ours: the string is a reference, refused with an invisible,
+# bidirectional or lookalike character (400 reference_characters, FOUR-10).
+REFERENCE = "x-reference"
 
 
 def _error(description: str) -> dict:
@@ -44,16 +50,17 @@ def evidence_schema() -> dict:
             " with their hash and never loaded by the console."
         ),
         "properties": {
-            "content_text": {"type": "string", "maxLength": e.MAX_CONTENT_TEXT},
+            "content_text": {"type": ["string", "null"], "maxLength": e.MAX_CONTENT_TEXT},
             "author_reference": {
-                "type": "string",
+                "type": ["string", "null"],
                 "maxLength": e.MAX_REFERENCE,
                 "pattern": "^[A-Za-z0-9_.-]{1,50}:[^\\s]{1,440}$",
                 "description": "The author's account, e.g. user:42.",
+                REFERENCE: True,
             },
-            "author_name": {"type": "string", "maxLength": e.MAX_AUTHOR_NAME},
+            "author_name": {"type": ["string", "null"], "maxLength": e.MAX_AUTHOR_NAME},
             "media": {
-                "type": "array",
+                "type": ["array", "null"],
                 "maxItems": e.MAX_MEDIA,
                 "items": {
                     "type": "object",
@@ -70,9 +77,9 @@ def evidence_schema() -> dict:
                     },
                 },
             },
-            "permalink": url,
+            "permalink": {**url, "type": ["string", "null"]},
             "posted_at": {
-                "type": "string",
+                "type": ["string", "null"],
                 "format": "date-time",
                 "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?(Z|\\+00:00)$",
                 "description": "ISO-8601 UTC.",
@@ -115,16 +122,16 @@ def openapi_document() -> dict:
                 "ActionResult": {
                     "type": "object",
                     "description": "Fields not listed here are ignored.",
-                    "required": ["action_id", "operation_id", "payload_digest", "status"],
+                    "required": ["action_id", "status", "operation_id", "payload_digest"],
                     "properties": {
                         "action_id": {"type": "string", "minLength": 1, "maxLength": 500},
+                        "status": {"type": "string", "enum": ["applied", "failed"]},
                         "operation_id": {"type": "string", "maxLength": 700},
                         "payload_digest": digest,
-                        "status": {"type": "string", "enum": ["applied", "failed"]},
-                        "terminal": {"type": "boolean"},
+                        "terminal": {"type": ["boolean", "null"], "description": "null: not sent."},
                         "retry_after_seconds": {"type": "integer", "minimum": 1, "maximum": 21600},
-                        "error_code": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,200}$"},
-                        "provider_request_id": {"type": "string", "maxLength": 500},
+                        "error_code": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9_.:-]{1,200}$"},
+                        "provider_request_id": {"type": ["string", "null"], "maxLength": 500},
                     },
                 },
                 "ActionResultAnswer": {
@@ -141,7 +148,7 @@ def openapi_document() -> dict:
                     "additionalProperties": False,
                     "required": ["external_id", "targets"],
                     "properties": {
-                        "external_id": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "external_id": {"type": "string", "minLength": 1, "maxLength": 200, REFERENCE: True},
                         "queue": {"type": ["string", "null"], "maxLength": 100},
                         "category": {"type": ["string", "null"], "maxLength": 100},
                         "summary": {"type": ["string", "null"], "maxLength": 5000},
@@ -155,7 +162,11 @@ def openapi_document() -> dict:
                                 "additionalProperties": False,
                                 "required": ["reference"],
                                 "properties": {
-                                    "reference": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,50}:[^\\s]{1,440}$"},
+                                    "reference": {
+                                        "type": "string",
+                                        "pattern": "^[A-Za-z0-9_.-]{1,50}:[^\\s]{1,440}$",
+                                        REFERENCE: True,
+                                    },
                                     "kind": {"type": "string", "minLength": 1, "maxLength": 50},
                                     "evidence": {"$ref": "#/components/schemas/Evidence"},
                                 },
@@ -262,8 +273,13 @@ def openapi_document() -> dict:
                                     "required": ["report_external_id"],
                                     "properties": {
                                         "report_external_id": {"type": "string", "minLength": 1, "maxLength": 200},
-                                        "external_id": {"type": "string", "minLength": 1, "maxLength": 200},
-                                        "statement": {"type": "string", "maxLength": 5000},
+                                        "external_id": {
+                                            "type": ["string", "null"],
+                                            "minLength": 1,
+                                            "maxLength": 200,
+                                            REFERENCE: True,
+                                        },
+                                        "statement": {"type": ["string", "null"], "maxLength": 5000},
                                     },
                                 }
                             }

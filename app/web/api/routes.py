@@ -14,15 +14,19 @@ from app.services.lifecycle.receipts import ResultToken, accept_async_result
 
 from ..decorators import integration_required
 from .blueprint import bp
+from .contract import check_body
 from .openapi import openapi_document
 
 
-def json_body():
-    """The request's JSON body.
+def json_body(operation_id: str):
+    """The request's JSON body, as the operation's published schema accepts it.
+
+    Args:
+        operation_id: the OpenAPI ``operationId`` whose request schema applies.
 
     Raises:
         ApiError: 415 ``unsupported_media_type``; 400 ``invalid_json`` (also for an
-            object that names a key twice).
+            object that names a key twice); the contract's refusals (`check_body`).
     """
     if not request.is_json:
         raise ApiError(415, "unsupported_media_type", "Send Content-Type: application/json.")
@@ -37,6 +41,7 @@ def json_body():
     problem = json_problem(body)
     if problem:
         raise ApiError(400, "invalid_json", f"The body cannot be accepted: {problem}.")
+    check_body(operation_id, body)
     return body
 
 
@@ -46,7 +51,7 @@ def action_results():
     """A platform's later receipt for an action (SPEC API-1..4, FOUR-8)."""
     caller = g.integration_caller
     token = ResultToken(caller.token_id, caller.token_created_at, caller.token_standing_since)
-    answer = accept_async_result(json_body(), g.integration.id, token=token)
+    answer = accept_async_result(json_body("postActionResult"), g.integration.id, token=token)
     return jsonify(
         {"action_id": answer.proposal_id, "state": answer.state, "idempotent_replay": answer.idempotent_replay}
     ), 200
@@ -56,7 +61,7 @@ def action_results():
 @integration_required
 def reports():
     """Report intake, idempotent by the platform's own report id; evidence kept as first received (REV-1)."""
-    result = intake_report(json_body(), g.integration.id)
+    result = intake_report(json_body("postReport"), g.integration.id)
     answer = {
         "report_id": result.report_id,
         "public_reference": result.public_reference,
@@ -69,9 +74,6 @@ def reports():
     return jsonify(answer), 201 if result.created else 200
 
 
-APPEAL_FIELDS = frozenset({"report_external_id", "external_id", "statement"})
-
-
 @bp.route("/appeals", methods=["POST"])
 @integration_required
 def appeals():
@@ -81,12 +83,8 @@ def appeals():
     from app.services.cases.appeals import file_appeal
     from app.services.uow import Actor
 
-    body = json_body()
-    if not isinstance(body, dict) or set(body) - APPEAL_FIELDS:
-        raise ApiError(400, "appeal_invalid", "Send a JSON object with report_external_id, external_id and statement.")
-    reference = body.get("report_external_id")
-    if not isinstance(reference, str) or not 1 <= len(reference) <= 200:
-        raise ApiError(400, "appeal_invalid", "report_external_id must be 1 to 200 characters.", "report_external_id")
+    body = json_body("postAppeal")
+    reference = body["report_external_id"]
     report_id = db.session.scalar(
         select(Report.id).where(Report.integration_id == g.integration.id, Report.external_id == reference)
     )
