@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from app.domain.config_changes import ChangeKind
 from app.domain.digests import canonical_json
@@ -26,6 +25,7 @@ from app.models.workflows import AUTHORITY_MODES
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import (
     InvalidInput,
+    add_version,
     add_with_unique_slug,
     change_key,
     clean_name,
@@ -349,12 +349,7 @@ def _add_version(
         active=active,
         **columns,
     )
-    uow.session.add(version)
-    try:
-        uow.session.flush()
-    except IntegrityError as error:
-        raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
-    return version
+    return add_version(uow.session, version)
 
 
 def _version_for_change(session, installation_id: str, definition_id: Any, version_id: Any) -> WorkflowVersion:
