@@ -213,8 +213,6 @@ def _apply_version(uow: UnitOfWork, context: ApplyContext, content: dict[str, An
 COMPONENT_CREATE = ChangeType(
     kind=ChangeKind.COMPONENT_CREATE,
     subject_type="component_definition",
-    subject=lambda content: None,
-    current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New component {content['name']!r} ({content['approval_mode']})",
     apply=_apply_create,
     names=name_component_side,
@@ -222,13 +220,12 @@ COMPONENT_CREATE = ChangeType(
 COMPONENT_VERSION = ChangeType(
     kind=ChangeKind.COMPONENT_VERSION,
     subject_type="component_definition",
-    subject=lambda content: content["definition_id"],
+    subject="definition_id",
     current=_current_version,
     summary=lambda content, current: (
         f"Component {current['component']!r}: version {current['version'] + 1} ({content['approval_mode']})"
     ),
     apply=_apply_version,
-    hidden=("definition_id",),
     names=name_component_side,
 )
 

@@ -81,7 +81,6 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
 CONNECTION_CREATE = ChangeType(
     kind=ChangeKind.CONNECTION_CREATE,
     subject_type="connection",
-    subject=lambda content: None,
     current=_current,
     summary=lambda content, current: f"New connection {content['name']!r} to {content['base_url']}",
     apply=_apply,

@@ -26,8 +26,9 @@ from app.models.components import MAX_CONNECTION_TIMEOUT_SECONDS
 from app.services.admin.changes import secret_digests
 from app.services.admin.input import parse_number
 
-BEARER_ACTIONS = ("keep", "set", "none")
-SIGNING_ACTIONS = ("keep", "generate", "none")
+# What the form may say to do with each secret (``keep``: the previous version's).
+SECRET_ACTIONS = {"bearer_token": ("keep", "set", "none"), "signing_secret": ("keep", "generate", "none")}
+SECRET_NAMES = tuple(SECRET_ACTIONS)
 MAX_ALLOWED_HOSTS = 50
 MAX_URL_LENGTH = 2000
 BEARER_PATTERN = re.compile(r"^[\x21-\x7e]{1,500}$")  # visible ASCII: it goes into a header
@@ -156,9 +157,18 @@ def clean_allowed_hosts(value: Any, base_host: str) -> list[str]:
     return sorted(hosts)
 
 
-def _choose_secret(action: Any, allowed: tuple[str, ...], code: str, field: str, message: str) -> str:
+def _secret_action(settings: ConnectionSettings, name: str, first_version: bool) -> str:
+    """What the form says to do with a secret (`SECRET_ACTIONS`); a first version has
+    nothing to keep.
+
+    Raises:
+        ApiError: 400 ``connection_<name>_invalid`` on ``<name>_action``.
+    """
+    allowed = tuple(action for action in SECRET_ACTIONS[name] if not (first_version and action == "keep"))
+    action = getattr(settings, f"{name}_action")
     if action not in allowed:
-        raise ApiError(400, code, message, field)
+        message = f"Choose what to do with the {name.replace('_', ' ')}: " + ", ".join(allowed) + "."
+        raise ApiError(400, f"connection_{name}_invalid", message, f"{name}_action")
     return action
 
 
@@ -185,14 +195,7 @@ def settings_content(
     hosts = clean_allowed_hosts(settings.allowed_hosts, host)
     health = clean_health_settings(settings)
     new_secrets: dict[str, str] = {}
-    bearer_allowed = BEARER_ACTIONS if previous is not None else ("set", "none")
-    bearer_action = _choose_secret(
-        settings.bearer_token_action,
-        bearer_allowed,
-        "connection_bearer_token_invalid",
-        "bearer_token_action",
-        "Choose what to do with the bearer token: " + ", ".join(bearer_allowed) + ".",
-    )
+    bearer_action = _secret_action(settings, "bearer_token", previous is None)
     if bearer_action == "set":
         bearer = settings.bearer_token.strip() if isinstance(settings.bearer_token, str) else ""
         if not BEARER_PATTERN.match(bearer):
@@ -203,14 +206,7 @@ def settings_content(
                 "bearer_token",
             )
         new_secrets["bearer_token"] = bearer
-    signing_allowed = SIGNING_ACTIONS if previous is not None else ("generate", "none")
-    signing_action = _choose_secret(
-        settings.signing_secret_action,
-        signing_allowed,
-        "connection_signing_secret_invalid",
-        "signing_secret_action",
-        "Choose what to do with the signing secret: " + ", ".join(signing_allowed) + ".",
-    )
+    signing_action = _secret_action(settings, "signing_secret", previous is None)
     refuse_secrets_to_new_origin(previous, base_url, bearer_action, signing_action)
     if signing_action == "generate":
         new_secrets["signing_secret"] = new_signing_secret()
@@ -379,7 +375,6 @@ def _secret_note(action: str, present: bool) -> str:
 
 
 SECRET_SHOWN = {"keep": "kept", "set": "a new one (not shown)", "generate": "a new one (generated)", "none": "none"}
-SECRET_NAMES = ("bearer_token", "signing_secret")
 
 
 def proposed_settings(content: dict[str, Any], now: dict[str, Any] | None = None) -> dict[str, Any]:

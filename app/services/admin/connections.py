@@ -203,7 +203,7 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
 CONNECTION_VERSION = ChangeType(
     kind=ChangeKind.CONNECTION_VERSION,
     subject_type="connection",
-    subject=lambda content: content["connection_id"],
+    subject="connection_id",
     current=_current_version,
     summary=lambda content, current: (
         f"Connection {current['connection']!r}: version {current['version'] + 1} ({content['base_url']})"

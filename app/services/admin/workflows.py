@@ -263,8 +263,6 @@ def _apply_version(uow: UnitOfWork, context: ApplyContext, content: dict[str, An
 WORKFLOW_CREATE = ChangeType(
     kind=ChangeKind.WORKFLOW_CREATE,
     subject_type="workflow_definition",
-    subject=lambda content: None,
-    current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New workflow {content['name']!r} ({content['authority_mode']})",
     apply=_apply_create,
     names=name_workflow_side,
@@ -272,14 +270,13 @@ WORKFLOW_CREATE = ChangeType(
 WORKFLOW_VERSION = ChangeType(
     kind=ChangeKind.WORKFLOW_VERSION,
     subject_type="workflow_definition",
-    subject=lambda content: content["definition_id"],
+    subject="definition_id",
     current=_current_version,
     summary=lambda content, current: (
         f"Workflow {current['workflow']!r}: version {current['version'] + 1} ({content['authority_mode']}"
         f"{', active' if content['active'] else ''})"
     ),
     apply=_apply_version,
-    hidden=("definition_id",),
     names=name_workflow_side,
 )
 
@@ -386,13 +383,13 @@ def _apply_active(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any
 WORKFLOW_ACTIVE = ChangeType(
     kind=ChangeKind.WORKFLOW_ACTIVE,
     subject_type="workflow_version",
-    subject=lambda content: content["version_id"],
+    subject="version_id",
     current=_current_active,
     summary=lambda content, current: (
         f"{'Activate' if content['active'] else 'Deactivate'} workflow {(current or {}).get('workflow', '')}".strip()
     ),
     apply=_apply_active,
-    hidden=("definition_id", "version_id"),
+    hidden=("definition_id",),
 )
 
 
