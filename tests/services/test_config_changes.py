@@ -27,7 +27,7 @@ from app.models import (
     WorkflowVersion,
 )
 from app.services.admin import budgets, connections, operators, reviews, workflows
-from app.services.admin.changes import PendingChange, change_digest
+from app.services.admin.changes import ChangeType, PendingChange, change_digest, setting
 from app.services.uow import unit_of_work
 
 from ..builders import approve_change, make_world
@@ -71,6 +71,28 @@ def bounded_graph(world) -> str:
 def test_every_kind_of_change_can_be_applied():
     """FOUR-2: each kind the domain names has the service code that applies it."""
     assert set(reviews.CHANGE_TYPES) == {kind.value for kind in ChangeKind}
+
+
+def test_a_declaration_names_its_subject_once():
+    """FOUR-2: a change names the content key of what it changes; that key is its
+    subject id and stays out of the diff; a creation has no subject and replaces nothing."""
+    change = ChangeType(ChangeKind.OPERATOR_ROLES, "operator_user", lambda c, n: "", lambda *a: {}, subject="operator_id")
+    content = {"operator_id": "opr_1", "roles": ["reviewer"]}
+    assert change.subject_id(content) == "opr_1"
+    assert change.diff_sides(content, {"roles": []}) == ({"roles": []}, {"roles": ["reviewer"]})
+    creation = ChangeType(ChangeKind.OPERATOR_CREATE, "operator_user", lambda c, n: "", lambda *a: {})
+    assert creation.subject_id(content) is None and creation.replaced(None, "ins_1", content) is None
+    label = ChangeType(ChangeKind.LABEL_SET, "code_label", lambda c, n: "", lambda *a: {}, subject=lambda c: "a:b")
+    assert label.subject_id({}) == "a:b"
+
+
+def test_a_change_setting_one_field_shows_the_subject_with_it_set():
+    display = setting("active", True)
+    assert display({}, {"account": "Ann", "active": False}) == (
+        {"account": "Ann", "active": False},
+        {"account": "Ann", "active": True},
+    )
+    assert display({}, None) == ({}, {"active": True})  # a decided change: no "now"
 
 
 def test_a_pending_change_changes_nothing_and_is_audited(app, world):

@@ -40,25 +40,35 @@ class ApplyContext:
         return details if self.change_id is None else {**details, "config_change_id": self.change_id}
 
 
+Side = dict[str, Any]
+Display = Callable[[Side, Side | None], tuple[Side, Side]]
+
+
 @dataclass(frozen=True)
 class ChangeType:
     """How one kind of configuration change reads the present and applies itself.
 
+    A declaration names only what differs between kinds: a creation leaves out
+    `subject` and `current`; a change of an existing row names the content key that
+    holds the row's id.
+
     Attributes:
         kind: the `ChangeKind`.
         subject_type: what it changes (``workflow_definition``, ``budget``, ...).
-        subject: the subject's id from the content (None for a creation).
-        current: (session, installation id, content) -> what the change replaces, in
-            the terms of `second_admin_reasons` and of the diff (None for a
-            creation). Raises the 404 `ApiError` of a subject that is not the
-            installation's.
         summary: (content, current) -> one line for lists.
         apply: (uow, context, content, secrets) -> what it created (ids). Validates
             the content against the database as it is now, writes, audits; raises
             `ApiError` and writes nothing when the change cannot apply.
-        hidden: content keys the diff leaves out (ids in the subject, secret digests).
+        subject: the content key holding the changed row's id (left out of the
+            diff); None for a creation (no id yet); or (content) -> the id, for a
+            subject named by several keys (a label's kind and code).
+        current: (session, installation id, content) -> what the change replaces, in
+            the terms of `second_admin_reasons` and of the diff; None when nothing
+            is replaced (a creation). Raises the 404 `ApiError` of a subject that
+            is not the installation's.
+        hidden: more content keys the diff leaves out (ids, secret digests).
         display: (content, current) -> (now, proposed) for the diff, when the
-            content's terms are not the page's (a connection's secrets).
+            content's terms are not the page's (a connection's secrets); see `setting`.
         deliver: (shown_once) -> what to tell the approving admin, for a change whose
             `apply` returns a ``shown_once`` entry (an invitation token, FOUR-6): run
             after the change committed; ``shown_once`` itself is never stored.
@@ -68,27 +78,41 @@ class ChangeType:
 
     kind: ChangeKind
     subject_type: str
-    subject: Callable[[dict[str, Any]], str | None]
-    current: Callable[[Session, str, dict[str, Any]], dict[str, Any] | None]
-    summary: Callable[[dict[str, Any], dict[str, Any] | None], str]
-    apply: Callable[[UnitOfWork, ApplyContext, dict[str, Any], dict[str, str]], dict[str, Any]]
+    summary: Callable[[Side, Side | None], str]
+    apply: Callable[[UnitOfWork, ApplyContext, Side, dict[str, str]], Side]
+    subject: str | Callable[[Side], str] | None = None
+    current: Callable[[Session, str, Side], Side | None] | None = None
     hidden: tuple[str, ...] = ()
-    display: Callable[[dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any], dict[str, Any]]] | None = None
-    deliver: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    names: Callable[[Session, dict[str, Any]], dict[str, Any]] | None = None
+    display: Display | None = None
+    deliver: Callable[[Side], Side] | None = None
+    names: Callable[[Session, Side], Side] | None = None
 
-    def diff_sides(
-        self, content: dict[str, Any], current: dict[str, Any] | None, session: Session | None = None
-    ) -> tuple[dict, dict]:
+    def subject_id(self, content: Side) -> str | None:
+        """The id of the row the change is about (None for a creation)."""
+        if self.subject is None or isinstance(self.subject, str):
+            return content[self.subject] if self.subject else None
+        return self.subject(content)
+
+    def replaced(self, session: Session, installation_id: str, content: Side) -> Side | None:
+        """What the change replaces now (None for a creation); see `current`."""
+        return None if self.current is None else self.current(session, installation_id, content)
+
+    def diff_sides(self, content: Side, current: Side | None, session: Session | None = None) -> tuple[Side, Side]:
         """(now, proposed) as the change page compares them; with a session, ids named (FOUR-10)."""
         if self.display is not None:
             now, proposed = self.display(content, current)
         else:
-            hidden = {*self.hidden, "secret_digests"}
+            hidden = {*self.hidden, "secret_digests", *([self.subject] if isinstance(self.subject, str) else [])}
             now, proposed = dict(current or {}), {key: value for key, value in content.items() if key not in hidden}
         if self.names is not None and session is not None:
             now, proposed = self.names(session, now), self.names(session, proposed)
         return now, proposed
+
+
+def setting(field: str, value: Any) -> Display:
+    """The display of a change that sets one field of its subject (reactivate, retire):
+    the subject as it is now, and the same with `field` set to `value`."""
+    return lambda content, current: (dict(current or {}), {**(current or {}), field: value})
 
 
 @dataclass(frozen=True)
@@ -162,7 +186,7 @@ def submit(
     installation_id = operator.installation_id
     actor = Actor("operator", operator.id)
     secrets = secrets or {}
-    current = change.current(uow.session, installation_id, content)
+    current = change.replaced(uow.session, installation_id, content)
     reasons = second_admin_reasons(change.kind, content, current)
     if not reasons:
         return change.apply(uow, ApplyContext(installation_id, actor), content, secrets)
@@ -193,7 +217,7 @@ def store(
     """Store a pending change and audit ``config.change_proposed`` (FOUR-2)."""
     installation_id = operator.installation_id
     change_id = new_id("cfg")
-    subject_id = change.subject(content)
+    subject_id = change.subject_id(content)
     row = ConfigChange(
         id=change_id,
         installation_id=installation_id,

@@ -12,14 +12,14 @@ from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.models import Connection, Integration, OperatorUser
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
-from app.services.admin.connections import (
-    HEALTH_DEFAULTS,
-    SECRET_SHOWN,
+from app.services.admin.connection_settings import (
     ConnectionSettings,
-    _add_version,
-    _settings_content,
-    _version_row,
+    proposed_settings,
+    settings_content,
+    shown_once,
+    version_row,
 )
+from app.services.admin.connections import add_connection_version
 from app.services.admin.input import add_with_unique_slug, clean_name, clean_slug, plausible_id
 from app.services.uow import UnitOfWork, unit_of_work
 
@@ -42,7 +42,7 @@ def _current(session, installation_id: str, content: dict[str, Any]) -> dict[str
 def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], secrets) -> dict[str, Any]:
     installation_id = context.installation_id
     _integration(uow.session, installation_id, content["integration_id"])
-    columns, details = _version_row(content, secrets, None)
+    columns, details = version_row(content, secrets, None)
     connection = Connection(
         installation_id=installation_id,
         integration_id=content["integration_id"],
@@ -50,7 +50,7 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], secr
         slug=content["slug"],
     )
     add_with_unique_slug(uow.session, connection, "A connection")
-    version = _add_version(uow, connection, 1, columns)
+    version = add_connection_version(uow, connection, 1, columns)
     uow.audit(
         installation_id,
         f"admin:connection-created:{connection.id}",
@@ -75,17 +75,12 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
     """The new connection as the change page shows it: its host and path, secrets named, never shown."""
     proposed: dict[str, Any] = {"name": content["name"], "slug": content["slug"]}
     proposed["integration"] = (current or {}).get("integration") or content["integration_id"]
-    proposed |= {key: content[key] for key in ("base_url", "timeout_seconds", "allowed_hosts")}
-    proposed |= {key: content[key] for key in HEALTH_DEFAULTS if key in content}
-    for name in ("bearer_token", "signing_secret"):
-        proposed[name] = SECRET_SHOWN[content[name]]
-    return {}, proposed
+    return {}, proposed | proposed_settings(content)
 
 
 CONNECTION_CREATE = ChangeType(
     kind=ChangeKind.CONNECTION_CREATE,
     subject_type="connection",
-    subject=lambda content: None,
     current=_current,
     summary=lambda content, current: f"New connection {content['name']!r} to {content['base_url']}",
     apply=_apply,
@@ -116,10 +111,9 @@ def create_connection(
     """
     name = clean_name(name)
     slug = clean_slug(slug)
-    fields, secrets = _settings_content(settings, None)
+    fields, secrets = settings_content(settings, None)
     content = {"name": name, "slug": slug, "integration_id": integration_id or None, **fields}
-    generated = {"signing_secret": secrets["signing_secret"]} if "signing_secret" in secrets else {}
     with unit_of_work() as uow:
-        outcome = submit(uow, operator, CONNECTION_CREATE, content, secrets, shown_once=generated)
+        outcome = submit(uow, operator, CONNECTION_CREATE, content, secrets, shown_once=shown_once(secrets))
         uow.commit()
     return outcome

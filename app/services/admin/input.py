@@ -216,3 +216,27 @@ def add_with_unique_slug(session, row, noun: str) -> None:
         session.flush()
     except IntegrityError as error:  # created a moment ago by someone else
         raise taken from error
+
+
+def add_version(session, version):
+    """Add a new version row (its number unique under its parent) and flush it.
+
+    Args:
+        session: the unit of work's session.
+        version: a new workflow, component or connection version.
+
+    Returns:
+        The version, flushed (its id usable).
+
+    Raises:
+        ApiError: 409 ``version_conflict`` when another version with the same number
+            was saved at the same moment.
+    """
+    from sqlalchemy.exc import IntegrityError
+
+    session.add(version)
+    try:
+        session.flush()
+    except IntegrityError as error:
+        raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
+    return version

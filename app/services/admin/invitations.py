@@ -305,11 +305,10 @@ def _apply_invite(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any
 OPERATOR_INVITE = ChangeType(
     kind=ChangeKind.OPERATOR_INVITE,
     subject_type="operator_user",
-    subject=lambda content: content["operator_id"],
+    subject="operator_id",
     current=_current_invite,
     summary=lambda content, current: f"New invitation for {current['operator']}",
     apply=_apply_invite,
-    hidden=("operator_id",),
     deliver=deliver,
 )
 

@@ -10,7 +10,7 @@ from typing import Any
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.models import OperatorUser
-from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, setting, submit
 from app.services.admin.input import change_key, plausible_id
 from app.services.uow import UnitOfWork, unit_of_work
 
@@ -50,15 +50,11 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _sec
 OPERATOR_REACTIVATE = ChangeType(
     kind=ChangeKind.OPERATOR_REACTIVATE,
     subject_type="operator_user",
-    subject=lambda content: content["operator_id"],
+    subject="operator_id",
     current=_current,
     summary=lambda content, current: f"Reactivate {(current or {}).get('account', 'an account')}",
     apply=_apply,
-    hidden=("operator_id",),
-    display=lambda content, current: (
-        current or {},
-        {**(current or {}), "active": True},
-    ),
+    display=setting("active", True),
 )
 
 

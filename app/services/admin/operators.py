@@ -196,8 +196,6 @@ def _apply_create(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any
 OPERATOR_CREATE = ChangeType(
     kind=ChangeKind.OPERATOR_CREATE,
     subject_type="operator_user",
-    subject=lambda content: None,
-    current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New user {content['email']} ({', '.join(content['roles'])})",
     apply=_apply_create,
     deliver=invitations.deliver,
@@ -293,11 +291,10 @@ def _apply_roles(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any]
 OPERATOR_ROLES = ChangeType(
     kind=ChangeKind.OPERATOR_ROLES,
     subject_type="operator_user",
-    subject=lambda content: content["operator_id"],
+    subject="operator_id",
     current=_current_roles,
     summary=lambda content, current: f"Roles of {current['operator']}: {', '.join(content['roles'])}",
     apply=_apply_roles,
-    hidden=("operator_id",),
 )
 
 

@@ -19,7 +19,7 @@ from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.domain.proposal import retirement as rules
 from app.models import ActionProposal, ComponentDefinition, ComponentVersion, OperatorUser
-from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
+from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, setting, submit
 from app.services.admin.input import plausible_id
 from app.services.admin.names import destination
 from app.services.uow import UnitOfWork, unit_of_work
@@ -105,15 +105,11 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _sec
 COMPONENT_RETIRE = ChangeType(
     kind=ChangeKind.COMPONENT_RETIRE,
     subject_type="component_version",
-    subject=lambda content: content["version_id"],
+    subject="version_id",
     current=_current,
     summary=lambda content, current: f"Retire component {current['component']}",
     apply=_apply,
-    hidden=("definition_id", "version_id"),
-    display=lambda content, current: (
-        {key: value for key, value in (current or {}).items() if key != "retired"},
-        {**{key: value for key, value in (current or {}).items() if key != "retired"}, "retired": True},
-    ),
+    display=setting("retired", True),
 )
 
 

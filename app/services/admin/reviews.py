@@ -168,7 +168,7 @@ def change_detail(viewer: OperatorUser, change_id: str) -> ChangeDetail:
     content, current, error = change.content, None, None
     if change.state == ChangeState.PENDING.value:
         try:
-            current = change_type.current(db.session, change.installation_id, content) or {}
+            current = change_type.replaced(db.session, change.installation_id, content) or {}
         except ApiError as refused:
             error = refused
     before, after = change_type.diff_sides(content, current, db.session)

@@ -121,7 +121,7 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _sec
 INTEGRATION_TOKEN = ChangeType(
     kind=ChangeKind.INTEGRATION_TOKEN,
     subject_type="integration",
-    subject=lambda content: content["integration_id"],
+    subject="integration_id",
     current=_current,
     summary=lambda content, current: (
         f"New token {content['token_prefix']}… for {(current or {}).get('integration', 'an integration')}"

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from app.domain.config_changes import ChangeKind
 from app.domain.digests import canonical_json
@@ -26,6 +25,7 @@ from app.models.workflows import AUTHORITY_MODES
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import (
     InvalidInput,
+    add_version,
     add_with_unique_slug,
     change_key,
     clean_name,
@@ -263,8 +263,6 @@ def _apply_version(uow: UnitOfWork, context: ApplyContext, content: dict[str, An
 WORKFLOW_CREATE = ChangeType(
     kind=ChangeKind.WORKFLOW_CREATE,
     subject_type="workflow_definition",
-    subject=lambda content: None,
-    current=lambda session, installation_id, content: None,
     summary=lambda content, current: f"New workflow {content['name']!r} ({content['authority_mode']})",
     apply=_apply_create,
     names=name_workflow_side,
@@ -272,14 +270,13 @@ WORKFLOW_CREATE = ChangeType(
 WORKFLOW_VERSION = ChangeType(
     kind=ChangeKind.WORKFLOW_VERSION,
     subject_type="workflow_definition",
-    subject=lambda content: content["definition_id"],
+    subject="definition_id",
     current=_current_version,
     summary=lambda content, current: (
         f"Workflow {current['workflow']!r}: version {current['version'] + 1} ({content['authority_mode']}"
         f"{', active' if content['active'] else ''})"
     ),
     apply=_apply_version,
-    hidden=("definition_id",),
     names=name_workflow_side,
 )
 
@@ -349,12 +346,7 @@ def _add_version(
         active=active,
         **columns,
     )
-    uow.session.add(version)
-    try:
-        uow.session.flush()
-    except IntegrityError as error:
-        raise ApiError(409, "version_conflict", "Another version was saved at the same moment. Try again.") from error
-    return version
+    return add_version(uow.session, version)
 
 
 def _version_for_change(session, installation_id: str, definition_id: Any, version_id: Any) -> WorkflowVersion:
@@ -391,13 +383,13 @@ def _apply_active(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any
 WORKFLOW_ACTIVE = ChangeType(
     kind=ChangeKind.WORKFLOW_ACTIVE,
     subject_type="workflow_version",
-    subject=lambda content: content["version_id"],
+    subject="version_id",
     current=_current_active,
     summary=lambda content, current: (
         f"{'Activate' if content['active'] else 'Deactivate'} workflow {(current or {}).get('workflow', '')}".strip()
     ),
     apply=_apply_active,
-    hidden=("definition_id", "version_id"),
+    hidden=("definition_id",),
 )
 
 
