@@ -173,7 +173,6 @@ def _scope_name(session, installation_id: str, content: dict[str, Any]) -> dict[
 BUDGET_CREATE = ChangeType(
     kind=ChangeKind.BUDGET_CREATE,
     subject_type="budget",
-    subject=lambda content: None,
     current=_scope_name,
     summary=lambda content, current: (
         f"New budget of {(current or {}).get('scope', content['scope_type'])}: "
@@ -306,24 +305,22 @@ def _apply_active(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any
 BUDGET_LIMIT = ChangeType(
     kind=ChangeKind.BUDGET_LIMIT,
     subject_type="budget",
-    subject=lambda content: content["budget_id"],
+    subject="budget_id",
     current=_current,
     summary=lambda content, current: (
         f"Budget of {current['scope']}: limit {current['limit_amount']} → {content['limit_amount']}"
     ),
     apply=_apply_limit,
-    hidden=("budget_id",),
 )
 BUDGET_ACTIVE = ChangeType(
     kind=ChangeKind.BUDGET_ACTIVE,
     subject_type="budget",
-    subject=lambda content: content["budget_id"],
+    subject="budget_id",
     current=_current,
     summary=lambda content, current: (
         f"Budget of {current['scope']}: {'reactivate' if content['active'] else 'deactivate'}"
     ),
     apply=_apply_active,
-    hidden=("budget_id",),
 )
 
 
