@@ -1,6 +1,6 @@
 """gunicorn settings for the console: ``gunicorn -c gunicorn.conf.py "app:create_app()"``.
 
-Every setting can be changed through the environment (see README, Configuration).
+Every setting can be changed through the environment (see docs/operations.md, Configuration).
 """
 
 import os

@@ -1,6 +1,6 @@
 """Configuration from the environment, with embedded defaults for a laptop.
 
-Every variable is listed in README.md (Configuration). Defaults that live on disk
+Every variable is listed in docs/operations.md (Configuration; a test checks). Defaults that live on disk
 (SQLite file, embedded Redis, generated secret key) go in the instance folder.
 """
 

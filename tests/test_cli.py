@@ -217,7 +217,7 @@ def test_verify_audit_says_ok_for_every_installation(app, runner):
 
 
 def test_demo_ports_are_integers_checked_before_anything_starts(app, runner, monkeypatch):
-    """README's `--port 5600 --platform-port 5650`: a port that is not a number is a usage
+    """docs/tour.md's `--port 5600 --platform-port 5650`: a port that is not a number is a usage
     error naming the option (exit 2), before migrating, seeding or starting anything —
     not a traceback from the web server after all of that."""
     from app import demo

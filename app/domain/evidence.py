@@ -18,7 +18,7 @@ from .clock import iso
 from .digests import json_digest
 from .text_safety import reference_problem
 
-# Documented limits (README, OpenAPI): beyond any of them intake answers 400.
+# Documented limits (docs/platforms.md, OpenAPI): beyond any of them intake answers 400.
 MAX_CONTENT_TEXT = 10_000
 MAX_REFERENCE = 500
 MAX_AUTHOR_NAME = 200

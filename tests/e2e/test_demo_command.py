@@ -1,7 +1,7 @@
-"""README's demo command (`flask --app app demo`) does what README says: one command
-migrates an SQLite file, starts an embedded Redis, seeds once, and runs console,
-worker and demo platform; README's walkthrough works; Ctrl-C (SIGTERM here) stops all
-three; a second start finds its data and its secrets again."""
+"""README's demo command (`flask --app app demo`) does what README and docs/tour.md
+say: one command migrates an SQLite file, starts an embedded Redis, seeds once, and
+runs console, worker and demo platform; the tour's walkthrough works; Ctrl-C (SIGTERM
+here) stops all three; a second start finds its data and its secrets again."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def refused(url: str) -> bool:
 
 
 def enforce(demo: Demo, reference: str, post: str) -> str:
-    """README's walkthrough: a moderator decides, a reviewer approves, the worker delivers."""
+    """The tour's walkthrough (docs/tour.md): a moderator decides, a reviewer approves, the worker delivers."""
     report_id = demo.query("SELECT id FROM reports WHERE public_reference = :ref", ref=reference)[0]
 
     moderator, token = sign_in(demo.base, "moderator@example.com")
@@ -148,7 +148,7 @@ def enforce(demo: Demo, reference: str, post: str) -> str:
 
 
 def test_the_demo_command_runs_readme_walkthrough_stops_everything_and_restarts(demo):
-    """PREP-8, APPR-5, DLV-4: README's three steps; Ctrl-C stops console, worker and
+    """PREP-8, APPR-5, DLV-4: the tour's three steps; Ctrl-C stops console, worker and
     platform; a second start seeds nothing twice and delivers with the saved secrets."""
     demo.start()
     assert "moderator@example.com" in demo.output() and DEMO_PASSWORD in demo.output()
@@ -208,7 +208,7 @@ def _processes_of(instance: Path) -> list[int]:
 
 @pytest.mark.parametrize("taken_port", ["console", "platform"])
 def test_a_port_in_use_stops_the_demo_without_leaving_its_worker_behind(demo, taken_port):
-    """README ("until Ctrl-C, which stops all three"): when the console's or the demo
+    """docs/tour.md ("until Ctrl-C, which stops all three"): when the console's or the demo
     platform's port is taken the command says so and exits, and starts no worker or
     platform that would outlive it (once an orphaned worker kept retrying the embedded
     Redis that had gone; once the console ran with no platform behind it)."""

@@ -1,7 +1,7 @@
 """The console run as PostgreSQL's least-privileged runtime role (SPEC REC-2).
 
-The role gets exactly the grants README's production guide gives (the SQL is read
-from README, so the guide and this test cannot drift apart). A story runs through
+The role gets exactly the grants the production guide (docs/operations.md) gives (the
+SQL is read from that page, so the guide and this test cannot drift apart). A story runs through
 the app as that role; then every way of changing or removing audit rows, or of
 getting the triggers out of the way, is refused by PostgreSQL's privileges.
 """
@@ -29,13 +29,13 @@ from ..conftest import BACKEND, FreshSessionClient
 
 pytestmark = pytest.mark.skipif(BACKEND != "postgresql", reason="REC-2 is about PostgreSQL roles")
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
 def readme_grants(role: str) -> list[str]:
-    """The statements of README's runtime-role block, for `role` instead of console_app."""
-    match = re.search(r"```sql\n(-- REC-2: the runtime role's grants.*?)```", README.read_text(), re.S)
-    assert match, "README has no runtime-role SQL block"
+    """The statements of the guide's runtime-role block, for `role` instead of console_app."""
+    match = re.search(r"```sql\n(-- REC-2: the runtime role's grants.*?)```", OPERATIONS.read_text(), re.S)
+    assert match, "docs/operations.md has no runtime-role SQL block"
     body = "\n".join(line for line in match.group(1).splitlines() if not line.lstrip().startswith("--"))
     return [s.strip().replace("console_app", role) for s in body.split(";") if s.strip()]
 
