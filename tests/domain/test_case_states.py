@@ -13,60 +13,45 @@ import itertools
 import pytest
 
 from app.domain import case_states as cs
-from app.domain.case_states import (
-    AppealMove,
-    AppealState,
-    CompletionMove,
-    CompletionState,
-    CorrectionMove,
-    CorrectionState,
-    ReportMove,
-    ReportState,
-    RunMove,
-    RunState,
-    StepMove,
-    StepState,
-    TaskMove,
-    TaskState,
-)
 
-Rp, Ap, Cp, Co, Tk, Rn, St = ReportState, AppealState, CompletionState, CorrectionState, TaskState, RunState, StepState
+Rp, Ap, Cp, Co = cs.ReportState, cs.AppealState, cs.CompletionState, cs.CorrectionState
+Tk, Rn, St = cs.TaskState, cs.RunState, cs.StepState
 
 # machine -> {move: (from-states, to-state)}
 DIAGRAMS = {
     cs.REPORT: {
-        ReportMove.DECIDE: ({Rp.OPEN, Rp.DECIDED}, Rp.DECIDED),  # a decision, or a newer one before any appeal
-        ReportMove.APPEAL: ({Rp.DECIDED}, Rp.APPEALED),  # one open appeal at a time
-        ReportMove.CLOSE: ({Rp.APPEALED}, Rp.CLOSED),  # upheld, or every correction confirmed
+        cs.ReportMove.DECIDE: ({Rp.OPEN, Rp.DECIDED}, Rp.DECIDED),  # a decision, or a newer one before any appeal
+        cs.ReportMove.APPEAL: ({Rp.DECIDED}, Rp.APPEALED),  # one open appeal at a time
+        cs.ReportMove.CLOSE: ({Rp.APPEALED}, Rp.CLOSED),  # upheld, or every correction confirmed
     },
-    cs.APPEAL: {AppealMove.DECIDE: ({Ap.OPEN}, Ap.DECIDED)},
-    cs.APPEAL_DECISION: {CompletionMove.COMPLETE: ({Cp.WAITING}, Cp.COMPLETED)},
+    cs.APPEAL: {cs.AppealMove.DECIDE: ({Ap.OPEN}, Ap.DECIDED)},
+    cs.APPEAL_DECISION: {cs.CompletionMove.COMPLETE: ({Cp.WAITING}, Cp.COMPLETED)},
     cs.CORRECTION: {
-        CorrectionMove.PROPOSE: ({Co.PENDING}, Co.PROPOSED),
-        CorrectionMove.PREPARATION_FAILED: ({Co.PENDING}, Co.FAILED),
-        CorrectionMove.REJECT: ({Co.PROPOSED}, Co.REJECTED),
-        CorrectionMove.RECORD_MANUAL: ({Co.PENDING}, Co.CONFIRMED),
-        CorrectionMove.CONFIRM: ({Co.PROPOSED, Co.FAILED}, Co.CONFIRMED),
-        CorrectionMove.PROPOSAL_ENDED: ({Co.PROPOSED, Co.REJECTED}, Co.FAILED),
-        CorrectionMove.PROPOSAL_RETRIED: ({Co.FAILED}, Co.PROPOSED),
+        cs.CorrectionMove.PROPOSE: ({Co.PENDING}, Co.PROPOSED),
+        cs.CorrectionMove.PREPARATION_FAILED: ({Co.PENDING}, Co.FAILED),
+        cs.CorrectionMove.REJECT: ({Co.PROPOSED}, Co.REJECTED),
+        cs.CorrectionMove.RECORD_MANUAL: ({Co.PENDING}, Co.CONFIRMED),
+        cs.CorrectionMove.CONFIRM: ({Co.PROPOSED, Co.FAILED}, Co.CONFIRMED),
+        cs.CorrectionMove.PROPOSAL_ENDED: ({Co.PROPOSED, Co.REJECTED}, Co.FAILED),
+        cs.CorrectionMove.PROPOSAL_RETRIED: ({Co.FAILED}, Co.PROPOSED),
     },
     cs.TASK: {
-        TaskMove.CLAIM: ({Tk.OPEN}, Tk.CLAIMED),
-        TaskMove.RELEASE: ({Tk.CLAIMED}, Tk.OPEN),
-        TaskMove.COMPLETE: ({Tk.OPEN, Tk.CLAIMED}, Tk.COMPLETED),
-        TaskMove.CANCEL: ({Tk.OPEN, Tk.CLAIMED}, Tk.CANCELLED),
+        cs.TaskMove.CLAIM: ({Tk.OPEN}, Tk.CLAIMED),
+        cs.TaskMove.RELEASE: ({Tk.CLAIMED}, Tk.OPEN),
+        cs.TaskMove.COMPLETE: ({Tk.OPEN, Tk.CLAIMED}, Tk.COMPLETED),
+        cs.TaskMove.CANCEL: ({Tk.OPEN, Tk.CLAIMED}, Tk.CANCELLED),
     },
     cs.RUN: {
-        RunMove.START: ({Rn.PENDING}, Rn.RUNNING),
-        RunMove.RESUME: ({Rn.WAITING}, Rn.RUNNING),
-        RunMove.WAIT: ({Rn.RUNNING}, Rn.WAITING),
-        RunMove.COMPLETE: ({Rn.RUNNING}, Rn.COMPLETED),
-        RunMove.FAIL: ({Rn.RUNNING}, Rn.FAILED),
+        cs.RunMove.START: ({Rn.PENDING}, Rn.RUNNING),
+        cs.RunMove.RESUME: ({Rn.WAITING}, Rn.RUNNING),
+        cs.RunMove.WAIT: ({Rn.RUNNING}, Rn.WAITING),
+        cs.RunMove.COMPLETE: ({Rn.RUNNING}, Rn.COMPLETED),
+        cs.RunMove.FAIL: ({Rn.RUNNING}, Rn.FAILED),
     },
     cs.STEP: {
-        StepMove.WAIT: (set(StepState), St.WAITING),  # waits again, or a graph leads back to it
-        StepMove.COMPLETE: (set(StepState), St.COMPLETED),
-        StepMove.FAIL: (set(StepState), St.FAILED),
+        cs.StepMove.WAIT: (set(cs.StepState), St.WAITING),  # waits again, or a graph leads back to it
+        cs.StepMove.COMPLETE: (set(cs.StepState), St.COMPLETED),
+        cs.StepMove.FAIL: (set(cs.StepState), St.FAILED),
     },
 }
 
@@ -128,12 +113,12 @@ def test_a_move_names_its_machine(machine):
 def test_a_move_of_another_machine_is_refused_even_with_the_same_text():
     """A task's ``complete`` is not a run's: equal StrEnum text does not make a move
     of another machine."""
-    assert TaskMove.COMPLETE == RunMove.COMPLETE == "complete"
+    assert cs.TaskMove.COMPLETE == cs.RunMove.COMPLETE == "complete"
     for call in (cs.RUN.sources, cs.RUN.target):
         with pytest.raises(TypeError, match="is not a workflow_run move"):
-            call(TaskMove.COMPLETE)
+            call(cs.TaskMove.COMPLETE)
     with pytest.raises(TypeError, match="not a human_task move"):
-        cs.TASK.can(RunMove.COMPLETE, "open")
+        cs.TASK.can(cs.RunMove.COMPLETE, "open")
     with pytest.raises(TypeError):
         cs.TASK.can("complete", "open")
     with pytest.raises(KeyError):
@@ -143,7 +128,7 @@ def test_a_move_of_another_machine_is_refused_even_with_the_same_text():
 def test_open_tasks_are_the_ones_a_decision_can_finish():
     """APPR-5: a decided proposal completes its task only while it is open or claimed."""
     assert cs.OPEN_TASK_STATES == {Tk.OPEN, Tk.CLAIMED}
-    assert cs.TASK.sources(TaskMove.COMPLETE) == cs.TASK.sources(TaskMove.CANCEL) == cs.OPEN_TASK_STATES
+    assert cs.TASK.sources(cs.TaskMove.COMPLETE) == cs.TASK.sources(cs.TaskMove.CANCEL) == cs.OPEN_TASK_STATES
 
 
 def test_terminal_states_have_no_way_out():

@@ -211,7 +211,8 @@ def _continue(
 def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
     ended = {"outcome_port": outcome.port, "last_error_code": outcome.error_code, "finished_at": utcnow()}
     no_wait = {"waiting_event_type": None, "wait_deadline_at": None}
-    move_row(uow.session, run, RunMove.FAIL if outcome.port == "error" else RunMove.COMPLETE, values={**ended, **no_wait})
+    run_move = RunMove.FAIL if outcome.port == "error" else RunMove.COMPLETE
+    move_row(uow.session, run, run_move, values={**ended, **no_wait})
     uow.audit(
         run.installation_id,
         f"workflow-run-finished:{run.id}",
