@@ -22,14 +22,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from app.domain.case_states import (
-    CompletionMove,
-    CompletionState,
-    CorrectionMove,
-    CorrectionState,
-    ReportMove,
-    ReportState,
-)
+from app.domain import case_states as cs
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
@@ -49,7 +42,7 @@ from app.services.cases.snapshot import latest_decision
 from app.services.lifecycle.makers import correction_facts, facts_of
 
 CORRECTABLE_OUTCOMES = ("modified", "reversed")
-C, M = CorrectionState, CorrectionMove
+C, M = cs.CorrectionState, cs.CorrectionMove
 
 
 @dataclass(frozen=True)
@@ -126,9 +119,9 @@ def case_problems(
     # values, true would equal 1.
     recorded_target = canonical_json(correction.original_target)
     problems = []
-    if report.state != ReportState.APPEALED:
+    if report.state != cs.ReportState.APPEALED:
         problems.append("The report is no longer appealed.")
-    waiting = ad.completion_state == CompletionState.WAITING and not ad.correction_confirmed_at
+    waiting = ad.completion_state == cs.CompletionState.WAITING and not ad.correction_confirmed_at
     if ad.outcome not in CORRECTABLE_OUTCOMES or not waiting:
         problems.append("The appeal decision is no longer waiting for a correction.")
     if original is None or original.state != ProposalState.APPLIED or original.confirmed_at is None:
@@ -212,7 +205,7 @@ def check_correction_eligible(session, proposal: ActionProposal, lock: bool = Fa
         raise ActionError("appeal_correction_precondition_changed")
 
 
-def _following(state: str, proposal: ActionProposal, now) -> tuple[CorrectionMove, dict] | None:
+def _following(state: str, proposal: ActionProposal, now) -> tuple[cs.CorrectionMove, dict] | None:
     """The move an automated correction in `state` takes after its proposal, and the
     columns it sets with it; None when it stays as it is (FOUR-7, CORR-4)."""
     if proposal.state == ProposalState.APPLIED:
@@ -252,10 +245,10 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
         by_decision.setdefault(correction.appeal_decision_id, []).append(correction)
     for decision_id, group in by_decision.items():
         ad = session.get(AppealDecision, decision_id)
-        if ad.completion_state != CompletionState.WAITING or not all(c.state == C.CONFIRMED for c in group):
+        if ad.completion_state != cs.CompletionState.WAITING or not all(c.state == C.CONFIRMED for c in group):
             continue
-        move_row(session, ad, CompletionMove.COMPLETE, values={"correction_confirmed_at": now})
-        move_row(session, session.get(Report, report_id), ReportMove.CLOSE)
+        move_row(session, ad, cs.CompletionMove.COMPLETE, values={"correction_confirmed_at": now})
+        move_row(session, session.get(Report, report_id), cs.ReportMove.CLOSE)
         uow.audit(
             ad.installation_id,
             f"appeal-decision-completed:{ad.id}",
