@@ -10,6 +10,7 @@ from .components import ComponentDefinition, ComponentVersion, Connection, Conne
 from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
 from .labels import CodeLabel
+from .moves import move_by_id, move_row, take_run
 from .operations import SweepRun
 from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
 from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, is_waiting, move_loaded, move_proposal
@@ -57,7 +58,10 @@ __all__ = [
     "WorkflowVersion",
     "insert_ignore",
     "is_waiting",
+    "move_by_id",
     "move_loaded",
     "move_proposal",
+    "move_row",
     "new_id",
+    "take_run",
 ]

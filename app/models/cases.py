@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.domain.case_states import AppealState, CompletionState, CorrectionState, ReportState
+
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
 
 if TYPE_CHECKING:
     from .tenancy import OperatorUser
 
-REPORT_STATES = ("open", "decided", "appealed", "closed")
 APPEAL_OUTCOMES = ("upheld", "modified", "reversed")
 
 
@@ -33,7 +34,7 @@ class Report(Base):
     queue_id: Mapped[str | None] = mapped_column(ForeignKey("queues.id"), nullable=True, index=True)
     external_id: Mapped[str] = mapped_column(String(200))  # the platform's own report id
     public_reference: Mapped[str] = mapped_column(String(100))
-    state: Mapped[str] = mapped_column(String(20), default="open")
+    state: Mapped[str] = mapped_column(String(20), default=ReportState.OPEN.value)  # moves: case_states.REPORT
     policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     category: Mapped[str] = mapped_column(String(100), default="")
     summary: Mapped[str] = mapped_column(Text, default="")
@@ -96,7 +97,7 @@ class Appeal(Base):
     report_id: Mapped[str] = mapped_column(ForeignKey("reports.id"), index=True)
     decision_id: Mapped[str] = mapped_column(ForeignKey("decisions.id"))
     external_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    state: Mapped[str] = mapped_column(String(20), default="open")  # open, decided
+    state: Mapped[str] = mapped_column(String(20), default=AppealState.OPEN.value)  # moves: APPEAL
     statement: Mapped[str] = mapped_column(Text, default="")
     created_by_type: Mapped[str] = mapped_column(String(30), default="operator")
     created_by_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
@@ -120,7 +121,7 @@ class AppealDecision(Base):
     outcome: Mapped[str] = mapped_column(String(20))
     maker_id: Mapped[str] = mapped_column(ForeignKey("operator_users.id"))
     rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
-    completion_state: Mapped[str] = mapped_column(String(20), default="waiting")
+    completion_state: Mapped[str] = mapped_column(String(20), default=CompletionState.WAITING.value)
     correction_confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     rationale_redacted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
@@ -145,7 +146,7 @@ class AppealCorrection(Base):
     original_target: Mapped[dict[str, Any]] = json_column("original_target_json")
     original_payload_digest: Mapped[str] = mapped_column(String(100))
     mode: Mapped[str] = mapped_column(String(20))  # automated, manual
-    state: Mapped[str] = mapped_column(String(20), default="pending")
+    state: Mapped[str] = mapped_column(String(20), default=CorrectionState.PENDING.value)  # moves: CORRECTION
     approved_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     proposal_id: Mapped[str | None] = mapped_column(ForeignKey("action_proposals.id"), nullable=True, unique=True)

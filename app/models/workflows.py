@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.domain.case_states import RunState, StepState, TaskState
+
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
 
 if TYPE_CHECKING:
@@ -15,7 +17,6 @@ if TYPE_CHECKING:
     from .tenancy import OperatorUser
 
 AUTHORITY_MODES = ("off", "shadow", "assist", "bounded_auto")
-RUN_STATES = ("running", "waiting", "completed", "failed", "terminated", "cancelled")
 
 
 class WorkflowDefinition(Base):
@@ -67,7 +68,7 @@ class WorkflowRun(Base):
     decision_id: Mapped[str | None] = mapped_column(ForeignKey("decisions.id"), nullable=True)
     appeal_id: Mapped[str | None] = mapped_column(ForeignKey("appeals.id"), nullable=True)
     trigger_key: Mapped[str] = mapped_column(String(300))  # what started it, once
-    state: Mapped[str] = mapped_column(String(20), default="running")
+    state: Mapped[str] = mapped_column(String(20), default=RunState.RUNNING.value)  # moves: app.domain.case_states.RUN
     current_node_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     branch_key: Mapped[str] = mapped_column(String(200), default="main")
     waiting_event_type: Mapped[str | None] = mapped_column(String(500), nullable=True)
@@ -93,7 +94,7 @@ class StepRun(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("workflow_runs.id"), index=True)
     node_id: Mapped[str] = mapped_column(String(200))
     branch_key: Mapped[str] = mapped_column(String(200), default="main")
-    state: Mapped[str] = mapped_column(String(20), default="running")
+    state: Mapped[str] = mapped_column(String(20), default=StepState.RUNNING.value)  # moves: STEP
     port: Mapped[str | None] = mapped_column(String(50), nullable=True)
     output: Mapped[dict | None] = json_column("output_json", nullable=True)
     error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
@@ -113,7 +114,7 @@ class HumanTask(Base):
     run_id: Mapped[str | None] = mapped_column(ForeignKey("workflow_runs.id"), nullable=True)
     step_run_id: Mapped[str | None] = mapped_column(String(600), nullable=True)
     task_type: Mapped[str] = mapped_column(String(30), default="approval")
-    state: Mapped[str] = mapped_column(String(20), default="open")
+    state: Mapped[str] = mapped_column(String(20), default=TaskState.OPEN.value)  # moves: TASK
     queue_id: Mapped[str | None] = mapped_column(ForeignKey("queues.id"), nullable=True)
     context: Mapped[dict] = json_column("context_json", default=dict)
     context_digest: Mapped[str] = mapped_column(String(100), default="")

@@ -16,7 +16,8 @@ from app.models import (
     Decision,
     Report,
 )
-from app.services.cases.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
+from app.services.cases.appeal_corrections import record_manual_correction
+from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor, unit_of_work

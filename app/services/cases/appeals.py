@@ -6,8 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, or_, select
 
+from app.domain.case_states import (
+    AppealMove,
+    AppealState,
+    CompletionMove,
+    CompletionState,
+    CorrectionMove,
+    CorrectionState,
+    ReportMove,
+    ReportState,
+)
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import evaluate_mapping, schema_errors
@@ -26,6 +36,7 @@ from app.models import (
     Report,
     WorkflowRun,
     WorkflowVersion,
+    move_row,
 )
 from app.services.cases.snapshot import latest_decision
 from app.services.cases.tasks import open_approval_task
@@ -38,7 +49,12 @@ OUTCOMES = ("upheld", "modified", "reversed")
 DEFAULT_CORRECTION_PAYLOAD = "original.payload"
 
 
-def _text(value: Any, field: str, limit: int, required: bool = False) -> str:
+def appeal_text(value: Any, field: str, limit: int, required: bool = False) -> str:
+    """`value` trimmed: text of at most `limit` characters (None as empty).
+
+    Raises:
+        ApiError: 400 ``appeal_<field>_invalid``.
+    """
     if value is None:
         value = ""
     if not isinstance(value, str) or len(value.strip()) > limit or (required and not value.strip()):
@@ -94,7 +110,7 @@ def file_appeal(
             external_id with an invisible, bidirectional or lookalike character, FOUR-10); 404 ``report_not_found``; 409
             ``report_not_appealable`` (no decision, closed, or an open appeal exists).
     """
-    statement = _text(statement, "statement", 5000)
+    statement = appeal_text(statement, "statement", 5000)
     if external_id is not None and (not isinstance(external_id, str) or not 1 <= len(external_id) <= 200):
         raise ApiError(400, "appeal_external_id_invalid", "external_id must be 1 to 200 characters.", "external_id")
     check_reference(external_id, "external_id")  # the platform's appeal id (FOUR-10)
@@ -114,11 +130,7 @@ def file_appeal(
             if existing is not None:
                 return AppealResult(existing.id, False)
         decision = latest_decision(session, report.id)
-        if (
-            decision is None
-            or report.state != "decided"
-            or not _guarded_report_state(session, report.id, "decided", "appealed")
-        ):
+        if decision is None or not move_row(session, report, ReportMove.APPEAL):  # one open appeal at a time
             raise ApiError(
                 409, "report_not_appealable", f"The report is {report.state}; only a decided report can be appealed."
             )
@@ -128,12 +140,11 @@ def file_appeal(
             report_id=report.id,
             decision_id=decision.id,
             external_id=external_id,
-            state="open",
+            state=AppealState.OPEN,
             statement=statement,
             created_by_type=actor.type,
             created_by_id=actor.id,
             created_at=now,
-            updated_at=now,
         )
         session.add(appeal)
         session.flush()
@@ -173,7 +184,7 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
     """
     if outcome not in OUTCOMES:
         raise ApiError(400, "appeal_outcome_invalid", "The outcome must be upheld, modified or reversed.", "outcome")
-    rationale = _text(rationale, "rationale", 5000)
+    rationale = appeal_text(rationale, "rationale", 5000)
     actor = Actor("operator", operator.id)
     with unit_of_work() as uow:
         session = uow.session
@@ -188,7 +199,7 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
                 "A reviewer who did not make the contested decision must decide the appeal.",
             )
         report = session.get(Report, appeal.report_id)
-        if appeal.state != "open" or report.state != "appealed" or not _guarded_appeal_state(session, appeal.id):
+        if report.state != ReportState.APPEALED or not move_row(session, appeal, AppealMove.DECIDE):
             raise ApiError(
                 409, "appeal_not_open", "This appeal was already decided, or the case is no longer appealed."
             )
@@ -199,12 +210,12 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
             outcome=outcome,
             maker_id=operator.id,
             rationale=rationale or None,
-            completion_state="waiting" if outcome in CORRECTABLE_OUTCOMES else "completed",
+            completion_state=(
+                CompletionState.WAITING if outcome in CORRECTABLE_OUTCOMES else CompletionState.COMPLETED
+            ),
             created_at=now,
-            updated_at=now,
         )
         session.add(ad)
-        session.refresh(appeal)
         session.flush()
         _audit(
             uow,
@@ -222,39 +233,13 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
                 prepare_correction(uow, appeal, ad, report, original).id for original in _originals(session, appeal)
             ]
             if not corrections:  # nothing was enforced: nothing to correct
-                ad.completion_state, ad.correction_confirmed_at = "completed", now
-                report.state = "closed"
+                move_row(session, ad, CompletionMove.COMPLETE, values={"correction_confirmed_at": now})
+                move_row(session, report, ReportMove.CLOSE)
         else:
-            report.state = "closed"
+            move_row(session, report, ReportMove.CLOSE)
         result = AppealDecisionResult(ad.id, corrections)
         uow.commit()
     return result
-
-
-def _guarded_report_state(session, report_id: str, from_state: str, to_state: str) -> bool:
-    """Move a report's state with one conditional UPDATE (two appeals cannot both open)."""
-    return (
-        session.execute(
-            update(Report)
-            .where(Report.id == report_id, Report.state == from_state)
-            .values(state=to_state, updated_at=utcnow())
-            .execution_options(synchronize_session="fetch")
-        ).rowcount
-        == 1
-    )
-
-
-def _guarded_appeal_state(session, appeal_id: str) -> bool:
-    """open → decided with one conditional UPDATE: one outcome per appeal."""
-    return (
-        session.execute(
-            update(Appeal)
-            .where(Appeal.id == appeal_id, Appeal.state == "open")
-            .values(state="decided", updated_at=utcnow())
-            .execution_options(synchronize_session="fetch")
-        ).rowcount
-        == 1
-    )
 
 
 def _originals(session, appeal: Appeal) -> list[ActionProposal]:
@@ -312,9 +297,8 @@ def prepare_correction(
         original_target=original.target,
         original_payload_digest=original.payload_digest,
         mode="automated" if config else "manual",
-        state="pending",
+        state=CorrectionState.PENDING,
         created_at=now,
-        updated_at=now,
     )
     session.add(correction)
     session.flush()
@@ -336,9 +320,9 @@ def prepare_correction(
             raise ActionError("appeal_correction_precondition_changed")
         proposal = _correction_proposal(uow, correction, config, appeal, ad, report, original)
     except ActionError as error:
-        correction.state, correction.last_error_code = "failed", error.code
+        move_row(session, correction, CorrectionMove.PREPARATION_FAILED, values={"last_error_code": error.code})
         return correction
-    correction.proposal_id, correction.state = proposal.id, "proposed"
+    move_row(session, correction, CorrectionMove.PROPOSE, values={"proposal_id": proposal.id})
     return correction
 
 
@@ -436,58 +420,4 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_
             ad.id,
             {},
         )
-        uow.commit()
-
-
-def record_manual_correction(
-    correction_id: str, *, note: str, operator: OperatorUser, appeal_id: str | None = None
-) -> None:
-    """A reviewer records that a manual correction was done by hand (CORR-2, CORR-4).
-
-    Raises:
-        ApiError: 404 ``correction_not_found``; 409 ``correction_not_manual`` /
-            ``correction_not_pending``; 403 ``maker_checker_violation``; 409
-            ``appeal_correction_precondition_changed``; 400 ``appeal_note_invalid``.
-    """
-    from app.services.lifecycle.corrections import reconcile_appeal_completion, reviewer_problem
-
-    note = _text(note, "note", 2000, required=True)
-    with unit_of_work() as uow:
-        session = uow.session
-        correction = session.get(AppealCorrection, correction_id)
-        if (
-            correction is None
-            or correction.installation_id != operator.installation_id
-            or (appeal_id and correction.appeal_id != appeal_id)
-        ):
-            raise ApiError(404, "correction_not_found", "No such correction.")
-        if correction.mode != "manual":
-            raise ApiError(
-                409, "correction_not_manual", "This correction is delivered by the workers; approve its proposal."
-            )
-        if correction.state != "pending":
-            raise ApiError(409, "correction_not_pending", "This correction was already recorded.")
-        problem = reviewer_problem(session, correction, operator.id, you=True)
-        if problem:
-            raise ApiError(403, "maker_checker_violation", problem)
-        correction.approved_by, correction.approved_at = operator.id, utcnow()
-        if correction_problems(session, correction):
-            raise ApiError(
-                409, "appeal_correction_precondition_changed", "The case changed; this correction no longer applies."
-            )
-        correction.state, correction.note, correction.confirmed_at = (
-            "confirmed",
-            note,
-            utcnow(),
-        )
-        uow.audit(
-            correction.installation_id,
-            f"correction-recorded:{correction.id}",
-            "appeal.correction_recorded",
-            Actor("operator", operator.id),
-            "appeal_correction",
-            correction.id,
-            {"note": note},
-        )
-        reconcile_appeal_completion(uow, correction.report_id)
         uow.commit()

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from app.domain.case_states import ReportMove, ReportState
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.domain.workflow import triggered_by
@@ -24,13 +25,13 @@ from app.models import (
     ReportTarget,
     WorkflowDefinition,
     WorkflowVersion,
+    move_row,
 )
 from app.services.cases.evidence import parse_target_evidence, resent_differs, store_evidence, stored_digests
 from app.services.lifecycle.runs import create_run
 from app.services.uow import Actor, unit_of_work
 
 CODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,99}$")
-DECIDABLE_STATES = ("open", "decided")
 
 
 def _public_reference() -> str:
@@ -83,7 +84,7 @@ def record_decision(
             if prior.target_id != report.id:
                 raise ApiError(409, "idempotency_key_reused", "This idempotency key was used for another report.")
             return DecisionResult(prior.details["decision_id"], [])
-        if report.state not in DECIDABLE_STATES:
+        if not move_row(session, report, ReportMove.DECIDE):  # open or decided, and no appeal filed meanwhile
             raise ApiError(409, "report_not_decidable", f"The report is {report.state}; it cannot take a new decision.")
         now = utcnow()
         seq = (session.scalar(select(func.max(Decision.seq)).where(Decision.report_id == report.id)) or 0) + 1
@@ -98,7 +99,6 @@ def record_decision(
             created_at=now,
         )
         session.add(decision)
-        report.state = "decided"
         session.flush()
         uow.audit(
             report.installation_id,
@@ -209,7 +209,7 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
             queue_id=queue_id,
             external_id=value["external_id"],
             public_reference=_public_reference(),
-            state="open",
+            state=ReportState.OPEN,
             policy_version_id=value.get("policy_version_id"),
             category=value.get("category") or "",
             summary=value.get("summary") or "",

@@ -1,17 +1,20 @@
-"""Approval tasks: claim, release, complete, cancel (SPEC §4 approval tasks)."""
+"""Approval tasks: claim, release, complete, cancel (SPEC §4 approval tasks).
+
+A task's state moves only through `move_row` and the table
+`app.domain.case_states.TASK`."""
 
 from __future__ import annotations
 
 from sqlalchemy import select, update
 
+from app.domain.case_states import OPEN_TASK_STATES, TaskMove, TaskState
 from app.domain.clock import utcnow
 from app.domain.digests import json_digest
 from app.domain.errors import ApiError
-from app.models import ActionProposal, HumanTask, HumanTaskClaim, OperatorUser
+from app.models import ActionProposal, HumanTask, HumanTaskClaim, OperatorUser, move_row
 from app.services.lifecycle.makers import approval_verdict
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
-OPEN_STATES = ("open", "claimed")
 APPROVAL_RESPONSE_SCHEMA = {
     "type": "object",
     "properties": {
@@ -50,7 +53,7 @@ def open_approval_task(
         run_id=proposal.run_id,
         step_run_id=proposal.step_run_id,
         task_type="approval",
-        state="open",
+        state=TaskState.OPEN,
         queue_id=queue_id,
         context=context,
         context_digest=json_digest(context),
@@ -72,19 +75,24 @@ def _release_claims(uow: UnitOfWork, task_id: str, reason: str) -> None:
     )
 
 
-def finish_task_for_proposal(uow: UnitOfWork, proposal_id: str, state: str, reason: str) -> None:
-    """Complete or cancel a proposal's open approval task and release its claims (APPR-5)."""
+def finish_task_for_proposal(uow: UnitOfWork, proposal_id: str, move: TaskMove, reason: str) -> None:
+    """Complete or cancel a proposal's open approval task and release its claims (APPR-5).
+
+    Args:
+        move: `TaskMove.COMPLETE` (its proposal was decided) or `TaskMove.CANCEL`.
+        reason: why the claims end, e.g. ``authorization_expired``.
+    """
     task = uow.session.scalar(select(HumanTask).where(HumanTask.action_proposal_id == proposal_id))
-    if task is None or task.state not in OPEN_STATES:
+    if task is None or task.state not in OPEN_TASK_STATES:
         return
-    now = utcnow()
-    task.state = state
-    task.completed_at = now if state == "completed" else None
-    _release_claims(uow, task.id, reason)
+    completed_at = utcnow() if move == TaskMove.COMPLETE else None
+    if move_row(uow.session, task, move, values={"completed_at": completed_at}):
+        _release_claims(uow, task.id, reason)
 
 
 def cancel_open_tasks(uow: UnitOfWork, proposal_id: str, reason: str) -> None:
-    finish_task_for_proposal(uow, proposal_id, "cancelled", reason)
+    """Cancel a proposal's open approval task (it ended undecided) and release its claims."""
+    finish_task_for_proposal(uow, proposal_id, TaskMove.CANCEL, reason)
 
 
 def _load_task(uow: UnitOfWork, task_id: str, operator: OperatorUser) -> HumanTask:
@@ -109,15 +117,9 @@ def claim_task(task_id: str, operator: OperatorUser) -> HumanTask:
             allowed = approval_verdict(uow.session, proposal, operator)
             if not allowed:
                 raise ApiError(403, "maker_checker_violation", allowed.reason)
-        if task.state == "claimed" and task.assigned_operator_id == operator.id:
+        if task.state == TaskState.CLAIMED and task.assigned_operator_id == operator.id:
             return task
-        moved = uow.session.execute(
-            update(HumanTask)
-            .where(HumanTask.id == task.id, HumanTask.state == "open")
-            .values(state="claimed", assigned_operator_id=operator.id, updated_at=utcnow())
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if moved != 1:
+        if not move_row(uow.session, task, TaskMove.CLAIM, values={"assigned_operator_id": operator.id}):
             raise ApiError(409, "task_not_claimable", "Someone else claimed this task, or it is closed.")
         uow.session.add(HumanTaskClaim(installation_id=task.installation_id, task_id=task.id, operator_id=operator.id))
         uow.audit(
@@ -142,13 +144,8 @@ def release_task(task_id: str, operator: OperatorUser) -> HumanTask:
     """
     with unit_of_work() as uow:
         task = _load_task(uow, task_id, operator)
-        moved = uow.session.execute(
-            update(HumanTask)
-            .where(HumanTask.id == task.id, HumanTask.state == "claimed", HumanTask.assigned_operator_id == operator.id)
-            .values(state="open", assigned_operator_id=None, updated_at=utcnow())
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if moved != 1:
+        holder = (HumanTask.assigned_operator_id == operator.id,)
+        if not move_row(uow.session, task, TaskMove.RELEASE, where=holder, values={"assigned_operator_id": None}):
             raise ApiError(409, "task_not_released", "Only the operator who claimed this task can release it.")
         _release_claims(uow, task.id, "released")
         uow.audit(

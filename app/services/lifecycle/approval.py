@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from app.domain.case_states import CorrectionMove, TaskMove
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.domain.proposal import delivery as rules
@@ -18,6 +19,7 @@ from app.models import (
     AppealCorrection,
     OperatorUser,
     move_proposal,
+    move_row,
     new_id,
 )
 from app.observability import bind
@@ -58,7 +60,7 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
         now = utcnow()
         correction.approved_by, correction.approved_at = operator.id, now
         if decision == "rejected":
-            correction.state = "rejected"
+            move_row(uow.session, correction, CorrectionMove.REJECT)
         elif correction_problems(uow.session, correction, proposal.target, proposal.preconditions):
             raise ApiError(
                 409,
@@ -201,7 +203,7 @@ def decide_proposal(
                 created_at=now,
             )
         )
-        finish_task_for_proposal(uow, proposal.id, "completed", "direct_action_decision")
+        finish_task_for_proposal(uow, proposal.id, TaskMove.COMPLETE, "direct_action_decision")
         uow.audit(
             proposal.installation_id,
             f"action-decision:{proposal.id}:{operator.id}:{idempotency_key}",

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
+from app.domain import case_states as cs
 from app.domain.clock import utcnow
 from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
 from app.domain.maker_checker import REVIEWER_ROLE
 from app.domain.proposal.makers import verdict
+from app.domain.states import ProposalState
 from app.models import (
     ActionProposal,
     Appeal,
@@ -34,11 +36,13 @@ from app.models import (
     AppealDecision,
     OperatorUser,
     Report,
+    move_row,
 )
 from app.services.cases.snapshot import latest_decision
 from app.services.lifecycle.makers import correction_facts, facts_of
 
 CORRECTABLE_OUTCOMES = ("modified", "reversed")
+C, M = cs.CorrectionState, cs.CorrectionMove
 
 
 @dataclass(frozen=True)
@@ -115,11 +119,12 @@ def case_problems(
     # values, true would equal 1.
     recorded_target = canonical_json(correction.original_target)
     problems = []
-    if report.state != "appealed":
+    if report.state != cs.ReportState.APPEALED:
         problems.append("The report is no longer appealed.")
-    if ad.outcome not in CORRECTABLE_OUTCOMES or ad.completion_state != "waiting" or ad.correction_confirmed_at:
+    waiting = ad.completion_state == cs.CompletionState.WAITING and not ad.correction_confirmed_at
+    if ad.outcome not in CORRECTABLE_OUTCOMES or not waiting:
         problems.append("The appeal decision is no longer waiting for a correction.")
-    if original is None or original.state != "applied" or original.confirmed_at is None:
+    if original is None or original.state != ProposalState.APPLIED or original.confirmed_at is None:
         problems.append("The original action is not applied and confirmed.")
     elif (original.operation_id, canonical_json(original.target)) != (
         correction.original_operation_id,
@@ -200,6 +205,19 @@ def check_correction_eligible(session, proposal: ActionProposal, lock: bool = Fa
         raise ActionError("appeal_correction_precondition_changed")
 
 
+def _following(state: str, proposal: ActionProposal, now) -> tuple[cs.CorrectionMove, dict] | None:
+    """The move an automated correction in `state` takes after its proposal, and the
+    columns it sets with it; None when it stays as it is (FOUR-7, CORR-4)."""
+    if proposal.state == ProposalState.APPLIED:
+        return M.CONFIRM, {"confirmed_at": now, "last_error_code": None}
+    if proposal.is_terminal:
+        # one already failed keeps its code: its proposal ended the same way
+        return (M.PROPOSAL_ENDED, {"last_error_code": proposal.last_error_code}) if state != C.FAILED else None
+    if state == C.FAILED:  # retried: a new delivery cycle is under way
+        return M.PROPOSAL_RETRIED, {"last_error_code": None}
+    return None
+
+
 def reconcile_appeal_completion(uow, report_id: str) -> None:
     """Complete appeal decisions whose corrections are all confirmed (CORR-4).
 
@@ -215,26 +233,22 @@ def reconcile_appeal_completion(uow, report_id: str) -> None:
     now = utcnow()
     corrections = session.scalars(select(AppealCorrection).where(AppealCorrection.report_id == report_id)).all()
     for correction in corrections:
-        if correction.mode != "automated" or correction.proposal_id is None or correction.state == "confirmed":
+        if correction.mode != "automated" or correction.proposal_id is None or correction.state == C.CONFIRMED:
             continue
         # A failed correction is looked at again: its proposal may have been retried (FOUR-7).
         proposal = session.get(ActionProposal, correction.proposal_id)
-        if proposal.state == "applied":
-            correction.state, correction.confirmed_at, correction.last_error_code = "confirmed", now, None
-        elif proposal.is_terminal:
-            correction.state, correction.last_error_code = "failed", proposal.last_error_code
-        elif correction.state == "failed":  # retried: a new delivery cycle is under way
-            correction.state, correction.last_error_code = "proposed", None
+        followed = _following(correction.state, proposal, now)
+        if followed is not None:
+            move_row(session, correction, followed[0], values=followed[1])
     by_decision: dict[str, list[AppealCorrection]] = {}
     for correction in corrections:
         by_decision.setdefault(correction.appeal_decision_id, []).append(correction)
     for decision_id, group in by_decision.items():
         ad = session.get(AppealDecision, decision_id)
-        if ad.completion_state != "waiting" or not all(c.state == "confirmed" for c in group):
+        if ad.completion_state != cs.CompletionState.WAITING or not all(c.state == C.CONFIRMED for c in group):
             continue
-        ad.correction_confirmed_at, ad.completion_state = now, "completed"
-        report = session.get(Report, report_id)
-        report.state = "closed"
+        move_row(session, ad, cs.CompletionMove.COMPLETE, values={"correction_confirmed_at": now})
+        move_row(session, session.get(Report, report_id), cs.ReportMove.CLOSE)
         uow.audit(
             ad.installation_id,
             f"appeal-decision-completed:{ad.id}",

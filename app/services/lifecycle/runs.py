@@ -1,8 +1,9 @@
 """The workflow engine: start runs, run their nodes, wake them on events (SPEC WAIT).
 
-A run moves ``pending → running → waiting ⇄ running → completed|failed``. Every
-move out of ``pending`` or ``waiting`` is one conditional UPDATE, so two
-dispatchers (an inline wake-up and a sweep) never both advance a run.
+A run moves ``pending → running → waiting ⇄ running → completed|failed``
+(`app.domain.case_states.RUN`), each move one conditional UPDATE
+(`app.models.moves`), so two dispatchers (an inline wake-up and a sweep) never
+both advance a run.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from sqlalchemy import bindparam, select, update
-from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.orm.util import identity_key
+from sqlalchemy import select
 
 from app.domain import workflow as wf
+from app.domain.case_states import RunMove, RunState, StepMove, StepState
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.domain.workflow import NodeOutcome
@@ -24,7 +24,8 @@ from app.models import (
     WorkflowEventInbox,
     WorkflowRun,
     WorkflowVersion,
-    statements,
+    move_row,
+    take_run,
 )
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -112,10 +113,9 @@ def create_run(
         decision_id=decision_id,
         appeal_id=appeal_id,
         trigger_key=trigger_key,
-        state="pending",
+        state=RunState.PENDING,
         current_node_id=version.graph.get("start"),
         created_at=now,
-        updated_at=now,
     )
     session.add(run)
     session.flush()
@@ -150,7 +150,7 @@ def _step_run(uow: UnitOfWork, run: WorkflowRun, node_id: str) -> StepRun:
             run_id=run.id,
             node_id=node_id,
             branch_key=run.branch_key or "main",
-            state="running",
+            state=StepState.RUNNING,
         )
         uow.session.add(step)
         uow.session.flush()
@@ -191,17 +191,14 @@ def _continue(
         step = _step_run(uow, run, run.current_node_id)
         if outcome is None:
             outcome = _execute_node(uow, run, version, step)
-        step.output = outcome.as_dict()
         if outcome.waiting:
-            step.state = "waiting"
-            run.state = "waiting"
-            run.waiting_event_type = outcome.event_type
-            run.waiting_proposal_id = outcome.proposal_id
-            run.wait_deadline_at = outcome.deadline
+            move_row(uow.session, step, StepMove.WAIT, values={"output": outcome.as_dict()})
+            waiting = {"waiting_event_type": outcome.event_type, "wait_deadline_at": outcome.deadline}
+            move_row(uow.session, run, RunMove.WAIT, values={**waiting, "waiting_proposal_id": outcome.proposal_id})
             return
-        step.state = "completed" if outcome.port != "error" else "failed"
-        step.port = outcome.port
-        step.error_code = outcome.error_code
+        step_move = StepMove.FAIL if outcome.port == "error" else StepMove.COMPLETE
+        finished = {"output": outcome.as_dict(), "port": outcome.port, "error_code": outcome.error_code}
+        move_row(uow.session, step, step_move, values=finished)
         following = wf.next_node(graph, run.current_node_id, outcome.port)
         if following is None:
             _finish(uow, run, outcome)
@@ -212,13 +209,10 @@ def _continue(
 
 
 def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
-    now = utcnow()
-    run.state = "failed" if outcome.port == "error" else "completed"
-    run.outcome_port = outcome.port
-    run.last_error_code = outcome.error_code
-    run.waiting_event_type = None
-    run.wait_deadline_at = None
-    run.finished_at = now
+    ended = {"outcome_port": outcome.port, "last_error_code": outcome.error_code, "finished_at": utcnow()}
+    no_wait = {"waiting_event_type": None, "wait_deadline_at": None}
+    run_move = RunMove.FAIL if outcome.port == "error" else RunMove.COMPLETE
+    move_row(uow.session, run, run_move, values={**ended, **no_wait})
     uow.audit(
         run.installation_id,
         f"workflow-run-finished:{run.id}",
@@ -227,55 +221,6 @@ def _finish(uow: UnitOfWork, run: WorkflowRun, outcome: NodeOutcome) -> None:
         "workflow_run",
         run.id,
         {"state": run.state, "port": outcome.port, "error_code": outcome.error_code},
-    )
-
-
-def _take_run(
-    uow: UnitOfWork, run_id: str, from_state: str, *, event_type: str | None = None, due_by=None
-) -> WorkflowRun | None:
-    """Move a run to ``running`` with one guarded UPDATE, which also returns the row
-    as written; None when someone else did.
-
-    Args:
-        event_type: only while the run waits for this event.
-        due_by: only while the run's wait deadline is at or before this instant.
-    """
-    shape = (event_type is not None, due_by is not None)
-    params = {"run_id": run_id, "from_state": from_state, "now": utcnow(), "event_type": event_type, "due_by": due_by}
-    params = {k: v for k, v in params.items() if v is not None}
-    session = uow.session
-    loaded = session.identity_map.get(identity_key(WorkflowRun, run_id))
-    if loaded is not None and loaded not in session.dirty:
-        # Read earlier in this transaction (a batch's outcomes): guarded on the row as
-        # read, so no read again and no flush of other rows' changes (they go together).
-        statement = statements.prebuilt(("take-loaded-run", *shape), lambda: _take_statement(*shape, loaded=True))
-        with session.no_autoflush:  # it writes only this run's row, which has no pending change
-            taken = session.execute(statement, {**params, "read_updated_at": loaded.updated_at}).rowcount == 1
-        if taken:
-            set_committed_value(loaded, "state", "running")
-            set_committed_value(loaded, "updated_at", params["now"])
-            return loaded
-    statement = statements.prebuilt(("take-run", *shape), lambda: _take_statement(*shape))
-    return session.scalar(statement, params)
-
-
-def _take_statement(by_event: bool, by_deadline: bool, loaded: bool = False):
-    R = WorkflowRun.__table__.c if loaded else WorkflowRun
-    where = [R.id == bindparam("run_id"), R.state == bindparam("from_state")]
-    if by_event:
-        where.append(R.waiting_event_type == bindparam("event_type"))
-    if by_deadline:
-        where.append(R.wait_deadline_at <= bindparam("due_by", type_=R.wait_deadline_at.type))
-    if loaded:  # unchanged since it was read (every write of a run sets updated_at)
-        where.append(R.updated_at == bindparam("read_updated_at", type_=R.updated_at.type))
-        table = WorkflowRun.__table__
-        return update(table).where(*where).values(state="running", updated_at=bindparam("now", type_=R.updated_at.type))
-    return (
-        update(WorkflowRun)
-        .where(*where)
-        .values(state="running", updated_at=bindparam("now", type_=R.updated_at.type))
-        .returning(WorkflowRun)
-        .execution_options(synchronize_session=False, populate_existing=True)
     )
 
 
@@ -300,12 +245,12 @@ def _deliver_row(uow: UnitOfWork, row: WorkflowDispatchOutbox, event: WorkflowEv
     """Start the row's run or hand the run its event, then mark the row delivered
     (already so when `counted`: written delivered by this transaction)."""
     if row.operation == "start":
-        run = _take_run(uow, row.run_id, "pending")
+        run = take_run(uow.session, row.run_id, RunMove.START)
         if run is not None:
             _continue(uow, run, None)
     else:
         event = event or uow.session.get(WorkflowEventInbox, row.event_inbox_id)
-        run = _take_run(uow, row.run_id, "waiting", event_type=event.event_type)
+        run = take_run(uow.session, row.run_id, RunMove.RESUME, event_type=event.event_type)
         if run is not None:
             _resume(uow, run, timed_out=False)
         if not counted:
@@ -391,7 +336,7 @@ def time_out_run(run_id: str) -> bool:
         True when this call moved the run.
     """
     with unit_of_work() as uow:
-        run = _take_run(uow, run_id, "waiting", due_by=utcnow())
+        run = take_run(uow.session, run_id, RunMove.RESUME, due_by=utcnow())
         if run is None:
             return False
         _resume(uow, run, timed_out=True)

@@ -4,7 +4,8 @@ from flask import abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
-from app.services.cases.appeals import decide_appeal, file_appeal, record_manual_correction, redact_rationale
+from app.services.cases.appeal_corrections import record_manual_correction
+from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
 from app.services.uow import Actor
