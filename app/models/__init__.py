@@ -12,7 +12,7 @@ from .integrations import Integration, IntegrationToken, Queue
 from .labels import CodeLabel
 from .operations import SweepRun
 from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
-from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, is_waiting, move_loaded, move_proposal
+from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, move_loaded, move_proposal
 from .tenancy import Installation, OperatorInvitation, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
@@ -56,7 +56,6 @@ __all__ = [
     "WorkflowRun",
     "WorkflowVersion",
     "insert_ignore",
-    "is_waiting",
     "move_loaded",
     "move_proposal",
     "new_id",
