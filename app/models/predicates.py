@@ -22,6 +22,7 @@ from app.domain.states import (
     WAITING_STATES,
     Move,
     ProposalState,
+    sources,
     target,
 )
 
@@ -76,6 +77,11 @@ def terminal() -> ColumnElement:
 def resolved() -> ColumnElement:
     """`states.is_resolved`: applied, or failed for good (DLV-7)."""
     return or_(P.state == target(Move.RECEIPT_APPLIED).value, dead_letter())
+
+
+def awaits_decision(now: datetime) -> ColumnElement:
+    """`delivery.awaits_decision`: awaiting approval, its authorization not expired (APPR-3)."""
+    return and_(P.state.in_(_values(sources(Move.APPROVE))), P.expires_at > now)
 
 
 def _past_not_before(now: datetime) -> ColumnElement:

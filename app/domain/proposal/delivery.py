@@ -148,6 +148,12 @@ def is_claimable(d: Delivery, now: datetime) -> bool:
     return is_due(d, now) or lease_expired(d, now)
 
 
+def awaits_decision(d: Delivery, now: datetime) -> bool:
+    """Awaiting approval with its authorization still running: a reviewer may still
+    decide it (APPR-3). SQL twin: `predicates.awaits_decision`."""
+    return can(Move.APPROVE, d.state) and d.expires_at > now
+
+
 def is_sendable(d: Delivery, now: datetime) -> bool:
     """Waiting for a fresh attempt whatever its due time: not accepted, attempts left,
     past its `not_before` (DLV-1, CONN-1: what a connection that recovers makes due).

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.domain.maker_checker import REVIEWER_ROLE, Verdict
-from app.domain.states import ProposalState
+from app.domain.states import Move, ProposalState, can
 
 from .cancel import ASK, CONFIRM, CancelFacts, cancel_step
-from .delivery import Delivery
+from .delivery import Delivery, awaits_decision
 from .makers import MakerFacts, verdict
 
 S = ProposalState
@@ -67,10 +67,10 @@ class Offers:
 def decide_offer(d: Delivery, operator_id: str, roles: Iterable[str], facts: MakerFacts, now: datetime) -> Offer:
     """Approve/reject: shown while awaiting approval; open to a reviewer who is not a
     maker, while the authorization lasts (APPR-3, APPR-4, FOUR-1)."""
-    if d.state != S.APPROVAL_REQUIRED:
+    if not can(Move.APPROVE, d.state):
         return Offer.hidden()
     allowed = verdict(operator_id, roles, facts)
-    if allowed and d.expires_at <= now:
+    if allowed and not awaits_decision(d, now):
         return Offer(True, False, "The authorization expired; the action can no longer be approved.")
     return Offer.of(allowed)
 

@@ -369,6 +369,13 @@ def unsent(d: Delivery) -> bool:
     )
 
 
+def is_active_reversal(state: str) -> bool:
+    """Whether a reversal of a temporary action is the one that will end it (TEMP-2,
+    TEMP-3): approved or on its way, sent, or ended (not cancelled, rejected or still
+    awaiting its approval)."""
+    return state not in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED)
+
+
 def change_refusal(kind: str, active: Delivery | None) -> str | None:
     """Why "end now" or "extend" cannot be proposed for a temporary action in force,
     from its active reversal (TEMP-3, FOUR-7), or None.

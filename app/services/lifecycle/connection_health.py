@@ -38,6 +38,7 @@ from app.domain import connection_health as rules
 from app.domain.clock import utcnow
 from app.domain.connection_health import Health, HealthChange, Settings
 from app.domain.errors import ActionError, ApiError
+from app.domain.states import is_waiting
 from app.metrics import record_connection_transition, record_connection_wait
 from app.models import (
     ActionProposal,
@@ -270,7 +271,7 @@ def hold_before_claim(proposal_id: str, now: datetime | None = None) -> str | No
     if row is None:  # no health row: a connection never in trouble (the hot path)
         return None
     due = row.next_attempt_at
-    if row.proposal_state not in ("queued", "failed") or row.delivery_terminal or row.accepted_at is not None:
+    if not is_waiting(row.proposal_state, row.delivery_terminal) or row.accepted_at is not None:
         return None
     if due is None or due > now:
         return None

@@ -22,7 +22,8 @@ from sqlalchemy.orm import aliased
 from app.domain.clock import iso, utcnow
 from app.domain.errors import ActionError, ApiError
 from app.domain.proposal import temporary as rules
-from app.domain.states import ProposalState
+from app.domain.proposal.cancel import CHANGE_ROLES
+from app.domain.states import ProposalState, is_dead_letter, is_effective
 from app.models import (
     ActionApproval,
     ActionProposal,
@@ -30,6 +31,7 @@ from app.models import (
     OperatorUser,
     Report,
     move_proposal,
+    predicates,
     new_id,
 )
 from app.queueing import enqueue_delivery
@@ -41,7 +43,6 @@ log = logging.getLogger(__name__)
 S = ProposalState
 P = ActionProposal
 BATCH = 200
-CHANGE_ROLES = frozenset({"moderator", "reviewer", "admin"})
 REFUSALS = {
     "action_not_temporary": "This action is not a temporary action that is in force.",
     "action_temporary_ended": "The temporary action has already ended (its reversal was sent).",
@@ -236,7 +237,7 @@ def create_missing_reversals(now) -> int:
     missing = ~exists().where(and_(Reversal.reverses_proposal_id == P.id, Reversal.created_by_type == "system"))
     ids = db.session.scalars(
         select(P.id)
-        .where(P.temporary.is_not(None), P.state.in_([S.APPLIED, S.COMPENSATION_REQUIRED]), missing)
+        .where(P.temporary.is_not(None), predicates.effective(), missing)
         .limit(BATCH)
     ).all()
     db.session.rollback()
@@ -275,7 +276,7 @@ def active_reversal(session, original_id: str) -> ActionProposal | None:
     """The reversal that will end a temporary action: the newest one not cancelled or
     rejected (queued, being sent, or applied)."""
     for reversal in reversals_of(session, original_id):
-        if reversal.state not in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED):
+        if rules.is_active_reversal(reversal.state):
             return reversal
     return None
 
@@ -320,7 +321,7 @@ def propose_change(
     """
     from app.services.cases.tasks import open_approval_task
 
-    if not CHANGE_ROLES & set(operator.roles):
+    if not CHANGE_ROLES & set(operator.roles):  # TEMP-3
         raise ApiError(403, "forbidden", "Your role cannot change temporary actions.")
     if kind not in rules.REPLACEMENT_KINDS:
         raise ApiError(400, "action_temporary_change_invalid", REFUSALS["action_temporary_change_invalid"])
@@ -329,18 +330,16 @@ def propose_change(
     with unit_of_work() as uow:
         session = uow.session
         original = _load(session, proposal_id, operator)
-        if not original.temporary or original.state not in (S.APPLIED, S.COMPENSATION_REQUIRED):
+        if not original.temporary or not is_effective(original.state):
             raise ApiError(409, "action_not_temporary", REFUSALS["action_not_temporary"])
         operation = f"{rules.reversal_operation_id(original.operation_id)}:{kind}:{idempotency_key}"
         existing = session.scalar(select(P).where(P.operation_id == operation))
         if existing is not None:
             return ChangeResult(existing.id, existing.payload_digest, existing.state, True)
         current = active_reversal(session, original.id)
-        failed = current is not None and current.state == S.FAILED and current.delivery_terminal
-        if failed and kind != "end_now":  # FOUR-7: a failed reversal is retried or ended now, not extended
-            raise ApiError(409, "action_reversal_failed", REFUSALS["action_reversal_failed"])
-        if not failed and (current is None or current.state == S.APPLIED or current.delivery_attempt_count > 0):
-            raise ApiError(409, "action_temporary_ended", REFUSALS["action_temporary_ended"])
+        ended = rules.change_refusal(kind, delivery_of(current) if current is not None else None)
+        if ended is not None:  # FOUR-7: a failed reversal is retried or ended now, not extended
+            raise ApiError(409, ended, REFUSALS[ended])
         now = utcnow()
         new_end = None
         if kind == "extend":
@@ -394,9 +393,9 @@ def replace_scheduled(uow: UnitOfWork, replacement: ActionProposal, approver: Op
     """
     actor = Actor("operator", approver.id)
     for other in reversals_of(uow.session, replacement.reverses_proposal_id):
-        if other.id == replacement.id or other.state in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED):
+        if other.id == replacement.id or not rules.is_active_reversal(other.state):
             continue
-        if other.state == S.FAILED and other.delivery_terminal:
+        if is_dead_letter(other.state, other.delivery_terminal):
             continue  # failed for good: it will not run unless an operator retries it
         if other.state == S.APPLIED:
             raise ApiError(409, "action_temporary_ended", REFUSALS["action_temporary_ended"])

@@ -35,6 +35,7 @@ from app.models import (
     Queue,
     Report,
     WorkflowRun,
+    predicates,
 )
 from app.services.lifecycle.cancel import cancel_facts
 from app.services.lifecycle.makers import facts_of, is_a_maker, maker_facts
@@ -101,8 +102,9 @@ def _filtered(installation_id: str, filters: ProposalFilters, operator: Operator
     if filters.queue_id:
         query = query.where(P.report_id.in_(select(Report.id).where(Report.queue_id == filters.queue_id)))
     if filters.needs_my_approval:
-        # FOUR-1: never a proposal the viewer made (the domain's makers, as SQL)
-        query = query.where(P.state == ProposalState.APPROVAL_REQUIRED, ~is_a_maker(operator.id))
+        # what `offers.decide_offer` opens: still decidable (APPR-3), and never a
+        # proposal the viewer made (FOUR-1: the domain's makers, as SQL)
+        query = query.where(predicates.awaits_decision(utcnow()), ~is_a_maker(operator.id))
     return query
 
 
