@@ -376,6 +376,12 @@ def is_active_reversal(state: str) -> bool:
     return state not in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED)
 
 
+def waits_scheduled(d: Delivery) -> bool:
+    """A scheduled proposal nothing was sent for yet: the page counts down to its
+    `not_before` and follows it (TEMP-4)."""
+    return d.not_before is not None and unsent(d)
+
+
 def change_refusal(kind: str, active: Delivery | None) -> str | None:
     """Why "end now" or "extend" cannot be proposed for a temporary action in force,
     from its active reversal (TEMP-3, FOUR-7), or None.

@@ -40,6 +40,7 @@ from app.models import (
 from app.services.lifecycle.cancel import cancel_facts
 from app.services.lifecycle.makers import facts_of, is_a_maker, maker_facts
 from app.services.lifecycle.proposals import delivery_of
+from app.services.lifecycle.reversals import active_reversal
 
 P = ActionProposal
 NO_FACTS = MakerFacts()  # a task whose proposal is gone: nobody is its maker
@@ -241,6 +242,7 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
         actor_ids.add(approval.approver_id)
     actors = operator_names(actor_ids)
     made_by = facts_of(db.session, proposal)
+    reversal = active_reversal(db.session, proposal.id) if proposal.temporary else None
     return ProposalDetail(
         proposal=proposal,
         report=proposal.report,
@@ -256,6 +258,8 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
             task_state=task.state if task else None,
             task_assignee_id=task.assigned_operator_id if task else None,
             cancel=cancel_facts(db.session, proposal, made_by) if proposal.not_before else None,
+            temporary=bool(proposal.temporary),
+            reversal=delivery_of(reversal) if reversal is not None else None,
         ),
         attempts_by_cycle=by_cycle,
         receipts=list(reversed(proposal.receipts)),
