@@ -6,18 +6,16 @@ receipts or audit rows, so pages stay fast as history grows.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import joinedload, selectinload
 
 from app.domain.attempts import attempt_status
-from app.domain.clock import iso, parse_iso, utcnow
+from app.domain.clock import utcnow
 from app.domain.maker_checker import Verdict
 from app.domain.proposal.makers import MakerFacts, appeal_verdict
 from app.domain.proposal.offers import Offers, claim_offer, offers, release_offer
@@ -41,6 +39,7 @@ from app.services.lifecycle.cancel import cancel_facts
 from app.services.lifecycle.makers import facts_of, is_a_maker, maker_facts
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.reversals import active_reversal
+from app.services.read.cursors import decode_cursor, encode_cursor
 
 P = ActionProposal
 NO_FACTS = MakerFacts()  # a task whose proposal is gone: nobody is its maker
@@ -55,24 +54,6 @@ class ProposalFilters:
     needs_my_approval: bool = False
     failed: bool = False
     report_id: str | None = None
-
-
-def encode_cursor(created_at: datetime, id: str) -> str:
-    return base64.urlsafe_b64encode(f"{iso(created_at)}|{id}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
-    """Decode a keyset cursor; a malformed one reads as the first page."""
-    if not cursor:
-        return None
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        stamp, id = text.split("|", 1)
-        if "\x00" in id or len(id) > 700:
-            return None
-        return parse_iso(stamp), id
-    except (ValueError, UnicodeDecodeError, OverflowError):
-        return None
 
 
 def operator_names(ids) -> dict[str, str]:
