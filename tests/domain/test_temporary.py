@@ -545,3 +545,15 @@ def test_temp4_the_refusal_and_the_cancel_agree_on_what_was_sent(changes):
     assert refused == "action_already_sent"
     assert T.cancel(d) is None
     assert not T.unsent(d)
+
+
+def test_temp3_the_active_reversal_and_a_waiting_schedule():
+    """TEMP-3: the reversal that will end the action is neither cancelled, rejected nor
+    awaiting approval; TEMP-4: a scheduled proposal waits while nothing was sent."""
+    assert [s for s in ("approval_required", "approved", "queued", "applying", "applied", "failed",
+                        "cancelled", "rejected", "compensation_required") if T.is_active_reversal(s)] == [
+        "approved", "queued", "applying", "applied", "failed", "compensation_required"]
+    d = Delivery(state="queued", expires_at=NOW + timedelta(days=1), not_before=NOW)
+    assert T.waits_scheduled(d) and not T.waits_scheduled(replace(d, not_before=None))
+    assert not T.waits_scheduled(replace(d, delivery_attempt_count=1))
+    assert T.change_refusal("extend", None) == "action_temporary_ended"
