@@ -142,7 +142,7 @@ def _dead_letters() -> GaugeMetricFamily:
 
     from app.extensions import db
     from app.models import ActionProposal as P
-    from app.models import ComponentVersion, Connection, ConnectionVersion
+    from app.models import ComponentVersion, Connection, ConnectionVersion, predicates
 
     gauge = GaugeMetricFamily(
         "console_dead_letters",
@@ -155,7 +155,7 @@ def _dead_letters() -> GaugeMetricFamily:
         .outerjoin(ComponentVersion, ComponentVersion.id == P.component_version_id)
         .outerjoin(ConnectionVersion, ConnectionVersion.id == ComponentVersion.connection_version_id)
         .outerjoin(Connection, Connection.id == ConnectionVersion.connection_id)
-        .where(P.state == "failed", P.delivery_terminal.is_(True))
+        .where(predicates.dead_letter())
         .group_by(Connection.id, Connection.name)
     )
     for connection_id, name, count in rows:

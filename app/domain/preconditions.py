@@ -30,6 +30,12 @@ class ReportSnapshot:
     target_reference: str | None  # the report's first target
 
 
+def closed_to_ordinary_actions(report_state: str) -> bool:
+    """Whether a report in `report_state` takes only appeal corrections (PRE-2): it
+    is appealed or closed."""
+    return report_state in CLOSED_TO_ORDINARY_ACTIONS
+
+
 def acts_on_closed_case(*, is_correction: bool, is_reversal: bool) -> bool:
     """Whether a proposal may still act on a case that is appealed or closed (PRE-2,
     CORR-3, TEMP-2, FOUR-7): an appeal correction (its own eligibility is checked by
@@ -57,7 +63,7 @@ def check_preconditions(preconditions: dict[str, Any], report: ReportSnapshot, i
             or closed and this is not an appeal correction (PRE-2);
             ``action_precondition_changed`` when a named field differs (PRE-1).
     """
-    if not is_correction and report.report_state in CLOSED_TO_ORDINARY_ACTIONS:
+    if not is_correction and closed_to_ordinary_actions(report.report_state):
         raise ActionError("action_case_no_longer_eligible")
     for key, attribute in COMPARED_FIELDS.items():
         if key in preconditions and preconditions[key] != getattr(report, attribute):

@@ -80,7 +80,35 @@ TRANSITIONS: dict[Move, tuple[frozenset[ProposalState], ProposalState]] = {
     Move.HOLD_FAILED: (frozenset({S.FAILED}), S.FAILED),
 }
 
-TERMINAL_STATES = frozenset({S.APPLIED, S.REJECTED, S.CANCELLED, S.COMPENSATION_REQUIRED})
+
+def sources(move: Move) -> frozenset[ProposalState]:
+    """States `move` may start from."""
+    return TRANSITIONS[move][0]
+
+
+def target(move: Move) -> ProposalState:
+    """State `move` ends in."""
+    return TRANSITIONS[move][1]
+
+
+# The sets the rules keep asking about, derived from the table above (never listed by
+# hand). `app.models.predicates` holds each one's SQL twin.
+#
+# Waiting to be sent or sent again: what a claim takes when due, besides an expired
+# lease of its own target state (DLV-1): queued, failed.
+WAITING_STATES = sources(Move.CLAIM) - {target(Move.CLAIM)}
+# Effective: the action took effect on the platform, so a compensation can undo it
+# (COMP-1): applied, compensation_required.
+EFFECTIVE_STATES = sources(Move.COMPENSATE)
+# Nothing was sent yet: a scheduled proposal may still be cancelled (TEMP-3, TEMP-4).
+CANCELLABLE_STATES = sources(Move.CANCEL_SCHEDULED)
+# Ended whatever the flags say: no move leaves them but a compensation, which is a new
+# proposal (§3): applied, rejected, cancelled, compensation_required.
+TERMINAL_STATES = frozenset(
+    state for state in S if not any(state in sources(m) for m in TRANSITIONS if m is not Move.COMPENSATE)
+)
+# Only an operator's retry leaves it, once its delivery is terminal: a dead letter (RTRY-1, CONN-4).
+DEAD_LETTER_STATES = sources(Move.OPERATOR_RETRY)
 
 # Per delivery cycle (DLV-1, DLV-6).
 MAX_ATTEMPTS_PER_CYCLE = 8
@@ -94,21 +122,52 @@ assert LEASE_SECONDS * REQUEST_SHARE_OF_LEASE >= MAX_TIMEOUT_SECONDS, "the lease
 CONFIRMATION_WINDOW_SECONDS = 15 * 60
 
 
-def sources(move: Move) -> frozenset[ProposalState]:
-    """States `move` may start from."""
-    return TRANSITIONS[move][0]
-
-
-def target(move: Move) -> ProposalState:
-    """State `move` ends in."""
-    return TRANSITIONS[move][1]
-
-
 def can(move: Move, state: str) -> bool:
     """Whether a proposal in `state` may take `move`."""
     return state in TRANSITIONS[move][0]
 
 
 def is_terminal(state: str, delivery_terminal: bool) -> bool:
-    """Whether nothing more will happen without a person (the console stops polling)."""
-    return state in TERMINAL_STATES or (state == S.FAILED and delivery_terminal)
+    """Whether nothing more will happen without a person (§3; the console stops
+    polling, a waiting run answers a port: WAIT-1). SQL twin: `predicates.terminal`.
+
+    Args:
+        state: a `ProposalState` value.
+        delivery_terminal: the proposal's ``delivery_terminal`` flag.
+    """
+    return state in TERMINAL_STATES or is_dead_letter(state, delivery_terminal)
+
+
+def is_dead_letter(state: str, delivery_terminal: bool) -> bool:
+    """A delivery that failed for good: only an operator's retry moves it (RTRY-1,
+    CONN-4). SQL twin: `predicates.dead_letter`."""
+    return state in DEAD_LETTER_STATES and delivery_terminal
+
+
+def is_waiting(state: str, delivery_terminal: bool) -> bool:
+    """Queued or failed and not terminal: a delivery that will be sent (again) when
+    due (DLV-1). SQL twin: `predicates.waiting`."""
+    return state in WAITING_STATES and not delivery_terminal
+
+
+def is_effective(state: str) -> bool:
+    """The action took effect (applied, or applied and compensated since): what a
+    compensation or a reversal can undo (COMP-1, TEMP-2). SQL twin: `predicates.effective`."""
+    return state in EFFECTIVE_STATES
+
+
+def is_resolved(state: str, delivery_terminal: bool) -> bool:
+    """Applied, or failed for good: the run hears of the delivery's end (DLV-7).
+    SQL twin: `predicates.resolved`."""
+    return state == target(Move.RECEIPT_APPLIED) or is_dead_letter(state, delivery_terminal)
+
+
+def attempts_in_cycle(delivery_attempt_count: int, cycle_start_attempt: int) -> int:
+    """Attempts used in the current delivery cycle (DLV-1, DLV-6, RTRY-2): an operator
+    retry starts a cycle at the attempt count it had. SQL twin: `predicates.attempts_in_cycle`."""
+    return delivery_attempt_count - cycle_start_attempt
+
+
+def has_attempts_left(delivery_attempt_count: int, cycle_start_attempt: int) -> bool:
+    """Whether the cycle has attempts left (DLV-1, DLV-6): at most 8 per cycle."""
+    return attempts_in_cycle(delivery_attempt_count, cycle_start_attempt) < MAX_ATTEMPTS_PER_CYCLE

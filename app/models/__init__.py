@@ -13,7 +13,7 @@ from .labels import CodeLabel
 from .moves import move_by_id, move_row, take_run
 from .operations import SweepRun
 from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
-from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, is_waiting, move_loaded, move_proposal
+from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, move_loaded, move_proposal
 from .tenancy import Installation, OperatorInvitation, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
@@ -57,7 +57,6 @@ __all__ = [
     "WorkflowRun",
     "WorkflowVersion",
     "insert_ignore",
-    "is_waiting",
     "move_by_id",
     "move_loaded",
     "move_proposal",

@@ -16,7 +16,6 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    bindparam,
     literal,
     text,
     update,
@@ -26,7 +25,16 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.domain.clock import utcnow
 from app.domain.receipts import ProposalIdentity
-from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, Move, ProposalState, is_terminal, sources, target
+from app.domain.states import (
+    MAX_ATTEMPTS_PER_CYCLE,
+    WAITING_STATES,
+    Move,
+    ProposalState,
+    attempts_in_cycle,
+    is_terminal,
+    sources,
+    target,
+)
 
 from . import statements
 from .base import Base, UTCDateTime, created_at_column, id_column, json_column, related, updated_at_column
@@ -37,10 +45,10 @@ if TYPE_CHECKING:
     from .workflows import HumanTask, WorkflowRun
 
 
-# The rows of `ix_action_proposals_waiting`. A query meets the partial index only when
-# its WHERE names these states as literals (`is_waiting`), not as bound parameters.
-WAITING_STATES = (ProposalState.QUEUED.value, ProposalState.FAILED.value)
-WAITING_PREDICATE = "state IN (" + ", ".join(f"'{state}'" for state in WAITING_STATES) + ")"
+# The rows of `ix_action_proposals_waiting` (the domain's waiting states, in the table's
+# order). A query meets the partial index only when its WHERE names these states as
+# literals (`predicates.in_waiting_states`), not as bound parameters.
+WAITING_PREDICATE = "state IN (" + ", ".join(f"'{s.value}'" for s in ProposalState if s in WAITING_STATES) + ")"
 
 
 class ActionProposal(Base):
@@ -134,7 +142,7 @@ class ActionProposal(Base):
 
     @property
     def attempts_in_cycle(self) -> int:
-        return self.delivery_attempt_count - self.cycle_start_attempt
+        return attempts_in_cycle(self.delivery_attempt_count, self.cycle_start_attempt)
 
     @property
     def attempts_left_in_cycle(self) -> int:
@@ -151,13 +159,6 @@ class ActionProposal(Base):
     @property
     def is_reversal(self) -> bool:
         return self.reverses_proposal_id is not None
-
-
-def is_waiting():
-    """``state IN ('queued', 'failed')`` with the states rendered inline, so the planner
-    can use `ix_action_proposals_waiting` (DLV-1's batch claim)."""
-    states = bindparam("waiting_states", list(WAITING_STATES), expanding=True, literal_execute=True)
-    return ActionProposal.state.in_(states)
 
 
 def move_proposal(

@@ -13,7 +13,7 @@ from flask_login import AnonymousUserMixin, current_user
 from app.domain.clock import iso
 from app.domain.errors import ApiError
 from app.domain.evidence import link_host
-from app.domain.states import is_terminal
+from app.domain.states import is_effective, is_terminal, is_waiting
 from app.extensions import csrf, db, login_manager
 from app.models import OperatorUser
 from app.observability import pop, push
@@ -110,7 +110,9 @@ def register_web(app: Flask) -> None:
     app.jinja_env.filters["iso"] = iso
     app.jinja_env.filters["link_host"] = link_host  # the host an external link opens (FOUR-10)
     app.jinja_env.filters["time"] = time_tag  # a filter, not a macro: pages render hundreds
-    app.jinja_env.globals["is_terminal"] = is_terminal
+    app.jinja_env.globals["is_terminal"] = is_terminal  # the named predicates (§3)
+    app.jinja_env.globals["is_waiting"] = is_waiting
+    app.jinja_env.globals["is_effective"] = is_effective
     from app.domain.proposal.temporary import format_duration
 
     app.jinja_env.filters["duration"] = format_duration  # "7 days", "3 minutes" (TEMP-1)

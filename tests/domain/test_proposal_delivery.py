@@ -555,3 +555,25 @@ def test_the_lease_setting_must_outlast_the_longest_connection(monkeypatch):
     monkeypatch.setenv("DELIVERY_LEASE_SECONDS", "149")
     with pytest.raises(ValueError, match="at least 150"):
         delivery_lease_seconds()
+
+
+def test_sendable_and_awaits_decision_at_their_boundaries():
+    """DLV-1, CONN-1, TEMP-4: sendable whatever its due time, not accepted, attempts
+    left, past its not_before; APPR-3: decidable until its authorization expires."""
+    base = D.Delivery(state=S.QUEUED, expires_at=NOW + timedelta(hours=1), next_attempt_at=NOW + timedelta(hours=1))
+    assert D.is_sendable(base, NOW) and D.is_sendable(replace(base, state=S.FAILED), NOW)
+    assert D.is_sendable(replace(base, not_before=NOW), NOW)
+    assert not D.is_sendable(replace(base, not_before=NOW + timedelta(seconds=1)), NOW)
+    assert not D.is_sendable(replace(base, accepted_at=NOW), NOW)
+    assert not D.is_sendable(replace(base, delivery_terminal=True), NOW)
+    assert not D.is_sendable(replace(base, state=S.APPLYING), NOW)
+    assert D.is_sendable(replace(base, delivery_attempt_count=7), NOW)
+    assert not D.is_sendable(replace(base, delivery_attempt_count=8), NOW)
+    waiting = replace(base, state=S.APPROVAL_REQUIRED)
+    assert D.awaits_decision(waiting, NOW) and not D.awaits_decision(waiting, NOW + timedelta(hours=1))
+    assert not D.awaits_decision(base, NOW)
+    leased = replace(base, state=S.APPLYING, lease_expires_at=NOW)
+    assert D.lease_expired(leased, NOW) and not D.lease_expired(replace(leased, delivery_terminal=True), NOW)
+    assert not D.lease_expired(replace(leased, lease_expires_at=None), NOW)
+    assert not D.lease_expired(replace(leased, lease_expires_at=NOW + timedelta(seconds=1)), NOW)
+    assert D.is_claimable(leased, NOW) and not D.is_claimable(base, NOW)

@@ -12,10 +12,12 @@ from app.domain.proposal.offers import (
     Offer,
     claim_offer,
     compensate_offer,
+    dead_letter_retry_offer,
     decide_offer,
     offers,
     release_offer,
     retry_offer,
+    temporary_change_offer,
 )
 from app.domain.states import ProposalState as S
 
@@ -108,3 +110,36 @@ def test_offers_together():
     assert not expired.retry.allowed
     applied = offers(d(S.APPLIED, True), operator_id="zoe", roles=["reviewer"], facts=FACTS, now=NOW)
     assert applied.compensate == Offer(True, True) and applied.retry == Offer.hidden()
+
+
+REVERSAL = Delivery(state=S.QUEUED, expires_at=NOW + timedelta(days=30), not_before=NOW + timedelta(days=7))
+
+
+@pytest.mark.parametrize(
+    "reversal, end_now, extend",
+    [
+        (REVERSAL, True, True),  # scheduled, nothing sent
+        (Delivery(state=S.APPROVED, expires_at=NOW), True, True),  # an approved "end now" not sent yet (TEMP-3)
+        (Delivery(state=S.QUEUED, expires_at=NOW, delivery_attempt_count=1), False, False),  # being sent
+        (Delivery(state=S.APPLYING, expires_at=NOW, delivery_attempt_count=1), False, False),
+        (Delivery(state=S.APPLIED, expires_at=NOW, delivery_attempt_count=1, delivery_terminal=True), False, False),
+        (Delivery(state=S.FAILED, expires_at=NOW, delivery_attempt_count=8, delivery_terminal=True), True, False),
+        (None, False, False),  # no reversal in force (cancelled by an appeal correction)
+    ],
+)
+def test_end_now_and_extend_offers_follow_the_service_rule(reversal, end_now, extend):
+    """TEMP-3, FOUR-7: the page offers "end now"/"extend" exactly when `propose_change`
+    accepts it (`temporary.change_refusal`): an approved reversal waiting unsent
+    included (the template used to offer it only while `queued`)."""
+    applied = d(S.APPLIED)
+    got = offers(applied, operator_id="zoe", roles=["moderator"], facts=FACTS, now=NOW, temporary=True, reversal=reversal)
+    assert (bool(got.end_now), bool(got.extend)) == (end_now, extend)
+    assert not temporary_change_offer("end_now", applied, True, reversal, ["auditor"])
+    assert not temporary_change_offer("extend", applied, False, REVERSAL, ["admin"])  # not temporary
+    assert not temporary_change_offer("end_now", d(S.QUEUED), True, REVERSAL, ["admin"])  # not in effect yet
+
+
+def test_dead_letter_retry_offer():
+    """RTRY-1, CONN-4: reviewers and admins retry failed deliveries."""
+    assert dead_letter_retry_offer(["reviewer"]) and dead_letter_retry_offer(["admin", "moderator"])
+    assert not dead_letter_retry_offer(["moderator", "auditor"]).shown

@@ -80,3 +80,35 @@ def test_no_move_leaves_a_terminal_state_except_compensation():
     for move, (starts, _) in DIAGRAM.items():
         for state in TERMINAL_STATES & starts:
             assert move == Move.COMPENSATE and state in (S.APPLIED, S.COMPENSATION_REQUIRED)
+
+
+def test_the_named_sets_are_the_tables_answers():
+    """§3: each named set is read off the transition table (COMP-1, TEMP-4, RTRY-1, DLV-1)."""
+    from app.domain.states import CANCELLABLE_STATES, DEAD_LETTER_STATES, EFFECTIVE_STATES, WAITING_STATES
+
+    assert WAITING_STATES == {S.QUEUED, S.FAILED} == sources(Move.CLAIM) - {S.APPLYING}
+    assert EFFECTIVE_STATES == {S.APPLIED, S.COMPENSATION_REQUIRED}
+    assert CANCELLABLE_STATES == {S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED}
+    assert DEAD_LETTER_STATES == {S.FAILED}
+
+
+@pytest.mark.parametrize("state", list(S))
+@pytest.mark.parametrize("terminal", [False, True])
+def test_the_named_predicates_over_every_state(state, terminal):
+    """§3, DLV-1, DLV-7, COMP-1, RTRY-1: waiting, effective, dead letter, resolved."""
+    from app.domain.states import is_dead_letter, is_effective, is_resolved, is_waiting
+
+    assert is_waiting(state, terminal) == (state in (S.QUEUED, S.FAILED) and not terminal)
+    assert is_effective(state) == (state in (S.APPLIED, S.COMPENSATION_REQUIRED))
+    assert is_dead_letter(state, terminal) == (state == S.FAILED and terminal)
+    assert is_resolved(state, terminal) == (state == S.APPLIED or (state == S.FAILED and terminal))
+    assert is_terminal(state, terminal) == (state in TERMINAL_STATES or (state == S.FAILED and terminal))
+
+
+def test_attempts_in_cycle_and_attempts_left():
+    """DLV-6, RTRY-2: a cycle counts from its start; 8 attempts each."""
+    from app.domain.states import attempts_in_cycle, has_attempts_left
+
+    assert attempts_in_cycle(10, 3) == 7 and has_attempts_left(10, 3)
+    assert attempts_in_cycle(11, 3) == 8 and not has_attempts_left(11, 3)
+    assert has_attempts_left(0, 0) and not has_attempts_left(9, 0)

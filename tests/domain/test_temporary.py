@@ -12,7 +12,7 @@ from app.domain.errors import ActionError
 from app.domain.proposal import temporary as T
 from app.domain.proposal.delivery import Delivery
 from app.domain.proposal.identity import NewProposal, OriginalFacts, RunFacts, digest_material, workflow_proposal
-from app.domain.states import Move
+from app.domain.states import Move, ProposalState
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 PLAN = {
@@ -212,7 +212,7 @@ def test_temp4_cancel_only_until_something_is_sent():
     assert T.cancel(sent) is None and T.cancel(replace(d, state="applying")) is None
     change = T.cancel(d)
     assert change.move == Move.CANCEL_SCHEDULED and change.values["delivery_terminal"] is True
-    assert change.expect == {"state": "queued", "delivery_attempt_count": 0, "delivery_terminal": False}
+    assert change.expect == {"state": "queued", "delivery_attempt_count": 0, "delivery_terminal": False, "accepted_at": None}
 
 
 def test_temp2_overdue_and_time_left():
@@ -514,7 +514,7 @@ def test_temp4_cancelling_sets_exactly_the_terminal_columns():
     }
     undone = T.cancel(d, T.UNDONE)
     assert undone.values["last_error_code"] == "action_reversal_undone_by_correction"
-    assert undone.expect == {"state": "approved", "delivery_attempt_count": 0, "delivery_terminal": False}
+    assert undone.expect == {"state": "approved", "delivery_attempt_count": 0, "delivery_terminal": False, "accepted_at": None}
     assert T.cancel(replace(d, delivery_terminal=True)) is None
 
 
@@ -531,3 +531,29 @@ def test_temp2_overdue_only_past_five_minutes():
     assert not T.is_overdue(NOW - timedelta(minutes=5), NOW)
     assert T.is_overdue(NOW - timedelta(minutes=5, seconds=1), NOW)
     assert not T.is_overdue(None, NOW)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"delivery_terminal": True}, {"accepted_at": NOW}, {"delivery_attempt_count": 1}, {"state": "applying"}],
+)
+def test_temp4_the_refusal_and_the_cancel_agree_on_what_was_sent(changes):
+    """TEMP-4: one rule for "nothing was sent yet": the refusal an operator sees and the
+    guarded cancel never disagree (the refusal read `accepted_at`, the cancel
+    `delivery_terminal`)."""
+    d = replace(Delivery(state="queued", expires_at=NOW + timedelta(days=1), not_before=NOW), **changes)
+    refused = T.cancel_refusal(d, d.not_before, is_reversal=False)
+    assert refused == "action_already_sent"
+    assert T.cancel(d) is None
+    assert not T.unsent(d)
+
+
+def test_temp3_the_active_reversal_and_a_waiting_schedule():
+    """TEMP-3: the reversal that will end the action is neither cancelled, rejected nor
+    awaiting approval; TEMP-4: a scheduled proposal waits while nothing was sent."""
+    active = {state.value for state in ProposalState if T.is_active_reversal(state)}
+    assert active == {"approved", "queued", "applying", "applied", "failed", "compensation_required"}
+    d = Delivery(state="queued", expires_at=NOW + timedelta(days=1), not_before=NOW)
+    assert T.waits_scheduled(d) and not T.waits_scheduled(replace(d, not_before=None))
+    assert not T.waits_scheduled(replace(d, delivery_attempt_count=1))
+    assert T.change_refusal("extend", None) == "action_temporary_ended"

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.domain.proposal import temporary_change as C
+from app.domain.proposal.delivery import Delivery
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 APPLIED = NOW - timedelta(days=1)
@@ -14,8 +15,14 @@ LATER = NOW + timedelta(days=6)
 DAY = 86_400
 
 
-def reversal(state="queued", terminal=False, attempts=0, not_before=LATER) -> C.CurrentReversal:
-    return C.CurrentReversal(state, terminal, attempts, not_before)
+def reversal(state="queued", terminal=False, attempts=0, not_before=LATER) -> Delivery:
+    return Delivery(
+        state=state,
+        expires_at=LATER,
+        delivery_terminal=terminal,
+        delivery_attempt_count=attempts,
+        not_before=not_before,
+    )
 
 
 @pytest.mark.parametrize(

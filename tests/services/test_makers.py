@@ -196,3 +196,22 @@ def test_the_sql_makers_rule_agrees_with_the_domain_rule(app, world, platform):
         in_sql = set(db.session.scalars(select(ActionProposal.id).where(is_a_maker(operator_id))))
         in_python = {p.id for p in proposals if operator_id in makers_of(db.session, p)}
         assert in_sql == in_python, operator_id
+
+
+def test_needs_my_approval_leaves_out_an_expired_authorization_as_the_offer_does(app, world, platform):
+    """APPR-3, FOUR-1: the filter lists exactly what the page then offers to decide;
+    an authorization that expired is offered to nobody (`offers.decide_offer`)."""
+    from datetime import timedelta
+
+    from app.domain.clock import utcnow
+    from app.services.read.console import proposal_detail
+
+    proposal = decide_report(world)
+    reviewer = world.user("reviewer")
+    mine = ProposalFilters(needs_my_approval=True)
+    assert proposal.id in {r["proposal"].id for r in list_proposals(reviewer, mine, None, with_counts=False).rows}
+    set_row(ActionProposal, proposal.id, expires_at=utcnow() - timedelta(seconds=1))
+    db.session.rollback()
+    assert not proposal_detail(reviewer, proposal.id).offers.decide.allowed
+    listed = {r["proposal"].id for r in list_proposals(reviewer, mine, None, with_counts=False).rows}
+    assert proposal.id not in listed

@@ -13,7 +13,7 @@ from app.extensions import db
 from app.models import ActionProposal
 from app.services.lifecycle.dispatch import deliver
 
-from ..builders import approve, decide_report, login, reload, set_row
+from ..builders import approve, decide_report, login, logout, reload, set_row
 
 
 def applied_suspension(world, platform):
@@ -89,3 +89,18 @@ def test_temp4_only_operators_cancel_and_a_refusal_changes_nothing(client, world
     )
     assert refused.status_code == 409 and refused.get_json()["error"]["code"] == "action_reversal_not_cancellable"
     assert reload(reversal).state == "queued"
+
+
+def test_temp3_the_page_offers_end_now_and_extend_whenever_the_service_accepts_them(client, world, platform):
+    """TEMP-3: an approved reversal waiting unsent can still be ended now or extended
+    (`propose_change` accepts it); the page offers exactly what `offers` says (it used
+    to re-derive the offer from ``state == 'queued'``)."""
+    suspension, reversal = applied_suspension(world, platform)
+    set_row(ActionProposal, reversal.id, state="approved")
+    token = login(client, "reviewer@example.com")
+    html = client.get(f"/proposals/{suspension.id}/temporary", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "Propose ending it now" in html and "Propose extension" in html
+    logout(client, token)
+    login(client, "auditor@example.com")
+    html = client.get(f"/proposals/{suspension.id}/temporary", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "Propose ending it now" not in html and "Propose extension" not in html

@@ -29,6 +29,7 @@ from .makers import MakerFacts, makers, verdict
 from .temporary import cancel_refusal
 
 S = ProposalState
+# who may cancel a scheduled proposal and propose "end now"/"extend" (TEMP-3, TEMP-4)
 CHANGE_ROLES = frozenset({"moderator", "reviewer", "admin"})
 APPROVED_STATES = frozenset({S.APPROVED, S.QUEUED})
 

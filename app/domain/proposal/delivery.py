@@ -24,8 +24,14 @@ from app.domain.states import (
     REQUEST_SHARE_OF_LEASE,
     Move,
     ProposalState,
+    attempts_in_cycle,
     can,
+    has_attempts_left,
+    is_effective,
+    is_resolved,
     is_terminal,
+    is_waiting,
+    sources,
     target,
 )
 
@@ -35,7 +41,7 @@ CONFIRMATION_TIMED_OUT = "action_confirmation_timed_out"
 APPROVAL_EXPIRED = "action_approval_expired"
 APPROVAL_MISSING = "action_approval_missing"
 DELIVERY_FAILED = "action_delivery_failed"
-AWAITING_RESULT = frozenset({S.QUEUED, S.APPLYING, S.FAILED})
+AWAITING_RESULT = sources(Move.RECEIPT_APPLIED)  # a result may still arrive (RCPT-2, API-4)
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class Delivery:
 
     @property
     def attempts_in_cycle(self) -> int:
-        return self.delivery_attempt_count - self.cycle_start_attempt
+        return attempts_in_cycle(self.delivery_attempt_count, self.cycle_start_attempt)
 
     @property
     def terminal(self) -> bool:
@@ -71,8 +77,8 @@ class Delivery:
 
     @property
     def resolved(self) -> bool:
-        """Applied, or failed for good: the run hears of it (DLV-7)."""
-        return self.state == S.APPLIED or self.delivery_terminal
+        """Applied, or failed for good: the run hears of it (DLV-7, states.is_resolved)."""
+        return is_resolved(self.state, self.delivery_terminal)
 
 
 COLUMNS = frozenset(f.name for f in fields(Delivery)) - {"is_correction", "is_compensation"}
@@ -112,31 +118,68 @@ def write(delivery: Delivery, change: Change) -> Delivery | None:
     return replace(delivery, state=target(change.move).value, **values)
 
 
-def claim(d: Delivery, now: datetime, lease_expires_at: datetime | None = None) -> Change | None:
-    """Claim the proposal for one attempt (DLV-1), or None when nothing is due.
+def is_due(d: Delivery, now: datetime) -> bool:
+    """Waiting, due, past its `not_before`, with attempts left in the cycle or
+    accepted and at its confirmation deadline (DLV-1, TEMP-4: refused before its
+    time, no attempt used). SQL twin: `predicates.due`."""
+    return (
+        is_waiting(d.state, d.delivery_terminal)
+        and d.next_attempt_at is not None
+        and d.next_attempt_at <= now
+        and (d.not_before is None or d.not_before <= now)
+        and (has_attempts_left(d.delivery_attempt_count, d.cycle_start_attempt) or d.accepted_at is not None)
+    )
 
-    Claimable when not terminal and either queued/failed, due, with attempts left
-    in the cycle (or accepted, waiting for its confirmation deadline), or applying
-    with an expired lease. The attempt counts only while the cycle has attempts
-    left and nothing was accepted; a claim past the last attempt marks
+
+def lease_expired(d: Delivery, now: datetime) -> bool:
+    """Applying, not terminal, and its worker's lease ran out: another worker takes
+    over (DLV-1, DLV-5). SQL twin: `predicates.lease_expired`."""
+    return (
+        d.state == target(Move.CLAIM)
+        and not d.delivery_terminal
+        and d.lease_expires_at is not None
+        and d.lease_expires_at <= now
+    )
+
+
+def is_claimable(d: Delivery, now: datetime) -> bool:
+    """What a worker may claim now (DLV-1): due, or applying with an expired lease.
+    SQL twin: `predicates.claimable`."""
+    return is_due(d, now) or lease_expired(d, now)
+
+
+def awaits_decision(d: Delivery, now: datetime) -> bool:
+    """Awaiting approval with its authorization still running: a reviewer may still
+    decide it (APPR-3). SQL twin: `predicates.awaits_decision`."""
+    return can(Move.APPROVE, d.state) and d.expires_at > now
+
+
+def is_sendable(d: Delivery, now: datetime) -> bool:
+    """Waiting for a fresh attempt whatever its due time: not accepted, attempts left,
+    past its `not_before` (DLV-1, CONN-1: what a connection that recovers makes due).
+    SQL twin: `predicates.sendable`."""
+    return (
+        is_waiting(d.state, d.delivery_terminal)
+        and d.accepted_at is None
+        and has_attempts_left(d.delivery_attempt_count, d.cycle_start_attempt)
+        and (d.not_before is None or d.not_before <= now)
+    )
+
+
+def claim(d: Delivery, now: datetime, lease_expires_at: datetime | None = None) -> Change | None:
+    """Claim the proposal for one attempt (DLV-1), or None when nothing is due
+    (`is_claimable`).
+
+    The attempt counts only while the cycle has attempts left and nothing was
+    accepted; a claim past the last attempt marks
     ``action_delivery_attempts_exhausted`` for the pre-send check.
 
     Args:
         lease_expires_at: when the lease ends; 150 s from `now` unless given.
     """
-    if d.delivery_terminal:
+    if not is_claimable(d, now):
         return None
-    has_attempts = d.attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE
-    due = (
-        d.state in (S.QUEUED, S.FAILED)
-        and d.next_attempt_at is not None
-        and d.next_attempt_at <= now
-        and (d.not_before is None or d.not_before <= now)  # TEMP-4: refused before, no attempt used
-        and (has_attempts or d.accepted_at is not None)
-    )
-    lease_expired = d.state == S.APPLYING and d.lease_expires_at is not None and d.lease_expires_at <= now
-    if not (due or lease_expired):
-        return None
+    has_attempts = has_attempts_left(d.delivery_attempt_count, d.cycle_start_attempt)
     counts = d.accepted_at is None and has_attempts
     values: dict[str, Any] = {
         "delivery_attempt_count": d.delivery_attempt_count + (1 if counts else 0),
@@ -267,7 +310,7 @@ def failure(
     """
     if deferred and retryable:
         return deferral(d, lease, code=code, delay_seconds=delay_seconds, now=now)
-    in_cycle = lease.attempt_number - d.cycle_start_attempt
+    in_cycle = attempts_in_cycle(lease.attempt_number, d.cycle_start_attempt)
     terminal = not retryable or (not deferred and in_cycle >= MAX_ATTEMPTS_PER_CYCLE)
     delay = delay_seconds if deferred else retry_delay(delay_seconds, in_cycle)
     if max_delay_seconds is not None:
@@ -336,11 +379,11 @@ def hold(d: Delivery, now: datetime, *, code: str, until: datetime) -> Change | 
         The change, or None when the delivery is not waiting and due (another
         state, terminal, accepted, or not due yet): claim it as usual.
     """
-    move = HOLD_MOVES.get(d.state)
-    if move is None or d.delivery_terminal or d.accepted_at is not None:
+    if not is_waiting(d.state, d.delivery_terminal) or d.accepted_at is not None:
         return None
     if d.next_attempt_at is None or d.next_attempt_at > now:
         return None
+    move = HOLD_MOVES[d.state]
     expect = {
         "delivery_terminal": False,
         "accepted_at": None,
@@ -507,7 +550,7 @@ def retry(d: Delivery, now: datetime) -> Change:
 
 def compensation_refusal(d: Delivery) -> str | None:
     """Only an applied (or already compensation-required) action is compensated (COMP-1)."""
-    if d.state not in (S.APPLIED, S.COMPENSATION_REQUIRED):
+    if not is_effective(d.state):
         return "action_compensation_unavailable"
     return None
 

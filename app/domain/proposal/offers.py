@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.domain.maker_checker import REVIEWER_ROLE, Verdict
-from app.domain.states import ProposalState
+from app.domain.states import Move, ProposalState, can, is_dead_letter, is_effective
 
-from .cancel import ASK, CONFIRM, CancelFacts, cancel_step
-from .delivery import Delivery
+from .cancel import ASK, CHANGE_ROLES, CONFIRM, CancelFacts, cancel_step
+from .delivery import Delivery, awaits_decision
 from .makers import MakerFacts, verdict
+from .temporary import REPLACEMENT_KINDS, change_refusal
 
 S = ProposalState
 OPERATOR_ROLES = ("reviewer", "admin")  # who may retry deliveries and propose compensations
-COMPENSABLE = (S.APPLIED, S.COMPENSATION_REQUIRED)
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class Offers:
     claim: Offer  # its approval task
     release: Offer
     cancel: Offer = Offer(False)  # a scheduled proposal, before it is sent (TEMP-4, FOUR-9)
+    end_now: Offer = Offer(False)  # a temporary action in force (TEMP-3)
+    extend: Offer = Offer(False)
 
     @property
     def approve(self) -> Offer:
@@ -67,10 +69,10 @@ class Offers:
 def decide_offer(d: Delivery, operator_id: str, roles: Iterable[str], facts: MakerFacts, now: datetime) -> Offer:
     """Approve/reject: shown while awaiting approval; open to a reviewer who is not a
     maker, while the authorization lasts (APPR-3, APPR-4, FOUR-1)."""
-    if d.state != S.APPROVAL_REQUIRED:
+    if not can(Move.APPROVE, d.state):
         return Offer.hidden()
     allowed = verdict(operator_id, roles, facts)
-    if allowed and d.expires_at <= now:
+    if allowed and not awaits_decision(d, now):
         return Offer(True, False, "The authorization expired; the action can no longer be approved.")
     return Offer.of(allowed)
 
@@ -78,17 +80,46 @@ def decide_offer(d: Delivery, operator_id: str, roles: Iterable[str], facts: Mak
 def retry_offer(d: Delivery, roles: Iterable[str], now: datetime) -> Offer:
     """Retry: shown to reviewers and admins for a delivery that failed for good;
     open while the authorization lasts (RTRY-1)."""
-    if d.state != S.FAILED or not d.delivery_terminal or not set(roles) & set(OPERATOR_ROLES):
+    if not is_dead_letter(d.state, d.delivery_terminal) or not dead_letter_retry_offer(roles):
         return Offer.hidden()
     if d.expires_at <= now:
         return Offer(True, False, "The authorization expired; propose the action again instead.")
     return Offer(True, True)
 
 
+def dead_letter_retry_offer(roles: Iterable[str]) -> Offer:
+    """Retry failed deliveries (one, or the dead letters in bulk): open to reviewers
+    and admins (RTRY-1, CONN-4)."""
+    if not set(roles) & set(OPERATOR_ROLES):
+        return Offer.hidden()
+    return Offer(True, True)
+
+
+def temporary_change_offer(
+    kind: str, d: Delivery, temporary: bool, reversal: Delivery | None, roles: Iterable[str]
+) -> Offer:
+    """"End now" or "extend" (`kind`): shown, and open, to a moderator, reviewer or
+    admin for a temporary action that took effect while `temporary.change_refusal`
+    allows it: its reversal waits unsent (approved or queued), or failed for good
+    ("end now" only) (TEMP-3, FOUR-7). Either is a new proposal a second person approves.
+
+    Args:
+        kind: ``end_now`` or ``extend``.
+        d: the temporary action as read.
+        temporary: it carries a temporary plan.
+        reversal: its active reversal (`temporary.is_active_reversal`), or None.
+    """
+    if kind not in REPLACEMENT_KINDS or not temporary or not is_effective(d.state) or not CHANGE_ROLES & set(roles):
+        return Offer.hidden()
+    if change_refusal(kind, reversal) is not None:
+        return Offer.hidden()
+    return Offer(True, True, kind=kind)
+
+
 def compensate_offer(d: Delivery, roles: Iterable[str]) -> Offer:
     """Compensate: shown to reviewers and admins for an applied action that is not
     itself an appeal correction (COMP-1)."""
-    if d.state not in COMPENSABLE or d.is_correction or not set(roles) & set(OPERATOR_ROLES):
+    if not is_effective(d.state) or d.is_correction or not set(roles) & set(OPERATOR_ROLES):
         return Offer.hidden()
     return Offer(True, True)
 
@@ -133,6 +164,8 @@ def offers(
     task_state: str | None = None,
     task_assignee_id: str | None = None,
     cancel: CancelFacts | None = None,
+    temporary: bool = False,
+    reversal: Delivery | None = None,
 ) -> Offers:
     """What this operator may do with this proposal now.
 
@@ -143,6 +176,8 @@ def offers(
         now: the current time (an expired authorization closes approve and retry).
         task_state, task_assignee_id: its approval task, when it has one.
         cancel: its cancel facts (TEMP-4, FOUR-9); None hides cancel.
+        temporary, reversal: it is a temporary action, and its active reversal
+            (TEMP-3: end now, extend).
     """
     roles = frozenset(roles)
     return Offers(
@@ -152,4 +187,6 @@ def offers(
         claim=claim_offer(task_state, operator_id, roles, facts),
         release=release_offer(task_state, task_assignee_id, operator_id),
         cancel=cancel_offer(d, cancel, operator_id, roles),
+        end_now=temporary_change_offer("end_now", d, temporary, reversal, roles),
+        extend=temporary_change_offer("extend", d, temporary, reversal, roles),
     )

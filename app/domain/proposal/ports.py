@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from app.domain.states import ProposalState
+from app.domain.states import ProposalState, is_effective, is_terminal
 
 from .delivery import DELIVERY_FAILED, Delivery
 
 S = ProposalState
+# the port of each terminal state that is not effective (WAIT-1)
+TERMINAL_PORTS = {S.REJECTED: "rejected", S.CANCELLED: "timeout", S.FAILED: "error"}
 
 
 class Next(StrEnum):
@@ -40,18 +42,15 @@ class Answer:
 def port(d: Delivery) -> str | None:
     """The port a proposal that can no longer change answers (WAIT-1), or None.
 
-    applied and compensation_required → ``applied``; rejected → ``rejected``;
-    cancelled → ``timeout``; a terminal failure → ``error``.
+    Answered exactly when `states.is_terminal`: applied and compensation_required
+    (effective) → ``applied``; rejected → ``rejected``; cancelled → ``timeout``; a
+    terminal failure → ``error``.
     """
-    if d.state in (S.APPLIED, S.COMPENSATION_REQUIRED):
+    if not is_terminal(d.state, d.delivery_terminal):
+        return None
+    if is_effective(d.state):
         return "applied"
-    if d.state == S.REJECTED:
-        return "rejected"
-    if d.state == S.CANCELLED:
-        return "timeout"
-    if d.state == S.FAILED and d.delivery_terminal:
-        return "error"
-    return None
+    return TERMINAL_PORTS[d.state]
 
 
 def error_code(d: Delivery) -> str:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.domain.states import ProposalState
+from app.domain.states import EFFECTIVE_STATES, ProposalState, is_effective
 
 from .delivery import Delivery
 
 S = ProposalState
 TOKEN_TOO_NEW = "result_token_too_new"
-OUTCOMES = frozenset({S.APPLIED, S.FAILED, S.COMPENSATION_REQUIRED})
+OUTCOMES = frozenset({S.FAILED}) | EFFECTIVE_STATES
 
 
 def token_refusal(token_standing_since: datetime | None, first_attempt_at: datetime | None) -> str | None:
@@ -62,5 +62,5 @@ def contradicts(d: Delivery, status: str) -> bool:
     """
     if d.state not in OUTCOMES or not d.terminal:
         return False
-    ended_as = S.APPLIED if d.state in (S.APPLIED, S.COMPENSATION_REQUIRED) else S.FAILED
+    ended_as = S.APPLIED if is_effective(d.state) else S.FAILED
     return status != ended_as

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.domain.states import TERMINAL_STATES, ProposalState
+from app.domain.states import ProposalState, is_dead_letter, is_effective, is_terminal
 
 S = ProposalState
 
@@ -80,12 +80,12 @@ def version_users(version_id: str, proposals: Iterable[VersionUse], now: datetim
     ended = {p.reverses_proposal_id for p in rows if p.reverses_proposal_id and p.state == S.APPLIED}
     needing: set[str] = set()
     for p in rows:
-        failed_for_good = p.state == S.FAILED and p.delivery_terminal
-        open_ = p.state not in TERMINAL_STATES and not failed_for_good
+        failed_for_good = is_dead_letter(p.state, p.delivery_terminal)
+        open_ = not is_terminal(p.state, p.delivery_terminal)
         if p.component_version_id == version_id and p.reverses_proposal_id not in ended:
             if open_ or (failed_for_good and p.expires_at > now):
                 needing.add(p.reverses_proposal_id or p.id)
-        in_force = open_ or p.state in (S.APPLIED, S.COMPENSATION_REQUIRED)
+        in_force = open_ or is_effective(p.state)
         if p.temporary and p.id not in ended and in_force and version_id in prepared_versions(None, p.temporary):
             needing.add(p.id)
     return len(needing)

@@ -18,7 +18,7 @@ from app.domain.proposal.delivery import Change, Delivery
 from app.domain.proposal.destination import Destination
 from app.domain.proposal.identity import NewProposal, OriginalFacts, expires_at, following_proposal, for_a_person
 from app.domain.proposal.schedule import NOT_BEFORE_INVALID, check_not_before, scheduled_time  # noqa: F401
-from app.domain.states import Move, ProposalState
+from app.domain.states import CANCELLABLE_STATES, Move, ProposalState, is_dead_letter
 
 S = ProposalState
 MIN_DURATION_SECONDS = 60
@@ -33,7 +33,6 @@ REVERSAL_INVALID = "action_reversal_invalid"
 CANCELLED = "action_cancelled"
 SUPERSEDED = "action_reversal_superseded"
 UNDONE = "action_reversal_undone_by_correction"
-CANCELLABLE = frozenset({S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED})
 REPLACEMENT_KINDS = ("end_now", "extend")
 
 
@@ -329,6 +328,53 @@ def replacement_proposal(
     )
 
 
+def unsent(d: Delivery) -> bool:
+    """Nothing was sent for it and nothing ended it: no attempt claimed, nothing
+    accepted, not terminal, in a state a cancel starts from (TEMP-3, TEMP-4). The one
+    rule the cancel refusal, the guarded cancel and the "end now"/"extend" offer ask."""
+    return (
+        d.state in CANCELLABLE_STATES
+        and d.delivery_attempt_count == 0
+        and d.accepted_at is None
+        and not d.delivery_terminal
+    )
+
+
+def is_active_reversal(state: str) -> bool:
+    """Whether a reversal of a temporary action is the one that will end it (TEMP-2,
+    TEMP-3): approved or on its way, sent, or ended (not cancelled, rejected or still
+    awaiting its approval)."""
+    return state not in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED)
+
+
+def waits_scheduled(d: Delivery) -> bool:
+    """A scheduled proposal nothing was sent for yet: the page counts down to its
+    `not_before` and follows it (TEMP-4)."""
+    return d.not_before is not None and unsent(d)
+
+
+def change_refusal(kind: str, active: Delivery | None) -> str | None:
+    """Why "end now" or "extend" cannot be proposed for a temporary action in force,
+    from its active reversal (TEMP-3, FOUR-7), or None.
+
+    Args:
+        kind: ``end_now`` or ``extend``.
+        active: the reversal that will end the action (`active_reversal`), or None.
+
+    Returns:
+        ``action_reversal_failed`` for an extension once the reversal failed for good
+        (retrying it, or ending now under four-eyes, ends the action);
+        ``action_temporary_ended`` when no reversal waits unsent (none, or one was
+        sent or applied); None when the change may be proposed: the reversal waits
+        unsent, approved or queued (an approved "end now" not sent yet included).
+    """
+    if active is not None and is_dead_letter(active.state, active.delivery_terminal):
+        return None if kind == "end_now" else "action_reversal_failed"
+    if active is None or not unsent(active):
+        return "action_temporary_ended"
+    return None
+
+
 def cancel_refusal(d: Delivery, not_before: datetime | None, is_reversal: bool) -> str | None:
     """Why an operator cannot cancel a scheduled proposal (TEMP-4), or None.
 
@@ -340,7 +386,7 @@ def cancel_refusal(d: Delivery, not_before: datetime | None, is_reversal: bool) 
         return "action_reversal_not_cancellable"
     if not_before is None:
         return "action_not_scheduled"
-    if d.state not in CANCELLABLE or d.delivery_attempt_count > 0 or d.accepted_at is not None:
+    if not unsent(d):
         return "action_already_sent"
     return None
 
@@ -352,10 +398,10 @@ def cancel(d: Delivery, code: str = CANCELLED) -> Change | None:
     Returns:
         None when it is no longer cancellable (claimed, sent, ended).
     """
-    if d.state not in CANCELLABLE or d.delivery_attempt_count > 0 or d.delivery_terminal:
+    if not unsent(d):
         return None
     values = {"delivery_terminal": True, "lease_expires_at": None, "last_error_code": code}
-    expect = {"state": d.state, "delivery_attempt_count": 0, "delivery_terminal": False}
+    expect = {"state": d.state, "delivery_attempt_count": 0, "delivery_terminal": False, "accepted_at": None}
     return Change(Move.CANCEL_SCHEDULED, values, expect)
 
 

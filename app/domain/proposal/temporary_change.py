@@ -16,10 +16,10 @@ from typing import Any
 
 from app.domain.errors import ActionError
 from app.domain.proposal.cancel import CHANGE_ROLES
-from app.domain.proposal.temporary import REPLACEMENT_KINDS, check_duration, replacement_refusal
-from app.domain.states import ProposalState
+from app.domain.proposal.delivery import Delivery
+from app.domain.proposal.temporary import REPLACEMENT_KINDS, change_refusal, check_duration, replacement_refusal
+from app.domain.states import is_effective
 
-S = ProposalState
 MAX_KEY = 200
 FORBIDDEN = "forbidden"
 CHANGE_INVALID = "action_temporary_change_invalid"
@@ -36,16 +36,6 @@ class Refusal:
     status: int
     code: str
     field: str | None = None
-
-
-@dataclass(frozen=True)
-class CurrentReversal:
-    """The reversal that will end the action (`active_reversal`), as read."""
-
-    state: str
-    delivery_terminal: bool
-    delivery_attempt_count: int
-    not_before: datetime | None
 
 
 @dataclass(frozen=True)
@@ -80,13 +70,13 @@ def request_refusal(kind: Any, roles: Iterable[str], idempotency_key: Any) -> Re
 def original_refusal(temporary: dict | None, state: str) -> Refusal | None:
     """409 ``action_not_temporary`` unless the action is a temporary one in force
     (applied, or applied with its compensation pending) (TEMP-3)."""
-    if not temporary or state not in (S.APPLIED, S.COMPENSATION_REQUIRED):
+    if not temporary or not is_effective(state):
         return Refusal(409, NOT_TEMPORARY)
     return None
 
 
 def decide_change(
-    kind: str, current: CurrentReversal | None, extend_seconds: Any, applied_at: datetime | None, now: datetime
+    kind: str, current: Delivery | None, extend_seconds: Any, applied_at: datetime | None, now: datetime
 ) -> ChangeDecision:
     """Whether "end now" or "extend" may be proposed against the active reversal
     (TEMP-3, FOUR-7), checked after a replay of the same key was ruled out.
@@ -98,7 +88,7 @@ def decide_change(
 
     Args:
         kind: ``end_now`` or ``extend`` (checked by `request_refusal`).
-        current: the active reversal, or None when there is none.
+        current: the active reversal as read (`delivery_of`), or None when there is none.
         extend_seconds: for ``extend``: seconds added to the current end.
         applied_at: when the action was applied (its confirmation time).
         now: the time of the request (UTC).
@@ -107,11 +97,9 @@ def decide_change(
         A refusal (409 ``action_reversal_failed``, 409 ``action_temporary_ended``,
         400 ``action_duration_invalid`` on ``extend_seconds``) or the new end.
     """
-    failed = current is not None and current.state == S.FAILED and current.delivery_terminal
-    if failed and kind != "end_now":  # FOUR-7: a failed reversal is retried or ended now, not extended
-        return ChangeDecision(Refusal(409, REVERSAL_FAILED))
-    if not failed and (current is None or current.state == S.APPLIED or current.delivery_attempt_count > 0):
-        return ChangeDecision(Refusal(409, ENDED))
+    ended = change_refusal(kind, current)  # FOUR-7: a failed reversal is retried or ended now, not extended
+    if ended is not None:
+        return ChangeDecision(Refusal(409, ended))
     new_end = None
     if kind == "extend":
         try:

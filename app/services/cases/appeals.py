@@ -24,7 +24,6 @@ from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.proposal.identity import correction_proposal
 from app.domain.proposal.makers import DecisionRef, MakerFacts, appeal_verdict, makers
 from app.domain.proposal.retirement import prepared_versions
-from app.domain.states import ProposalState
 from app.domain.text_safety import check_reference
 from app.models import (
     ActionProposal,
@@ -37,6 +36,7 @@ from app.models import (
     WorkflowRun,
     WorkflowVersion,
     move_row,
+    predicates,
 )
 from app.services.cases.snapshot import latest_decision
 from app.services.cases.tasks import open_approval_task
@@ -257,7 +257,7 @@ def _originals(session, appeal: Appeal) -> list[ActionProposal]:
                 ),
                 ActionProposal.appeal_id.is_(None),
                 ActionProposal.compensates_proposal_id.is_(None),
-                ActionProposal.state.in_([ProposalState.APPLIED, ProposalState.COMPENSATION_REQUIRED]),
+                predicates.effective(),
             )
             .order_by(ActionProposal.created_at)
         )

@@ -12,6 +12,7 @@ from app.domain.clock import utcnow
 from app.domain.digests import json_problem
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
+from app.domain.preconditions import closed_to_ordinary_actions
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.identity import compensation_operation_id, compensation_proposal
 from app.domain.proposal.retirement import prepared_versions
@@ -87,7 +88,7 @@ def propose_compensation(
                 "Only an applied or compensation-required action can be compensated.",
             )
         report = session.get(Report, original.report_id)
-        if report.state in ("appealed", "closed"):  # PRE-2: only appeal corrections may act now
+        if closed_to_ordinary_actions(report.state):  # PRE-2: only appeal corrections may act now
             raise ApiError(
                 409, "action_case_no_longer_eligible", f"The case is {report.state}; it takes no new action."
             )

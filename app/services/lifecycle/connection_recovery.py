@@ -25,8 +25,7 @@ from sqlalchemy import and_, case, or_, select, update
 from app.domain import connection_health as rules
 from app.domain.clock import utcnow
 from app.domain.proposal.delivery import BATCH_RELEASED
-from app.domain.states import MAX_ATTEMPTS_PER_CYCLE
-from app.models import ActionProposal, ComponentVersion, ConnectionHealth, ConnectionVersion
+from app.models import ActionProposal, ComponentVersion, ConnectionHealth, ConnectionVersion, predicates
 from app.services.uow import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -58,13 +57,7 @@ def _components_of(connection_id: str):
 def _sendable(now: datetime) -> tuple:
     """A delivery waiting to be sent: not terminal, not accepted, attempts left in
     its cycle, not scheduled for later (TEMP-4)."""
-    return (
-        P.state.in_(("queued", "failed")),
-        P.accepted_at.is_(None),
-        P.delivery_terminal.is_(False),
-        P.delivery_attempt_count - P.cycle_start_attempt < MAX_ATTEMPTS_PER_CYCLE,
-        or_(P.not_before.is_(None), P.not_before <= now),
-    )
+    return (predicates.sendable(now),)
 
 
 def waiting_for(connection_id: str, now: datetime) -> tuple:

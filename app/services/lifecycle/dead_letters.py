@@ -19,7 +19,6 @@ from sqlalchemy import func, select
 from app.domain import dead_letters as rules
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
-from app.domain.states import ProposalState
 from app.models import (
     ActionProposal,
     AuditEvent,
@@ -27,6 +26,7 @@ from app.models import (
     Connection,
     ConnectionVersion,
     OperatorUser,
+    predicates,
 )
 from app.services.lifecycle.retry import RetryConflict, start_new_cycle
 from app.services.uow import Actor, unit_of_work
@@ -60,7 +60,7 @@ class BulkRetryResult:
 
 
 def _dead(installation_id: str):
-    return (P.installation_id == installation_id, P.state == ProposalState.FAILED, P.delivery_terminal.is_(True))
+    return (P.installation_id == installation_id, predicates.dead_letter())
 
 
 def _with_connection(statement):

@@ -22,7 +22,7 @@ from app.domain.clock import iso, utcnow
 from app.domain.errors import ApiError
 from app.domain.proposal import temporary as rules
 from app.domain.proposal import temporary_change as change
-from app.domain.states import ProposalState
+from app.domain.states import ProposalState, is_dead_letter
 from app.models import (
     ActionApproval,
     ActionProposal,
@@ -30,6 +30,7 @@ from app.models import (
     OperatorUser,
     Report,
     move_proposal,
+    predicates,
     new_id,
 )
 from app.queueing import enqueue_delivery
@@ -219,7 +220,7 @@ def create_missing_reversals(now) -> int:
     missing = ~exists().where(and_(Reversal.reverses_proposal_id == P.id, Reversal.created_by_type == "system"))
     ids = db.session.scalars(
         select(P.id)
-        .where(P.temporary.is_not(None), P.state.in_([S.APPLIED, S.COMPENSATION_REQUIRED]), missing)
+        .where(P.temporary.is_not(None), predicates.effective(), missing)
         .limit(BATCH)
     ).all()
     db.session.rollback()
@@ -258,7 +259,7 @@ def active_reversal(session, original_id: str) -> ActionProposal | None:
     """The reversal that will end a temporary action: the newest one not cancelled or
     rejected (queued, being sent, or applied)."""
     for reversal in reversals_of(session, original_id):
-        if reversal.state not in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED):
+        if rules.is_active_reversal(reversal.state):
             return reversal
     return None
 
@@ -313,7 +314,8 @@ def propose_change(
         if existing is not None:
             return ChangeResult(existing.id, existing.payload_digest, existing.state, True)
         now = utcnow()
-        current = _current(active_reversal(session, original.id))
+        active = active_reversal(session, original.id)
+        current = delivery_of(active) if active is not None else None
         decision = change.decide_change(kind, current, extend_seconds, original.confirmed_at, now)
         _refuse(decision.refusal)
         new = rules.replacement_proposal(
@@ -345,18 +347,6 @@ def propose_change(
     return result
 
 
-def _current(reversal: ActionProposal | None) -> change.CurrentReversal | None:
-    """The active reversal as the domain's change rules read it (TEMP-3)."""
-    if reversal is None:
-        return None
-    return change.CurrentReversal(
-        state=reversal.state,
-        delivery_terminal=reversal.delivery_terminal,
-        delivery_attempt_count=reversal.delivery_attempt_count,
-        not_before=reversal.not_before,
-    )
-
-
 def _refuse(refusal: change.Refusal | None) -> None:
     """Raise the domain's refusal as an API error, with its words.
 
@@ -379,9 +369,9 @@ def replace_scheduled(uow: UnitOfWork, replacement: ActionProposal, approver: Op
     """
     actor = Actor("operator", approver.id)
     for other in reversals_of(uow.session, replacement.reverses_proposal_id):
-        if other.id == replacement.id or other.state in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED):
+        if other.id == replacement.id or not rules.is_active_reversal(other.state):
             continue
-        if other.state == S.FAILED and other.delivery_terminal:
+        if is_dead_letter(other.state, other.delivery_terminal):
             continue  # failed for good: it will not run unless an operator retries it
         if other.state == S.APPLIED:
             raise ApiError(409, "action_temporary_ended", REFUSALS["action_temporary_ended"])

@@ -16,7 +16,7 @@ from sqlalchemy import String, and_, case, cast, exists, or_, select
 
 from app.domain.clock import utcnow
 from app.domain.proposal import delivery as rules
-from app.domain.states import MAX_ATTEMPTS_PER_CYCLE, ProposalState
+from app.domain.states import ProposalState
 from app.models import (
     ActionProposal,
     SweepRun,
@@ -24,6 +24,7 @@ from app.models import (
     WorkflowEventInbox,
     WorkflowRun,
     move_proposal,
+    predicates,
 )
 from app.queueing import enqueue_delivery
 from app.services.audit import write_due_checkpoints
@@ -55,17 +56,9 @@ class SweepCounts:
 
 def due_query(now, limit: int = BATCH):
     """Proposals a worker could claim now (DLV-1): the sweep's query."""
-    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
-    due = and_(
-        P.state.in_([S.QUEUED, S.FAILED]),
-        P.next_attempt_at <= now,
-        or_(P.not_before.is_(None), P.not_before <= now),  # TEMP-4
-        or_(attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE, P.accepted_at.is_not(None)),
-    )
-    lease_expired = and_(P.state == S.APPLYING, P.lease_expires_at <= now)
     return (
         select(P.id, P.delivery_cycle, P.delivery_attempt_count)
-        .where(P.delivery_terminal.is_(False), or_(due, lease_expired))
+        .where(predicates.claimable(now))
         .order_by(P.next_attempt_at, P.id)
         .limit(limit)
     )
@@ -150,7 +143,7 @@ def emit_missing_resolutions() -> int:
     """Emit resolution events that a crashed worker did not write (EVT-3)."""
     from app.extensions import db
 
-    resolved = or_(P.state == S.APPLIED, and_(P.state == S.FAILED, P.delivery_terminal.is_(True)))
+    resolved = predicates.resolved()
     written = exists().where(WorkflowEventInbox.id == _resolution_id_sql())
     ids = db.session.scalars(
         select(P.id).where(P.appeal_id.is_(None), resolved, ~written).order_by(P.updated_at, P.id).limit(BATCH)
@@ -171,7 +164,7 @@ def reconcile_corrections() -> int:
     from app.models import AppealCorrection
     from app.services.lifecycle.corrections import reconcile_appeal_completion
 
-    resolved = or_(P.state == S.APPLIED, P.delivery_terminal.is_(True), P.state.in_([S.REJECTED, S.CANCELLED]))
+    resolved = predicates.terminal()
     report_ids = db.session.scalars(
         select(AppealCorrection.report_id)
         .distinct()

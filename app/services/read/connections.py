@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from app.domain import connection_health as rules
 from app.domain.clock import utcnow
 from app.domain.connection_health import HEALTH_FIELDS, Health
-from app.models import ActionProposal, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion
+from app.models import ActionProposal, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion, predicates
 from app.services.lifecycle.connection_recovery import ENDPOINT_GONE
 
 
@@ -28,8 +28,7 @@ class ConnectionHealthView:
 
 def _held_filter():
     return (
-        ActionProposal.state.in_(("queued", "failed")),
-        ActionProposal.delivery_terminal.is_(False),
+        predicates.waiting(),
         ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
     )
 
@@ -53,11 +52,7 @@ def health_views(session, installation_id: str, connection_id: str | None = None
             .scalar_subquery()
         )
 
-    waiting = (
-        ActionProposal.state.in_(("queued", "failed")),
-        ActionProposal.delivery_terminal.is_(False),
-        ActionProposal.accepted_at.is_(None),
-    )
+    waiting = (predicates.waiting(), ActionProposal.accepted_at.is_(None))
     columns = [getattr(ConnectionHealth, c) for c in HEALTH_FIELDS]
     query = (
         select(Connection.id, Connection.name, count(*_held_filter()).label("held"), *columns)

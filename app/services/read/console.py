@@ -33,10 +33,12 @@ from app.models import (
     Queue,
     Report,
     WorkflowRun,
+    predicates,
 )
 from app.services.lifecycle.cancel import cancel_facts
 from app.services.lifecycle.makers import facts_of, is_a_maker, maker_facts
 from app.services.lifecycle.proposals import delivery_of
+from app.services.lifecycle.reversals import active_reversal
 from app.services.read.pagination import decode_cursor, encode_cursor
 
 P = ActionProposal
@@ -82,8 +84,9 @@ def _filtered(installation_id: str, filters: ProposalFilters, operator: Operator
     if filters.queue_id:
         query = query.where(P.report_id.in_(select(Report.id).where(Report.queue_id == filters.queue_id)))
     if filters.needs_my_approval:
-        # FOUR-1: never a proposal the viewer made (the domain's makers, as SQL)
-        query = query.where(P.state == ProposalState.APPROVAL_REQUIRED, ~is_a_maker(operator.id))
+        # what `offers.decide_offer` opens: still decidable (APPR-3), and never a
+        # proposal the viewer made (FOUR-1: the domain's makers, as SQL)
+        query = query.where(predicates.awaits_decision(utcnow()), ~is_a_maker(operator.id))
     return query
 
 
@@ -220,6 +223,7 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
         actor_ids.add(approval.approver_id)
     actors = operator_names(actor_ids)
     made_by = facts_of(db.session, proposal)
+    reversal = active_reversal(db.session, proposal.id) if proposal.temporary else None
     return ProposalDetail(
         proposal=proposal,
         report=proposal.report,
@@ -235,6 +239,8 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
             task_state=task.state if task else None,
             task_assignee_id=task.assigned_operator_id if task else None,
             cancel=cancel_facts(db.session, proposal, made_by) if proposal.not_before else None,
+            temporary=bool(proposal.temporary),
+            reversal=delivery_of(reversal) if reversal is not None else None,
         ),
         attempts_by_cycle=by_cycle,
         receipts=list(reversed(proposal.receipts)),

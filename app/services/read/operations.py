@@ -11,18 +11,16 @@ from typing import Any
 import redis
 from rq import Queue, Worker
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, or_, select
 
 from app.domain.clock import utcnow
 from app.domain.dead_letters import list_digest
-from app.domain.states import ProposalState
 from app.extensions import db
-from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox
+from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox, predicates
 from app.rq_workers import heartbeat_is_live
 from app.services.lifecycle.dead_letters import NO_CONNECTION, DeadLetterFilter, groups_statement, listed_statement
 
 P = ActionProposal
-S = ProposalState
 OVERDUE_SECONDS = 300
 LIMIT = 50
 
@@ -183,11 +181,8 @@ def operations_view(
         select(P)
         .where(
             mine,
-            P.delivery_terminal.is_(False),
-            or_(
-                and_(P.state == S.APPLYING, P.lease_expires_at <= now),
-                and_(P.state.in_([S.QUEUED, S.FAILED]), P.next_attempt_at <= overdue),
-            ),
+            # claimable yet not claimed: a lease over now, or due for five minutes (DLV-1)
+            or_(predicates.lease_expired(now), predicates.due(overdue)),
         )
         .order_by(P.next_attempt_at)
         .limit(LIMIT)

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, func, literal, select, union_all
 
 from app.domain.maker_checker import Verdict
-from app.domain.states import ProposalState
+from app.domain.states import ProposalState, is_terminal
 from app.extensions import db
 from app.models import (
     ActionProposal,
@@ -47,14 +47,6 @@ def evidence_by_report(report_ids: Iterable[str]) -> dict[str, list[ReportEviden
 
 
 # -- undone actions (REV-4) ------------------------------------------------------
-
-PENDING_COMPENSATION = {
-    ProposalState.APPROVAL_REQUIRED,
-    ProposalState.APPROVED,
-    ProposalState.QUEUED,
-    ProposalState.APPLYING,
-}
-
 
 @dataclass(frozen=True)
 class UndoMark:
@@ -98,7 +90,7 @@ def undo_marks(proposal_ids: Iterable[str]) -> dict[str, UndoMark]:
     for original_id, id, code, state, terminal in compensations:
         if state == ProposalState.APPLIED:
             keep(original_id, UndoMark(True, "compensation", id, None, code, state))
-        elif state in PENDING_COMPENSATION or (state == ProposalState.FAILED and not terminal):
+        elif not is_terminal(state, terminal):  # still on its way
             keep(original_id, UndoMark(False, "compensation", id, None, code, state))
     corrections = db.session.execute(
         select(

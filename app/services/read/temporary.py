@@ -12,15 +12,15 @@ from sqlalchemy.orm import aliased
 
 from app.domain.clock import utcnow
 from app.domain.proposal import temporary as rules
-from app.domain.states import ProposalState
+from app.domain.proposal.delivery import AWAITING_RESULT
+from app.domain.states import is_dead_letter, is_terminal
 from app.extensions import db
 from app.models import ActionProposal
 
 P = ActionProposal
-S = ProposalState
 LIMIT = 50
 SOON_SECONDS = 24 * 3600
-PENDING = (S.QUEUED, S.APPLYING, S.FAILED)
+PENDING = sorted(AWAITING_RESULT)  # not ended: waiting, or being sent
 
 
 @dataclass
@@ -40,7 +40,7 @@ class TemporaryView:
         """Its reversal failed for good: the action is still in force until an operator
         retries the reversal or a second person approves ending it now (FOUR-7)."""
         a = self.active
-        return self.plan is not None and a is not None and a.state == S.FAILED and a.delivery_terminal
+        return self.plan is not None and a is not None and is_dead_letter(a.state, a.delivery_terminal)
 
     @property
     def in_force(self) -> bool:
@@ -60,7 +60,7 @@ def temporary_view(proposal: ActionProposal) -> TemporaryView | None:
             select(P).where(P.reverses_proposal_id == proposal.id).order_by(P.created_at.desc(), P.id.desc())
         )
     )
-    active = next((r for r in reversals if r.state not in (S.CANCELLED, S.REJECTED, S.APPROVAL_REQUIRED)), None)
+    active = next((r for r in reversals if rules.is_active_reversal(r.state)), None)
     undone = any(r.last_error_code == rules.UNDONE for r in reversals)
     return TemporaryView(
         summary=rules.summary(proposal.action_code, proposal.temporary),
@@ -68,7 +68,7 @@ def temporary_view(proposal: ActionProposal) -> TemporaryView | None:
         reversals=reversals,
         active=active,
         ends_at=active.not_before if active else None,
-        ended=undone or (active is not None and (active.state == S.APPLIED or active.delivery_terminal)),
+        ended=undone or (active is not None and is_terminal(active.state, active.delivery_terminal)),
     )
 
 

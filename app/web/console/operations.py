@@ -6,7 +6,7 @@ from flask import current_app, flash, redirect, render_template, request, url_fo
 from flask_login import current_user
 
 from app.domain.errors import ApiError
-from app.domain.proposal.offers import OPERATOR_ROLES
+from app.domain.proposal.offers import OPERATOR_ROLES, dead_letter_retry_offer
 from app.extensions import db
 from app.queueing import delivery_queue
 from app.services.lifecycle.dead_letters import DeadLetterFilter, retry_dead_letters
@@ -51,7 +51,7 @@ def _render(where: DeadLetterFilter, form: DeadLetterRetryForm | None = None, er
         connection_history=connection_views.history(db.session, installation_id),
         dead=dead,
         retry_form=retry_form,
-        may_retry=current_user.has_role(*OPERATOR_ROLES),
+        retry_offer=dead_letter_retry_offer(current_user.roles),  # RTRY-1, CONN-4
         error=error,
     ), status
 

@@ -6,10 +6,12 @@ from flask import abort, current_app, flash, redirect, render_template, request,
 from flask_login import current_user
 
 from app.domain.errors import ApiError
-from app.domain.proposal.offers import OPERATOR_ROLES
+from app.domain.proposal import temporary as temporary_rules
+from app.domain.proposal.offers import CHANGE_ROLES, OPERATOR_ROLES
 from app.domain.states import ProposalState
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
+from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.retry import retry_proposal
 from app.services.lifecycle.cancel import cancel_scheduled
 from app.services.lifecycle.reversals import propose_change
@@ -26,7 +28,6 @@ from .blueprint import bp
 from .forms import CompensationForm, DecisionForm, EmptyForm, RetryForm, TemporaryChangeForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
-CHANGE_ROLES = ("moderator", "reviewer", "admin")  # cancel a scheduled proposal, propose end now / extend (TEMP)
 
 
 def _filters() -> readmodels.ProposalFilters:
@@ -130,13 +131,15 @@ def proposal_live(proposal_id: str):
 
 
 def _temporary_context(detail) -> dict:
-    """The temporary panel's values (TEMP-1..4): plan, reversals, countdown, forms."""
+    """The temporary panel's values (TEMP-1..4): plan, reversals, countdown, and the
+    forms of what `detail.offers` opens (cancel, end now, extend)."""
     p = detail.proposal
-    operator = set(current_user.roles) & set(CHANGE_ROLES)
+    o = detail.offers
     return {
         "temporary": temporary_view(p),
-        "change_form": TemporaryChangeForm(formdata=None) if operator else None,
-        "cancel_form": EmptyForm(formdata=None) if operator else None,
+        "scheduled_waiting": temporary_rules.waits_scheduled(delivery_of(p)),
+        "change_form": TemporaryChangeForm(formdata=None) if o.end_now.shown or o.extend.shown else None,
+        "cancel_form": EmptyForm(formdata=None) if o.cancel.shown else None,
     }
 
 

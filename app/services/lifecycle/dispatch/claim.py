@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from flask import current_app
-from sqlalchemy import or_, select
+from sqlalchemy import select
 
 from app.domain.proposal import delivery as rules
 from app.domain.proposal.delivery import Lease
 from app.domain.proposal.destination import DeliveryChanged
 from app.domain.receipts import ProposalIdentity
-from app.domain.states import MAX_ATTEMPTS_PER_CYCLE
 from app.domain.errors import ActionError
-from app.models import ActionProposal, is_waiting, move_loaded
+from app.models import ActionProposal, move_loaded, predicates
 from app.observability import bind
 from app.queueing import discard_delivery_jobs
 from app.services.cases.snapshot import report_snapshots
@@ -229,9 +228,8 @@ def companions_query(head: ActionProposal, now: datetime, limit: int):
         limit: at most this many rows.
 
     It reads `ix_action_proposals_waiting` in order, so LIMIT ends the scan: the
-    states are rendered inline (`is_waiting`), which the partial index needs.
+    states are rendered inline (`predicates.due`), which the partial index needs.
     """
-    attempts_in_cycle = P.delivery_attempt_count - P.cycle_start_attempt
     return (
         select(P)
         .where(
@@ -241,12 +239,8 @@ def companions_query(head: ActionProposal, now: datetime, limit: int):
             P.appeal_id.is_(None),
             P.reverses_proposal_id.is_(None),
             P.compensates_proposal_id.is_(None),
-            P.delivery_terminal.is_(False),
-            is_waiting(),
+            predicates.due(now),
             P.accepted_at.is_(None),  # an accepted action waits for its confirmation deadline alone
-            P.next_attempt_at <= now,
-            or_(P.not_before.is_(None), P.not_before <= now),  # TEMP-4
-            attempts_in_cycle < MAX_ATTEMPTS_PER_CYCLE,
         )
         .order_by(P.next_attempt_at, P.id)
         .limit(limit)
