@@ -37,7 +37,7 @@ from app.models import (
 )
 from app.services.admin.integrations import issue_token
 from app.services.admin.operators import create_operator
-from app.services.cases.evidence import store_evidence
+from app.services.cases.evidence_store import store_evidence
 from app.services.uow import Actor, unit_of_work
 
 DEMO_PASSWORD = "demo-password-1"

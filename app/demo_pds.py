@@ -35,7 +35,7 @@ from app.models import (
     Report,
     ReportTarget,
 )
-from app.services.cases.evidence import store_evidence
+from app.services.cases.evidence_store import store_evidence
 from app.services.uow import Actor, unit_of_work
 
 ROOT = Path(__file__).resolve().parent.parent

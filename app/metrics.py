@@ -62,6 +62,7 @@ class DatabaseCollector:
     def collect(self):
         from sqlalchemy import func, select
 
+        from app.domain.case_states import OPEN_TASK_STATES
         from app.extensions import db
         from app.models import ActionProposal, Budget, HumanTask, SweepRun
 
@@ -73,7 +74,7 @@ class DatabaseCollector:
         yield states
         waiting, oldest = db.session.execute(
             select(func.count(), func.min(HumanTask.created_at)).where(
-                HumanTask.task_type == "approval", HumanTask.state.in_(("open", "claimed"))
+                HumanTask.task_type == "approval", HumanTask.state.in_(OPEN_TASK_STATES)
             )
         ).one()
         yield GaugeMetricFamily("console_approvals_waiting", "Approval tasks open or claimed.", value=waiting)
@@ -91,7 +92,7 @@ class DatabaseCollector:
         for budget in db.session.scalars(select(Budget).where(Budget.active.is_(True))):
             usage.add_metric([budget.id, budget.scope_type], budget.used_amount / max(budget.limit_amount, 1))
         yield usage
-        from app.services.read.temporary import overdue_reversal_count
+        from app.services.read.temporary_actions import overdue_reversal_count
 
         yield GaugeMetricFamily(
             "console_reversals_overdue",

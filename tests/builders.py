@@ -199,7 +199,7 @@ def restate_deliveries(installation_id: str) -> None:
     that rewire a connection or a component after proposals exist; a test of FOUR-5
     itself changes the rows with `set_row` alone."""
     from app.domain.proposal.destination import delivery_fields, describe
-    from app.services.lifecycle.components import destination_of
+    from app.services.lifecycle.action_targets import destination_of
 
     with unit_of_work() as uow:
         rows = uow.session.scalars(

@@ -142,6 +142,8 @@ class CorrectionMove(StrEnum):
 
 
 C = CorrectionState
+# still on its way to confirmed: no failure to retry, no rejection (REV-2 marks, CORR-4)
+OPEN_CORRECTION_STATES = frozenset({C.PENDING, C.PROPOSED})
 CORRECTION = Machine(
     "appeal_correction",
     CorrectionState, CorrectionMove,

@@ -1,7 +1,7 @@
 """Dead letters: terminal delivery failures, retried in bulk behind a digest of the
 exact list the operator saw (SPEC CONN-4).
 
-Pure functions over plain values; the service (`services/lifecycle/dead_letters.py`)
+Pure functions over plain values; the service (`services/lifecycle/dead_letter_retry.py`)
 loads the list, checks it here and starts each proposal's new cycle under RTRY.
 """
 

@@ -14,7 +14,7 @@ def _configured() -> dict[tuple[str, str], str]:
         return {}
     cache = request.environ  # per request (tests share one app context, so not g)
     if "console.code_labels" not in cache:
-        from app.services.admin.labels import configured_labels
+        from app.services.admin.label_settings import configured_labels
 
         signed_in = current_user and current_user.is_authenticated
         cache["console.code_labels"] = configured_labels(current_user.installation_id) if signed_in else {}

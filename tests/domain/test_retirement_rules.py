@@ -54,7 +54,8 @@ def test_four7_one_predicate_decides_for_every_caller():
     import inspect
 
     from app.services.cases import appeals
-    from app.services.lifecycle import compensation, components, prepare
+    from app.services.lifecycle import action_targets as components
+    from app.services.lifecycle import compensation, prepare
 
     assert "may_use_retired_version(" in inspect.getsource(components)
     for module in (prepare, compensation, appeals):

@@ -33,11 +33,11 @@ NOT_CASE_OBJECTS = {
     ("app/services/admin/reviews.py", ".values(state=ChangeState.APPLIED.value, result=result, secrets=None)"),
     # budget reservations (DLV-3): settled in bulk by one statement
     (
-        "app/services/lifecycle/budgets.py",
+        "app/services/lifecycle/budget_reservations.py",
         '.values(state=bindparam("state"), settled_at=bindparam("at", type_=table.c.settled_at.type))',
     ),
     (
-        "app/services/lifecycle/budgets.py",
+        "app/services/lifecycle/budget_reservations.py",
         '.values(state="consumed", settled_at=bindparam("at", type_=table.c.settled_at.type))',
     ),
 }

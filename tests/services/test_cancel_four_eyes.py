@@ -13,7 +13,7 @@ from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, AuditEvent, WorkflowRun
-from app.services.lifecycle.cancel import cancel_scheduled
+from app.services.lifecycle.cancel_scheduled import cancel_scheduled
 from app.services.lifecycle.dispatch import deliver
 
 from ..builders import approve, decide_report, login, make_operator, reload, set_graph, set_row

@@ -14,7 +14,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, AuditEvent, ComponentVersion, Connection
 from app.queueing import delivery_queue
-from app.services.lifecycle.dead_letters import DeadLetterFilter, retry_dead_letters
+from app.services.lifecycle.dead_letter_retry import DeadLetterFilter, retry_dead_letters
 from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.retry import retry_proposal
 from app.services.read.operations import dead_letters

@@ -25,7 +25,7 @@ from app.models import (
     WorkflowEventInbox,
 )
 from app.services.lifecycle.dispatch import deliver, take_lease
-from app.services.lifecycle.receipts import AttemptGuard, save_receipt
+from app.services.lifecycle.receipt_intake import AttemptGuard, save_receipt
 from app.services.uow import Actor, unit_of_work
 
 from .. import scripted as s

@@ -187,7 +187,7 @@ def test_needs_my_approval_never_lists_a_proposal_its_viewer_is_refused(app, wor
 
 def test_the_sql_makers_rule_agrees_with_the_domain_rule(app, world, platform):
     """FOUR-1: for every operator and proposal, the SQL clause and `makers` agree."""
-    from app.services.lifecycle.makers import is_a_maker
+    from app.services.lifecycle.maker_lookup import is_a_maker
 
     every_kind_of_proposal(world)
     db.session.rollback()

@@ -15,7 +15,7 @@ from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, ComponentVersion
-from app.services.admin.retirement import retire_component_version, version_users
+from app.services.admin.version_retirement import retire_component_version, version_users
 from app.services.lifecycle import reversals
 from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.retry import retry_proposal

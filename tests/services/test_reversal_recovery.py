@@ -13,7 +13,7 @@ from app.extensions import db
 from app.models import ActionProposal, Budget, BudgetReservation
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle import reversals
-from app.services.lifecycle.budgets import window_start
+from app.services.lifecycle.budget_reservations import window_start
 from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.retry import retry_proposal
 from app.services.uow import Actor, unit_of_work

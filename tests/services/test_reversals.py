@@ -17,10 +17,10 @@ from app.extensions import db
 from app.models import ActionApproval, ActionProposal, AuditEvent, HumanTask, WorkflowRun, move_proposal
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle import reversals, sweeps
-from app.services.lifecycle.cancel import cancel_scheduled
+from app.services.lifecycle.cancel_scheduled import cancel_scheduled
 from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.proposals import delivery_of, guard
-from app.services.lifecycle.receipts import accept_async_result
+from app.services.lifecycle.receipt_intake import accept_async_result
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import approve, decide_report, proposal_of, reload, reversal_of, set_graph, set_row, time_reaches
@@ -378,7 +378,7 @@ def test_temp3_a_reversal_an_approved_extension_replaced_cannot_be_retried_alone
     one person's say, an "end now" without a second person: the retry (single or in bulk,
     CONN-4) is refused and nothing changes; the extension stands."""
     from app.domain.dead_letters import list_digest
-    from app.services.lifecycle.dead_letters import DeadLetterFilter, retry_dead_letters
+    from app.services.lifecycle.dead_letter_retry import DeadLetterFilter, retry_dead_letters
     from app.services.lifecycle.retry import retry_proposal
 
     original = suspended(world, platform)

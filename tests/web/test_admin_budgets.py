@@ -11,7 +11,7 @@ from sqlalchemy import select
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import Budget, Queue
-from app.services.lifecycle.budgets import window_start
+from app.services.lifecycle.budget_reservations import window_start
 
 from ..builders import approve_in_console, approve_pending, pending_changes, set_row
 from .test_admin import admin, assert_refused, audits, other_world, post, snapshot, text

@@ -177,7 +177,7 @@ def test_other_status_after_terminal_is_409(app, client, world, accepted):
 
 def test_lost_race_is_409_conflict(app, client, world, accepted, monkeypatch):
     """API-4: when the guarded write loses to another writer: action_result_conflict."""
-    import app.services.lifecycle.receipts as receipts
+    import app.services.lifecycle.receipt_intake as receipts
 
     monkeypatch.setattr(receipts, "move_loaded", lambda *args, **kwargs: False)
     response = post(client, world.console_token, body(accepted))

@@ -11,7 +11,7 @@ and whether it takes one person or two.
 * Anything else (bounded automation, never approved by a person): one operator
   cancels it, as TEMP-4 always allowed: cancelling sends nothing.
 
-Pure; `app.services.lifecycle.cancel.cancel_scheduled` enforces it and the
+Pure; `app.services.lifecycle.cancel_scheduled.cancel_scheduled` enforces it and the
 console's offers (`offers.cancel_offer`) show it.
 """
 

@@ -2,7 +2,7 @@
 APPR-4, CORR-2, COMP-3).
 
 `makers` is the one rule. Its inputs are plain ids, one field per `MakerSource`;
-services load them (`app.services.lifecycle.makers`) and the console's "needs my
+services load them (`app.services.lifecycle.maker_lookup`) and the console's "needs my
 approval" filter is generated, source by source, from the same list.
 """
 

@@ -1,7 +1,7 @@
 """Who may report a result through the async result API, and which refused results
 are a platform contradicting itself (SPEC FOUR-8, API-4, RCPT-3).
 
-Pure functions over plain values; `app.services.lifecycle.receipts` asks them.
+Pure functions over plain values; `app.services.lifecycle.receipt_intake` asks them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Creating, raising, deactivating and reactivating are changes for a second admin
 (FOUR-2, FOUR-4); lowering a limit applies at once.
 
 A budget bounds how many actions (metric ``actions``) may be delivered for its
-scope per fixed window; delivery reserves against it (`app.services.lifecycle.budgets`).
+scope per fixed window; delivery reserves against it (`app.services.lifecycle.budget_reservations`).
 One budget per scope: a deactivated budget is reactivated, not created again.
 """
 
@@ -36,7 +36,7 @@ from app.services.admin.components import component_version_choices
 from app.services.admin.input import change_key, parse_int, plausible_id
 from app.services.admin.integrations import list_queues
 from app.services.admin.workflows import workflow_version_choices
-from app.services.lifecycle.budgets import window_start
+from app.services.lifecycle.budget_reservations import window_start
 from app.services.uow import UnitOfWork, unit_of_work
 
 METRIC = "actions"

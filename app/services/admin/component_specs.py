@@ -26,7 +26,7 @@ from app.domain.platform_kinds import PDS_KIND, PDS_REFERENCE, PLATFORM_KINDS, r
 from app.models import ConnectionVersion
 from app.models.components import IMPLEMENTATION_KINDS
 from app.services.admin.input import InvalidInput, has_control_characters, parse_json_text, plausible_id
-from app.services.lifecycle.components import OPERATION_PATTERN
+from app.services.lifecycle.action_targets import OPERATION_PATTERN
 from app.services.uow import UnitOfWork
 
 if TYPE_CHECKING:

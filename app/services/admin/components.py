@@ -1,11 +1,11 @@
 """Components for the admin screens: publish action types (a definition and its
-version 1) and publish new versions (retiring: `app.services.admin.retirement`). Each is a
+version 1) and publish new versions (retiring: `app.services.admin.version_retirement`). Each is a
 configuration change for a second admin (SPEC FOUR-2, FOUR-4, `app.services.admin.changes`).
 
 A version is immutable once published: how to call the platform (implementation
 kind and reference, connection version), what it accepts and answers (input and
 output JSON Schemas) and its approval policy. Delivery and prepare read versions
-through `app.services.lifecycle.components`.
+through `app.services.lifecycle.action_targets`.
 """
 
 from __future__ import annotations

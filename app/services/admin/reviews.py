@@ -33,11 +33,11 @@ from app.services.admin import (
     connection_create,
     connections,
     invitations,
-    labels,
+    label_settings,
     operator_changes,
     operators,
-    retirement,
     token_changes,
+    version_retirement,
     workflows,
 )
 from app.services.admin.changes import ApplyContext, ChangeType
@@ -58,11 +58,11 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         operators.OPERATOR_ROLES,
         invitations.OPERATOR_INVITE,
         workflows.WORKFLOW_ACTIVE,
-        retirement.COMPONENT_RETIRE,
+        version_retirement.COMPONENT_RETIRE,
         connection_create.CONNECTION_CREATE,
         budgets.BUDGET_CREATE,
         token_changes.INTEGRATION_TOKEN,
-        labels.LABEL_SET,
+        label_settings.LABEL_SET,
         operator_changes.OPERATOR_REACTIVATE,
     )
 }

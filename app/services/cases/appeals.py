@@ -22,7 +22,7 @@ from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import evaluate_mapping, schema_errors
 from app.domain.proposal.identity import correction_proposal
-from app.domain.proposal.makers import DecisionRef, MakerFacts, appeal_verdict, makers
+from app.domain.proposal.makers import appeal_verdict, makers
 from app.domain.proposal.retirement import prepared_versions
 from app.domain.text_safety import check_reference
 from app.models import (
@@ -40,8 +40,9 @@ from app.models import (
 )
 from app.services.cases.snapshot import latest_decision
 from app.services.cases.tasks import open_approval_task
-from app.services.lifecycle.components import destination_of, load_action_component
+from app.services.lifecycle.action_targets import destination_of, load_action_component
 from app.services.lifecycle.corrections import CORRECTABLE_OUTCOMES, correction_problems
+from app.services.lifecycle.maker_lookup import redaction_facts
 from app.services.lifecycle.proposals import insert_proposal, original_facts
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -396,15 +397,7 @@ def redact_rationale(appeal_decision_id: str, *, operator: OperatorUser, appeal_
         if ad is None or ad.installation_id != operator.installation_id or (appeal_id and ad.appeal_id != appeal_id):
             raise ApiError(404, "appeal_decision_not_found", "No such appeal decision.")
         # An admin who took part in the case does not edit its record: another admin redacts.
-        appeal = uow.session.get(Appeal, ad.appeal_id)
-        facts = MakerFacts(
-            decisions=tuple(
-                DecisionRef(d.id, d.maker_id, d.seq, d.created_at)
-                for d in uow.session.scalars(select(Decision).where(Decision.id == appeal.decision_id))
-            ),
-            appeal_decision_maker_id=ad.maker_id,
-            original_decision_ids=(appeal.decision_id,),
-        )
+        facts = redaction_facts(uow.session, ad)
         if operator.id in makers(facts):
             raise ApiError(403, "maker_checker_violation", "You took part in this case; another admin must redact it.")
         if ad.rationale_redacted_at is not None:

@@ -27,7 +27,7 @@ from app.models import (
     WorkflowVersion,
     move_row,
 )
-from app.services.cases.evidence import parse_target_evidence, resent_differs, store_evidence, stored_digests
+from app.services.cases.evidence_store import parse_target_evidence, resent_differs, store_evidence, stored_digests
 from app.services.lifecycle.runs import create_run
 from app.services.uow import Actor, unit_of_work
 

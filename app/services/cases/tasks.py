@@ -12,7 +12,7 @@ from app.domain.clock import utcnow
 from app.domain.digests import json_digest
 from app.domain.errors import ApiError
 from app.models import ActionProposal, HumanTask, HumanTaskClaim, OperatorUser, move_row
-from app.services.lifecycle.makers import approval_verdict
+from app.services.lifecycle.maker_lookup import approval_verdict
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 APPROVAL_RESPONSE_SCHEMA = {

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from app.domain.case_states import CorrectionMove, TaskMove
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal.destination import in_words
 from app.models import (
     ActionApproval,
@@ -24,9 +24,9 @@ from app.models import (
 )
 from app.observability import bind
 from app.services.cases.tasks import finish_task_for_proposal
-from app.services.lifecycle.components import delivery_in_force
+from app.services.lifecycle.action_targets import delivery_in_force
 from app.services.lifecycle.events import emit_approval_event
-from app.services.lifecycle.makers import approval_verdict, makers_of  # noqa: F401 (public names)
+from app.services.lifecycle.maker_lookup import approval_verdict, makers_of  # noqa: F401 (public names)
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.uow import Actor, unit_of_work
 
@@ -73,7 +73,7 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
         from app.services.lifecycle.reversals import replace_scheduled
 
         replace_scheduled(uow, proposal, operator)
-    change = rules.enqueue_approved(utcnow(), proposal.not_before)
+    change = delivery_rules.enqueue_approved(utcnow(), proposal.not_before)
     move_proposal(uow.session, proposal.id, change.move, where=guard(change), values=change.values)
     proposal_id, cycle, attempts = proposal.id, proposal.delivery_cycle, proposal.delivery_attempt_count
     uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts))
@@ -179,12 +179,12 @@ def decide_proposal(
         if not verdict:
             raise ApiError(403, "maker_checker_violation", verdict.reason)
         now = utcnow()
-        refusal = rules.decision_refusal(delivery_of(proposal), payload_digest, now)
+        refusal = delivery_rules.decision_refusal(delivery_of(proposal), payload_digest, now)
         if refusal is not None:
             raise ApiError(409, refusal, DECISION_REFUSALS[refusal])
         if decision == "approved":
             _check_delivery_unchanged(session, proposal)
-        change = rules.decide(decision)
+        change = delivery_rules.decide(decision)
         if not move_proposal(session, proposal.id, change.move, where=guard(change)):
             raise ApiError(409, "action_approval_changed", DECISION_REFUSALS["action_approval_changed"])
         approval_id = new_id("apv")

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from sqlalchemy import select, update
 
-from app.domain import connection_health as rules
+from app.domain import connection_health as health_rules
 from app.domain.clock import utcnow
 from app.domain.connection_health import HEALTH_FIELDS, Health, HealthChange, Settings
 from app.domain.errors import ActionError, ApiError
@@ -57,7 +57,7 @@ class PausedByPlatform(ActionError):
 
     def __init__(self, code: str, pause_seconds: float) -> None:
         super().__init__(code, retryable=True, delay_seconds=pause_seconds)
-        self.max_delay_seconds = float(rules.MAX_PAUSE_SECONDS)
+        self.max_delay_seconds = float(health_rules.MAX_PAUSE_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _decide_and_write(uow: UnitOfWork, connection_id: str, installation_id: str,
         if _write(uow, connection_id, installation_id, health, change):
             written = change.applied_to(health)
             _audit(uow, (connection_id, installation_id), written, change, actor)
-            if written.state == rules.CLOSED and not written.disabled and health.state != rules.CLOSED:
+            if written.state == health_rules.CLOSED and not written.disabled and health.state != health_rules.CLOSED:
                 release_held(uow, connection_id)  # OPS-7: the recovered platform gets them at once
             elif change.transition in ("opened", "reopened") and written.next_probe_at is not None:
                 schedule_probe(uow, connection_id, written.next_probe_at)  # OPS-7: sent when due
@@ -194,7 +194,7 @@ def admit(
     ids = (connection_id, installation_id)
     for _ in range(GUARDED_WRITE_TRIES):
         health, read = read or load(uow.session, connection_id), None
-        admission = rules.admit(health, now, timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
+        admission = health_rules.admit(health, now, timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
         if not admission.send:
             record_connection_wait(connection_id, admission.wait_code)
             raise ConnectionHeld(admission.wait_code, (admission.wait_until - now).total_seconds())
@@ -204,7 +204,7 @@ def admit(
             written = admission.change.applied_to(health)
             _audit(uow, ids, written, admission.change)
             return Gate(*ids, settings, True, written)
-    raise ConnectionHeld(rules.WAIT_PROBE, 1.0)
+    raise ConnectionHeld(health_rules.WAIT_PROBE, 1.0)
 
 
 def _slot_wait(connection_id: str, settings: Settings) -> float:
@@ -216,8 +216,8 @@ def _slot_wait(connection_id: str, settings: Settings) -> float:
     """
     slot = rate_limit.take_slot(connection_id, settings.rate_limit_per_second)
     if not slot.taken:
-        record_connection_wait(connection_id, rules.WAIT_RATE_LIMITED)
-        raise ConnectionHeld(rules.WAIT_RATE_LIMITED, slot.wait_seconds)
+        record_connection_wait(connection_id, health_rules.WAIT_RATE_LIMITED)
+        raise ConnectionHeld(health_rules.WAIT_RATE_LIMITED, slot.wait_seconds)
     if slot.wait_seconds > 0:
         record_connection_wait(connection_id, "rate_limit_sleep")
     return slot.wait_seconds
@@ -228,9 +228,9 @@ def record_success(uow: UnitOfWork, gate: Gate) -> None:
 
     Writes nothing when the connection was healthy as read at the claim.
     """
-    if rules.after_success(gate.health) is None and not gate.probe:
+    if health_rules.after_success(gate.health) is None and not gate.probe:
         return
-    _decide_and_write(uow, gate.connection_id, gate.installation_id, rules.after_success)
+    _decide_and_write(uow, gate.connection_id, gate.installation_id, health_rules.after_success)
 
 
 GONE_STATUS = 410
@@ -259,13 +259,13 @@ def record_failure(
     now = now or utcnow()
     ids = (gate.connection_id, gate.installation_id)
     if status == 429 or error.code == "platform_rate_limited":
-        _decide_and_write(uow, *ids, lambda h: rules.pause(h, now, error.delay_seconds, gate.probe))
-        return PausedByPlatform(error.code, rules.pause_seconds(error.delay_seconds))
+        _decide_and_write(uow, *ids, lambda h: health_rules.pause(h, now, error.delay_seconds, gate.probe))
+        return PausedByPlatform(error.code, health_rules.pause_seconds(error.delay_seconds))
     if status == GONE_STATUS:
-        _decide_and_write(uow, *ids, lambda h: rules.gone(h, now))
-        return ActionError(ENDPOINT_GONE, retryable=True, delay_seconds=rules.DISABLED_RECHECK_SECONDS)
-    if reached and rules.counts_as_failure(error.retryable, status, error.code):
-        _decide_and_write(uow, *ids, lambda h: rules.after_failure(h, gate.settings, now, gate.probe))
+        _decide_and_write(uow, *ids, lambda h: health_rules.gone(h, now))
+        return ActionError(ENDPOINT_GONE, retryable=True, delay_seconds=health_rules.DISABLED_RECHECK_SECONDS)
+    if reached and health_rules.counts_as_failure(error.retryable, status, error.code):
+        _decide_and_write(uow, *ids, lambda h: health_rules.after_failure(h, gate.settings, now, gate.probe))
     elif status is not None:
         record_success(uow, gate)
     return error
@@ -295,7 +295,7 @@ def re_enable(operator, connection_id: str) -> int:
             uow.session, Connection, connection_id, operator.installation_id, "connection_not_found", "connection"
         )
         written = _decide_and_write(
-            uow, connection.id, connection.installation_id, rules.re_enable, Actor("operator", operator.id)
+            uow, connection.id, connection.installation_id, health_rules.re_enable, Actor("operator", operator.id)
         )
         if written is None:
             raise ApiError(409, "connection_not_disabled", "This connection is not disabled.")

@@ -13,12 +13,12 @@ from app.domain.digests import json_problem
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
 from app.domain.preconditions import closed_to_ordinary_actions
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal.identity import compensation_operation_id, compensation_proposal
 from app.domain.proposal.retirement import prepared_versions
 from app.models import ActionProposal, OperatorUser, Report, move_proposal
 from app.services.cases.tasks import open_approval_task
-from app.services.lifecycle.components import destination_of, load_action_component
+from app.services.lifecycle.action_targets import destination_of, load_action_component
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, original_facts
 from app.services.uow import Actor, unit_of_work
 
@@ -81,7 +81,7 @@ def propose_compensation(
         existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
         if existing is not None:
             return CompensationResult(existing.id, existing.payload_digest, existing.state, True)
-        if rules.compensation_refusal(delivery_of(original)):
+        if delivery_rules.compensation_refusal(delivery_of(original)):
             raise ApiError(
                 409,
                 "action_compensation_unavailable",
@@ -143,7 +143,7 @@ def propose_compensation(
             queue_id=report.queue_id,
             extra={"compensates_proposal_id": original.id},
         )
-        change = rules.mark_compensated(delivery_of(original))
+        change = delivery_rules.mark_compensated(delivery_of(original))
         if change is not None and move_proposal(session, original.id, change.move, where=guard(change)):
             uow.audit(
                 original.installation_id,

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from app.domain import connection_health as rules
+from app.domain import connection_health as health_rules
 from app.domain.clock import utcnow
 from app.domain.connection_health import HEALTH_FIELDS, Health
 from app.domain.proposal.delivery import Delivery, hold
@@ -84,7 +84,7 @@ def hold_before_claim(proposal_id: str, now: datetime | None = None) -> str | No
     if row is None:
         return None
     health = Health(**{c: getattr(row, c) for c in HEALTH_FIELDS})
-    admission = rules.admit(health, now, row.timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
+    admission = health_rules.admit(health, now, row.timeout_seconds + PROBE_LEASE_MARGIN_SECONDS)
     if admission.send:
         return None
     delivery = Delivery(state=row.proposal_state, **{c: getattr(row, c) for c in DELIVERY_COLUMNS})

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from sqlalchemy import and_, case, or_, select, update
 
-from app.domain import connection_health as rules
+from app.domain import connection_health as health_rules
 from app.domain.clock import utcnow
 from app.domain.proposal.delivery import BATCH_RELEASED
 from app.models import ActionProposal, ComponentVersion, ConnectionHealth, ConnectionVersion, predicates
@@ -43,7 +43,7 @@ OUTAGE_CODES = frozenset(
         "tls_handshake_failed",
     }
 )
-RELEASED_CODES = rules.WAIT_CODES | OUTAGE_CODES | {ENDPOINT_GONE, BATCH_RELEASED}
+RELEASED_CODES = health_rules.WAIT_CODES | OUTAGE_CODES | {ENDPOINT_GONE, BATCH_RELEASED}
 
 
 def _components_of(connection_id: str):
@@ -100,14 +100,14 @@ def schedule_probe(uow: UnitOfWork, connection_id: str, at: datetime) -> None:
     uow.after_commit(lambda: enqueue_probe(connection_id, at))
 
 
-def probe_due(health: rules.Health, now: datetime) -> bool:
+def probe_due(health: health_rules.Health, now: datetime) -> bool:
     """Whether the connection's probe may go now: open past its probe time, or
     half-open with an expired probe lease; not disabled, not paused (CONN-1)."""
     if health.disabled or (health.paused_until is not None and health.paused_until > now):
         return False
-    if health.state == rules.OPEN:
+    if health.state == health_rules.OPEN:
         return health.next_probe_at is None or health.next_probe_at <= now
-    if health.state == rules.HALF_OPEN:
+    if health.state == health_rules.HALF_OPEN:
         return health.probe_lease_expires_at is None or health.probe_lease_expires_at <= now
     return False
 
@@ -117,7 +117,7 @@ def overdue_probes(session, now: datetime) -> list[tuple[str, datetime]]:
     and that holds a delivery back: the sweep schedules its probe job again (the one
     scheduled when the breaker opened may have been lost with Redis)."""
     H = ConnectionHealth
-    due_at = case((H.state == rules.OPEN, H.next_probe_at), else_=H.probe_lease_expires_at)
+    due_at = case((H.state == health_rules.OPEN, H.next_probe_at), else_=H.probe_lease_expires_at)
     holds_one = (
         select(P.id)
         .join(ComponentVersion, ComponentVersion.id == P.component_version_id)
@@ -132,8 +132,8 @@ def overdue_probes(session, now: datetime) -> list[tuple[str, datetime]]:
                 H.disabled_at.is_(None),
                 or_(H.paused_until.is_(None), H.paused_until <= now),
                 or_(
-                    and_(H.state == rules.OPEN, H.next_probe_at <= now),
-                    and_(H.state == rules.HALF_OPEN, H.probe_lease_expires_at <= now),
+                    and_(H.state == health_rules.OPEN, H.next_probe_at <= now),
+                    and_(H.state == health_rules.HALF_OPEN, H.probe_lease_expires_at <= now),
                 ),
                 holds_one,
             )

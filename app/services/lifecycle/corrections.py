@@ -39,7 +39,7 @@ from app.models import (
     move_row,
 )
 from app.services.cases.snapshot import latest_decision
-from app.services.lifecycle.makers import correction_facts, facts_of
+from app.services.lifecycle.maker_lookup import correction_facts, facts_of
 
 CORRECTABLE_OUTCOMES = ("modified", "reversed")
 C, M = cs.CorrectionState, cs.CorrectionMove

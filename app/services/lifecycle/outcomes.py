@@ -27,14 +27,15 @@ from app import egress
 from app.domain.clock import utcnow
 from app.domain.digests import sha256_digest
 from app.domain.errors import ActionError
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal.delivery import Lease
 from app.domain.states import LEASE_SECONDS, Move
 from app.faults import failpoint
 from app.models import ActionProposal, ConnectionAttempt, move_loaded, new_id, statements
-from app.services.lifecycle import breaker, budgets
+from app.services.lifecycle import breaker
+from app.services.lifecycle import budget_reservations
 from app.services.lifecycle.proposals import delivery_of
-from app.services.lifecycle.receipts import AttemptGuard, after_result, save_receipt
+from app.services.lifecycle.receipt_intake import AttemptGuard, after_result, save_receipt
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -167,16 +168,16 @@ def lease_seconds() -> float:
 def request_timeout(connection_timeout: float, lease: datetime) -> float:
     """Seconds the next request of a claimed attempt may take (DLV-1, DLV-4): the
     connection's timeout, within what is left of the lease less its last fifth
-    (`rules.request_timeout`). Every request of an attempt asks again, so an attempt
+    (`delivery_rules.request_timeout`). Every request of an attempt asks again, so an attempt
     of several requests (platform kinds: update, then read-back) also ends in time.
 
     Raises:
         egress.EgressError: ``action_lease_too_short`` (retryable, class ``refused``,
             nothing sent) when too little of the lease is left.
     """
-    timeout = rules.request_timeout(connection_timeout, lease_seconds(), (lease - utcnow()).total_seconds())
+    timeout = delivery_rules.request_timeout(connection_timeout, lease_seconds(), (lease - utcnow()).total_seconds())
     if timeout is None:
-        raise egress.EgressError(rules.LEASE_TOO_SHORT, retryable=True, response_class="refused", sent=False)
+        raise egress.EgressError(delivery_rules.LEASE_TOO_SHORT, retryable=True, response_class="refused", sent=False)
     return timeout
 
 
@@ -210,7 +211,7 @@ def write_receipt(
     attempt_guard = AttemptGuard(attempt_number, lease, attempt.id, attempt.finish.get("response_digest"))
     proposal = loaded or _read(uow, proposal_id)
     attempt.write(uow)
-    budgets.settle(uow, plan.reservations, consumed=True)
+    budget_reservations.settle(uow, plan.reservations, consumed=True)
     breaker.record_success(uow, plan.gate)  # CONN-1
     try:
         changed = save_receipt(uow, proposal, receipt, Actor.system(proposal.run_id), attempt_guard, source=source)
@@ -278,9 +279,9 @@ def fail(
     """Write a failed attempt, guarded by attempt, cycle and lease (DLV-6). A deferral
     (an exhausted budget, a connection holding back, a batch member released unsent)
     gives its attempt back."""
-    deferred = isinstance(error, budgets.BudgetExhausted | breaker.ConnectionHeld | BatchReleased)
+    deferred = isinstance(error, budget_reservations.BudgetExhausted | breaker.ConnectionHeld | BatchReleased)
     proposal = loaded or _read(uow, proposal_id)
-    change = rules.failure(
+    change = delivery_rules.failure(
         delivery_of(proposal),
         Lease(attempt_number, cycle, lease),
         code=error.code,
@@ -295,7 +296,7 @@ def fail(
         attempt.discard(uow.session)
     elif attempt is not None:
         attempt.write(uow)
-    budgets.settle(uow, reservations, consumed=sent)
+    budget_reservations.settle(uow, reservations, consumed=sent)
     if changed:
         _audit_failure(uow, proposal, error, change, cycle, attempt_number)
         after_result(uow, proposal)
@@ -323,7 +324,7 @@ def _audit_failure(uow: UnitOfWork, proposal: ActionProposal, error: ActionError
     """
     actor = Actor.system(proposal.run_id)
     if change.move == Move.DELIVERY_DEFERRED:
-        if isinstance(error, budgets.BudgetExhausted):
+        if isinstance(error, budget_reservations.BudgetExhausted):
             key = f"action-deferred:{proposal.operation_id}:{cycle}:{attempt_number}:{error.code}"
             details = {"attempt_number": attempt_number, "delivery_cycle": cycle, "reason": error.code}
             target = ("action_proposal", proposal.id)
@@ -354,9 +355,9 @@ def _read(uow: UnitOfWork, proposal_id: str) -> ActionProposal:
 
 class BatchReleased(ActionError):
     """A proposal claimed with others of its connection but not sent: an earlier one
-    failed (it waits `delay_seconds`, `rules.released_delay`), or too little of the
+    failed (it waits `delay_seconds`, `delivery_rules.released_delay`), or too little of the
     shared lease was left for a whole request (no wait). It is deferred without
     using an attempt and delivered by a job of its own (DLV-1)."""
 
     def __init__(self, delay_seconds: float = 0.0) -> None:
-        super().__init__(rules.BATCH_RELEASED, retryable=True, delay_seconds=delay_seconds)
+        super().__init__(delivery_rules.BATCH_RELEASED, retryable=True, delay_seconds=delay_seconds)

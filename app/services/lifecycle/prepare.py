@@ -18,7 +18,7 @@ from app.domain import workflow as wf
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError
 from app.domain.expressions import evaluate_mapping, schema_errors
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal import identity, temporary
 from app.domain.proposal.destination import delivery_fields, describe
 from app.domain.proposal.ports import Next, answer, timed_out_port
@@ -36,7 +36,7 @@ from app.models import (
 from app.queueing import enqueue_delivery
 from app.services.cases.snapshot import latest_decision, run_context
 from app.services.cases.tasks import cancel_open_tasks, open_approval_task
-from app.services.lifecycle.components import destination_of, load_action_component
+from app.services.lifecycle.action_targets import destination_of, load_action_component
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, run_facts
 from app.services.uow import Actor, UnitOfWork
 
@@ -64,7 +64,7 @@ def _schedule(uow: UnitOfWork, proposal: ActionProposal) -> None:
 
 def _enqueue_approved(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """approved → queued, due now (the run moves an approved action on)."""
-    change = rules.enqueue_approved(utcnow(), proposal.not_before)
+    change = delivery_rules.enqueue_approved(utcnow(), proposal.not_before)
     move_proposal(uow.session, proposal.id, change.move, where=guard(change), values=change.values)
     uow.session.refresh(proposal)
 
@@ -327,7 +327,7 @@ def _time_out(uow: UnitOfWork, proposal: ActionProposal) -> NodeOutcome:
     session = uow.session
     for _ in range(TIME_OUT_TRIES):
         session.refresh(proposal)
-        change = rules.time_out(delivery_of(proposal))
+        change = delivery_rules.time_out(delivery_of(proposal))
         if change is None:  # it ended meanwhile (applied, rejected, failed for good)
             break
         if move_proposal(session, proposal.id, change.move, where=guard(change), values=change.values):

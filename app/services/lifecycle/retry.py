@@ -9,7 +9,7 @@ from sqlalchemy import select
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
 from app.domain.preconditions import acts_on_closed_case, check_preconditions
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.states import ProposalState
 from app.models import ActionProposal, AuditEvent, OperatorUser, WorkflowRun, move_proposal
 from app.queueing import enqueue_delivery
@@ -117,7 +117,7 @@ def start_new_cycle(
     """
     session = uow.session
     proposal_id = proposal.id
-    refusal = rules.retry_refusal(delivery_of(proposal), payload_digest, now)
+    refusal = delivery_rules.retry_refusal(delivery_of(proposal), payload_digest, now)
     if refusal is not None:
         raise ApiError(409, refusal, RETRY_REFUSALS[refusal])
     if proposal.reverses_proposal_id:  # TEMP-3: a replaced reversal stays replaced
@@ -147,7 +147,7 @@ def start_new_cycle(
             409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
         )
     cycle = proposal.delivery_cycle
-    change = rules.retry(delivery_of(proposal), now)
+    change = delivery_rules.retry(delivery_of(proposal), now)
     moved = move_proposal(session, proposal.id, change.move, where=guard(change), values=change.values)
     if not moved:
         raise RetryConflict()

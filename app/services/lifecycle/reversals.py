@@ -20,7 +20,7 @@ from sqlalchemy.orm import aliased
 
 from app.domain.clock import iso, utcnow
 from app.domain.errors import ApiError
-from app.domain.proposal import temporary as rules
+from app.domain.proposal import temporary as temporary_rules
 from app.domain.proposal import temporary_change as change
 from app.domain.states import ProposalState, is_dead_letter
 from app.models import (
@@ -34,7 +34,7 @@ from app.models import (
     new_id,
 )
 from app.queueing import enqueue_delivery
-from app.services.lifecycle.components import destination_of
+from app.services.lifecycle.action_targets import destination_of
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, original_facts
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -106,7 +106,7 @@ def schedule_reversal(uow: UnitOfWork, original: ActionProposal) -> ActionPropos
     if not original.temporary or original.confirmed_at is None:
         return None
     session = uow.session
-    operation = rules.reversal_operation_id(original.operation_id)
+    operation = temporary_rules.reversal_operation_id(original.operation_id)
     existing = session.scalar(select(P).where(P.operation_id == operation))
     if existing is not None:
         return existing
@@ -118,7 +118,7 @@ def schedule_reversal(uow: UnitOfWork, original: ActionProposal) -> ActionPropos
         )
     )
     authorized_by = approval.id if approval else None
-    new = rules.reversal_proposal(
+    new = temporary_rules.reversal_proposal(
         original_facts(original), original.confirmed_at, authorized_by, _destination(session, original)
     )
     reversal = insert_proposal(session, new)
@@ -164,7 +164,7 @@ def _cancel(uow: UnitOfWork, proposal: ActionProposal, code: str, action: str, a
     """Cancel one proposal nothing was sent for, with its open task, audited (TEMP-3/4)."""
     from app.services.cases.tasks import cancel_open_tasks
 
-    change = rules.cancel(delivery_of(proposal), code)
+    change = temporary_rules.cancel(delivery_of(proposal), code)
     if change is None or not move_proposal(
         uow.session, proposal.id, change.move, where=guard(change), values=change.values
     ):
@@ -203,7 +203,7 @@ def on_applied(uow: UnitOfWork, proposal: ActionProposal) -> None:
         _cancel(
             uow,
             reversal,
-            rules.UNDONE,
+            temporary_rules.UNDONE,
             "action.reversal_cancelled",
             actor,
             {"reverses_proposal_id": original_id, "undone_by_proposal_id": proposal.id},
@@ -237,7 +237,7 @@ def create_missing_reversals(now) -> int:
     return created
 
 
-# -- operators: end early, extend (cancel: `app.services.lifecycle.cancel`) ----------
+# -- operators: end early, extend (cancel: `app.services.lifecycle.cancel_scheduled`) ----------
 
 
 def _load(session, proposal_id: str, operator: OperatorUser) -> ActionProposal:
@@ -259,7 +259,7 @@ def active_reversal(session, original_id: str) -> ActionProposal | None:
     """The reversal that will end a temporary action: the newest one not cancelled or
     rejected (queued, being sent, or applied)."""
     for reversal in reversals_of(session, original_id):
-        if rules.is_active_reversal(reversal.state):
+        if temporary_rules.is_active_reversal(reversal.state):
             return reversal
     return None
 
@@ -309,7 +309,7 @@ def propose_change(
         session = uow.session
         original = _load(session, proposal_id, operator)
         _refuse(change.original_refusal(original.temporary, original.state))
-        operation = f"{rules.reversal_operation_id(original.operation_id)}:{kind}:{idempotency_key}"
+        operation = f"{temporary_rules.reversal_operation_id(original.operation_id)}:{kind}:{idempotency_key}"
         existing = session.scalar(select(P).where(P.operation_id == operation))
         if existing is not None:
             return ChangeResult(existing.id, existing.payload_digest, existing.state, True)
@@ -318,7 +318,7 @@ def propose_change(
         current = delivery_of(active) if active is not None else None
         decision = change.decide_change(kind, current, extend_seconds, original.confirmed_at, now)
         _refuse(decision.refusal)
-        new = rules.replacement_proposal(
+        new = temporary_rules.replacement_proposal(
             original_facts(original),
             kind=kind,
             new_end=decision.new_end,
@@ -369,12 +369,12 @@ def replace_scheduled(uow: UnitOfWork, replacement: ActionProposal, approver: Op
     """
     actor = Actor("operator", approver.id)
     for other in reversals_of(uow.session, replacement.reverses_proposal_id):
-        if other.id == replacement.id or not rules.is_active_reversal(other.state):
+        if other.id == replacement.id or not temporary_rules.is_active_reversal(other.state):
             continue
         if is_dead_letter(other.state, other.delivery_terminal):
             continue  # failed for good: it will not run unless an operator retries it
         if other.state == S.APPLIED:
             raise ApiError(409, "action_temporary_ended", REFUSALS["action_temporary_ended"])
         details = {"reverses_proposal_id": replacement.reverses_proposal_id, "replaced_by": replacement.id}
-        if not _cancel(uow, other, rules.SUPERSEDED, "action.reversal_superseded", actor, details):
+        if not _cancel(uow, other, temporary_rules.SUPERSEDED, "action.reversal_superseded", actor, details):
             raise ApiError(409, "action_temporary_changed", REFUSALS["action_temporary_changed"])

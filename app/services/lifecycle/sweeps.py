@@ -14,8 +14,9 @@ from datetime import timedelta
 
 from sqlalchemy import String, and_, case, cast, exists, or_, select
 
+from app.domain.case_states import CorrectionState
 from app.domain.clock import utcnow
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.states import ProposalState
 from app.models import (
     ActionProposal,
@@ -113,7 +114,7 @@ def time_out_confirmations(now) -> int:
     for proposal_id in ids:
         with unit_of_work() as uow:
             proposal = uow.session.get(P, proposal_id)
-            change = rules.confirmation_timeout(delivery_of(proposal), now)
+            change = delivery_rules.confirmation_timeout(delivery_of(proposal), now)
             if change is None or not move_proposal(
                 uow.session, proposal_id, change.move, where=guard(change), values=change.values
             ):
@@ -169,7 +170,7 @@ def reconcile_corrections() -> int:
         select(AppealCorrection.report_id)
         .distinct()
         .join(P, P.id == AppealCorrection.proposal_id)
-        .where(AppealCorrection.state == "proposed", resolved)
+        .where(AppealCorrection.state == CorrectionState.PROPOSED, resolved)
         .limit(BATCH)
     ).all()
     db.session.rollback()

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import joinedload, selectinload
 
+from app.domain.case_states import OPEN_CORRECTION_STATES, OPEN_TASK_STATES
 from app.domain.attempts import attempt_status
 from app.domain.clock import utcnow
 from app.domain.maker_checker import Verdict
@@ -35,8 +36,8 @@ from app.models import (
     WorkflowRun,
     predicates,
 )
-from app.services.lifecycle.cancel import cancel_facts
-from app.services.lifecycle.makers import facts_of, is_a_maker, maker_facts
+from app.services.lifecycle.cancel_scheduled import cancel_facts
+from app.services.lifecycle.maker_lookup import facts_of, is_a_maker, maker_facts
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.reversals import active_reversal
 from app.services.read.pagination import decode_cursor, encode_cursor
@@ -270,7 +271,7 @@ def attempt_statuses(proposal: ActionProposal, attempts: list[ConnectionAttempt]
 def open_tasks(operator: OperatorUser, limit: int = 200, task_id: str | None = None) -> list[dict[str, Any]]:
     """Open and claimed approval tasks, soonest due first, with the claimant's name."""
     query = select(HumanTask).where(HumanTask.installation_id == operator.installation_id)
-    query = query.where(HumanTask.id == task_id) if task_id else query.where(HumanTask.state.in_(("open", "claimed")))
+    query = query.where(HumanTask.id == task_id) if task_id else query.where(HumanTask.state.in_(OPEN_TASK_STATES))
     query = query.options(joinedload(HumanTask.proposal), joinedload(HumanTask.assignee))
     tasks = db.session.scalars(query.order_by(HumanTask.due_at, HumanTask.id).limit(limit)).all()
     proposals = {p.id: p for p in db.session.scalars(select(P).where(P.id.in_({t.action_proposal_id for t in tasks})))}
@@ -405,7 +406,7 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     views = []
     for c in corrections:
         proposal = c.proposal
-        open_ = c.state in ("pending", "proposed")
+        open_ = c.state in OPEN_CORRECTION_STATES
         problems = (  # the case's conditions; the approver is bound at approval (FOUR-7)
             case_problems(
                 db.session, c, proposal.target if proposal else None, proposal.preconditions if proposal else None

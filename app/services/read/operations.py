@@ -18,7 +18,7 @@ from app.domain.dead_letters import list_digest
 from app.extensions import db
 from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox, predicates
 from app.rq_workers import heartbeat_is_live
-from app.services.lifecycle.dead_letters import NO_CONNECTION, DeadLetterFilter, groups_statement, listed_statement
+from app.services.lifecycle.dead_letter_retry import NO_CONNECTION, DeadLetterFilter, groups_statement, listed_statement
 
 P = ActionProposal
 OVERDUE_SECONDS = 300

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, literal, select, union_all
 
+from app.domain.case_states import OPEN_CORRECTION_STATES, CorrectionState
 from app.domain.maker_checker import Verdict
 from app.domain.states import ProposalState, is_terminal
 from app.extensions import db
@@ -104,9 +105,9 @@ def undo_marks(proposal_ids: Iterable[str]) -> dict[str, UndoMark]:
         .where(AppealCorrection.original_proposal_id.in_(ids))
     ).all()
     for original_id, proposal_id, appeal_id, state, code in corrections:
-        if state == "confirmed":
+        if state == CorrectionState.CONFIRMED:
             keep(original_id, UndoMark(True, "correction", proposal_id, appeal_id, code, state))
-        elif state in ("pending", "proposed"):
+        elif state in OPEN_CORRECTION_STATES:
             keep(original_id, UndoMark(False, "correction", proposal_id, appeal_id, code, state))
     return marks
 

@@ -10,7 +10,7 @@ from app.domain.errors import ApiError
 from app.services.admin import components as service
 from app.services.admin.changes import PendingChange
 from app.services.admin.connections import connection_version_choices
-from app.services.admin.retirement import retire_component_version
+from app.services.admin.version_retirement import retire_component_version
 
 from ..decorators import role_required
 from ..formatting import pretty_json

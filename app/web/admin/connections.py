@@ -13,7 +13,7 @@ from app.services.admin.changes import PendingChange
 from app.services.admin.connection_create import create_connection
 from app.services.admin.integrations import list_integrations
 from app.services.lifecycle import breaker
-from app.services.read import connections as connection_views
+from app.services.read import connection_status as connection_views
 
 from ..decorators import role_required
 from .blueprint import bp

@@ -9,7 +9,7 @@ from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
 from app.domain.labels import KINDS
-from app.services.admin import labels as service
+from app.services.admin import label_settings as service
 from app.web.errors import raise_for_json
 from app.web.forms import ConsoleForm
 

@@ -31,7 +31,7 @@ from referencing.jsonschema import DRAFT202012
 from app.domain.errors import ApiError
 from app.domain.evidence import EvidenceInvalid, parse_evidence
 from app.domain.text_safety import reference_problem
-from app.services.lifecycle.receipts import FIELD_MESSAGES
+from app.services.lifecycle.receipt_intake import FIELD_MESSAGES
 
 from .openapi import REFERENCE, openapi_document
 

@@ -10,7 +10,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
 from app.services.cases.reports import intake_report
-from app.services.lifecycle.receipts import ResultToken, accept_async_result
+from app.services.lifecycle.receipt_intake import ResultToken, accept_async_result
 
 from ..decorators import integration_required
 from .blueprint import bp

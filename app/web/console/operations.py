@@ -9,10 +9,10 @@ from app.domain.errors import ApiError
 from app.domain.proposal.offers import OPERATOR_ROLES, dead_letter_retry_offer
 from app.extensions import db
 from app.queueing import delivery_queue
-from app.services.lifecycle.dead_letters import DeadLetterFilter, retry_dead_letters
-from app.services.read import connections as connection_views
+from app.services.lifecycle.dead_letter_retry import DeadLetterFilter, retry_dead_letters
+from app.services.read import connection_status as connection_views
 from app.services.read.operations import operations_view
-from app.services.read.temporary import reversals_due
+from app.services.read.temporary_actions import reversals_due
 
 from ..decorators import role_required
 from ..errors import raise_for_json

@@ -13,12 +13,12 @@ from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.retry import retry_proposal
-from app.services.lifecycle.cancel import cancel_scheduled
+from app.services.lifecycle.cancel_scheduled import cancel_scheduled
 from app.services.lifecycle.reversals import propose_change
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
 from app.services.read.approving import approving
-from app.services.read.temporary import temporary_view
+from app.services.read.temporary_actions import temporary_view
 from app.web.errors import raise_for_json
 from app.web.formatting import pretty_json
 from app.web.labels import label

@@ -8,7 +8,7 @@ from app.domain.errors import ApiError
 from app.services.cases.reports import record_decision
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
-from app.services.read.temporary import active_temporary_actions
+from app.services.read.temporary_actions import active_temporary_actions
 from app.web.errors import raise_for_json
 from app.web.labels import label
 

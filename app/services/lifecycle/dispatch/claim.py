@@ -16,7 +16,7 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy import select
 
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal.delivery import Lease
 from app.domain.proposal.destination import DeliveryChanged
 from app.domain.receipts import ProposalIdentity
@@ -29,7 +29,7 @@ from app.services.lifecycle import platforms
 from app.services.lifecycle.dispatch.plan import Batch, Plan, plan_attempt
 from app.services.lifecycle.outcomes import DeliveryOutcome, fail, unexpected
 from app.services.lifecycle.proposals import delivery_of, move_at_commit
-from app.services.lifecycle.receipts import DEFERRAL_CODES
+from app.services.lifecycle.receipt_intake import DEFERRAL_CODES
 from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -53,14 +53,14 @@ def claim(session, proposal_id: str, now: datetime, lease_expires_at: datetime |
 
 def _claim_loaded(session, proposal: ActionProposal, now: datetime, lease_expires_at, uow=None) -> Lease | None:
     current = delivery_of(proposal)
-    change = rules.claim(current, now, lease_expires_at)
+    change = delivery_rules.claim(current, now, lease_expires_at)
     if change is None:
         return None
     if uow is not None and not uow.savepoints:  # the row is locked (FOR UPDATE): the guard holds
         move_at_commit(uow, proposal, change.move, change.expect, change.values)
     elif not move_loaded(session, proposal, change.move, expect=change.expect, values=change.values):
         return None
-    return rules.lease_of(change, current)
+    return delivery_rules.lease_of(change, current)
 
 
 def take_lease(proposal_id: str, now: datetime, lease_expires_at: datetime | None = None) -> Lease | None:

@@ -19,14 +19,15 @@ from app.domain.clock import iso
 from app.domain.digests import canonical_json
 from app.domain.errors import ActionError
 from app.domain.preconditions import acts_on_closed_case, check_preconditions
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal.destination import Destination, check_unchanged, delivery_fields, describe
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.proposal.temporary import draws_on_budget
 from app.models import ActionApproval, ActionProposal
 from app.services.cases.snapshot import report_snapshot
-from app.services.lifecycle import breaker, budgets, platforms
-from app.services.lifecycle.components import destination_of, load_delivery_target, parse_operation
+from app.services.lifecycle import breaker, platforms
+from app.services.lifecycle import budget_reservations
+from app.services.lifecycle.action_targets import destination_of, load_delivery_target, parse_operation
 from app.services.lifecycle.outcomes import AttemptRow
 from app.services.lifecycle.proposals import delivery_of
 
@@ -68,7 +69,7 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: Ba
             action_case_no_longer_eligible, appeal_correction_precondition_changed,
             action_approval_missing, action_component_*, action_delivery_changed (FOUR-5).
     """
-    problem = rules.pre_send_problem(delivery_of(proposal), now)
+    problem = delivery_rules.pre_send_problem(delivery_of(proposal), now)
     if problem is not None:
         raise ActionError(problem)
     if proposal.appeal_id:
@@ -81,8 +82,8 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: Ba
     # a reversal ends a temporary action even on an appealed or closed case (TEMP-2, FOUR-7)
     closed_ok = acts_on_closed_case(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
     check_preconditions(proposal.preconditions, snapshot, closed_ok)
-    if rules.approval_missing(delivery_of(proposal), _approved(session, proposal)):
-        raise ActionError(rules.APPROVAL_MISSING)
+    if delivery_rules.approval_missing(delivery_of(proposal), _approved(session, proposal)):
+        raise ActionError(delivery_rules.APPROVAL_MISSING)
     if batch is not None:
         _check_delivery(proposal, batch.target.destination)
         return replace(batch.target, queue_id=snapshot.queue_id)
@@ -157,12 +158,12 @@ def request_body(proposal: ActionProposal) -> dict[str, Any]:
     }
 
 
-def _budget_scopes(proposal: ActionProposal, queue_id: str | None) -> list[budgets.Scope]:
-    scopes = [budgets.Scope("component", proposal.component_version_id)]
+def _budget_scopes(proposal: ActionProposal, queue_id: str | None) -> list[budget_reservations.Scope]:
+    scopes = [budget_reservations.Scope("component", proposal.component_version_id)]
     if proposal.workflow_version_id:
-        scopes.insert(0, budgets.Scope("workflow", proposal.workflow_version_id))
+        scopes.insert(0, budget_reservations.Scope("workflow", proposal.workflow_version_id))
     if queue_id:
-        scopes.append(budgets.Scope("queue", queue_id))
+        scopes.append(budget_reservations.Scope("queue", queue_id))
     return scopes
 
 
@@ -204,7 +205,7 @@ def plan_attempt(uow, proposal: ActionProposal, attempt_number: int, now: dateti
     )
     # FOUR-7: a reversal or an appeal correction undoes an action: never deferred for lack of budget
     undoing = not draws_on_budget(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
-    reservations = [] if undoing else budgets.reserve(
+    reservations = [] if undoing else budget_reservations.reserve(
         uow,
         proposal.installation_id,
         _budget_scopes(proposal, target.queue_id),

@@ -18,7 +18,7 @@ from app.metrics import record_delivery
 from app.models import ActionProposal, StepRun, WorkflowRun, WorkflowVersion
 from app.services.lifecycle.dispatch.claim import Claimed
 from app.services.lifecycle.outcomes import DeliveryOutcome, write_failure, write_receipt
-from app.services.lifecycle.receipts import DEFERRAL_CODES
+from app.services.lifecycle.receipt_intake import DEFERRAL_CODES
 from app.services.uow import RetryWithSavepoints, unit_of_work
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from app.domain.clock import utcnow
 from app.domain.digests import decode_json
 from app.domain.errors import ActionError
 from app.domain.expressions import schema_errors
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.receipts import ProposalIdentity, Receipt
 from app.domain.sync_receipts import lenient_receipt
 from app.faults import failpoint, failpoint_later
@@ -108,9 +108,9 @@ def send_and_record(claimed: list[Claimed]) -> dict[str, DeliveryOutcome]:
     transaction (DLV-4..7). A platform kind's attempt (always alone) records its own.
 
     After a failure the rest are released unsent and wait as long as the failure's
-    base delay (`rules.released_delay`; the breaker, a 429 pause or the backoff then
+    base delay (`delivery_rules.released_delay`; the breaker, a 429 pause or the backoff then
     decide when they go), as are, with no wait, those for which too little of the
-    shared lease is left (`rules.batch_member_may_send`).
+    shared lease is left (`delivery_rules.batch_member_may_send`).
     """
     if len(claimed) == 1 and platforms.handles(claimed[0].plan.target.kind):
         c = claimed[0]
@@ -122,11 +122,11 @@ def send_and_record(claimed: list[Claimed]) -> dict[str, DeliveryOutcome]:
     for n, c in enumerate(claimed):
         if failure is not None:
             results.append(
-                (c, Sent(error=BatchReleased(rules.released_delay(failure.retryable, failure.delay_seconds))))
+                (c, Sent(error=BatchReleased(delivery_rules.released_delay(failure.retryable, failure.delay_seconds))))
             )
             continue
         lease_left = (c.lease - utcnow()).total_seconds()
-        if n and not rules.batch_member_may_send(c.plan.target.timeout_seconds, lease_seconds(), lease_left):
+        if n and not delivery_rules.batch_member_may_send(c.plan.target.timeout_seconds, lease_seconds(), lease_left):
             results.append((c, Sent(error=BatchReleased())))
             continue
         with c.bound():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
-from app.domain import connection_health as rules
+from app.domain import connection_health as health_rules
 from app.domain.clock import utcnow
 from app.domain.connection_health import HEALTH_FIELDS, Health
 from app.models import ActionProposal, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion, predicates
@@ -29,7 +29,7 @@ class ConnectionHealthView:
 def _held_filter():
     return (
         predicates.waiting(),
-        ActionProposal.last_error_code.in_(sorted(rules.WAIT_CODES | {ENDPOINT_GONE})),
+        ActionProposal.last_error_code.in_(sorted(health_rules.WAIT_CODES | {ENDPOINT_GONE})),
     )
 
 
@@ -38,7 +38,7 @@ def health_views(session, installation_id: str, connection_id: str | None = None
     deliveries each holds back, by name, in one query (CONN-1..3).
 
     Held back: while the connection holds every delivery (open, half-open, paused,
-    disabled: `rules.holds_back`), each of its waiting deliveries, the one that
+    disabled: `health_rules.holds_back`), each of its waiting deliveries, the one that
     received the 429 or the failing answer included; otherwise those still waiting
     with one of its wait codes.
     """
@@ -68,7 +68,7 @@ def health_views(session, installation_id: str, connection_id: str | None = None
         values = row._asdict()
         stored = {c: values[c] for c in HEALTH_FIELDS}
         health = Health(**stored) if stored["version"] is not None else Health()
-        held = values["waiting"] if rules.holds_back(health, now) else values["held"]
+        held = values["waiting"] if health_rules.holds_back(health, now) else values["held"]
         views.append(ConnectionHealthView(values["id"], values["name"], health, held or 0))
     return views
 

@@ -16,11 +16,11 @@ from sqlalchemy import select
 
 from app.domain.clock import iso
 from app.domain.errors import ApiError
-from app.domain.proposal import cancel as rules
+from app.domain.proposal import cancel as cancel_rules
 from app.domain.proposal import temporary
 from app.domain.proposal.makers import MakerFacts
 from app.models import ActionApproval, ActionProposal, AuditEvent, OperatorUser
-from app.services.lifecycle.makers import facts_of
+from app.services.lifecycle.maker_lookup import facts_of
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.reversals import REFUSALS, _cancel, _load
 from app.services.uow import Actor, unit_of_work
@@ -30,14 +30,14 @@ ASKED = "action.cancel_requested"
 
 @dataclass(frozen=True)
 class CancelResult:
-    """The proposal's state after the request, and what the request did (a `rules` kind)."""
+    """The proposal's state after the request, and what the request did (a `cancel_rules` kind)."""
 
     proposal_id: str
     state: str
     step: str
 
 
-def cancel_facts(session, proposal: ActionProposal, makers: MakerFacts | None = None) -> rules.CancelFacts:
+def cancel_facts(session, proposal: ActionProposal, makers: MakerFacts | None = None) -> cancel_rules.CancelFacts:
     """What the cancel rule reads about `proposal` (FOUR-9): its schedule, whether a
     person approved its digest, who asked to cancel it, and its makers (FOUR-1;
     `makers` when the caller loaded them already)."""
@@ -55,7 +55,7 @@ def cancel_facts(session, proposal: ActionProposal, makers: MakerFacts | None = 
             AuditEvent.action == ASKED,
         )
     ).all()
-    return rules.CancelFacts(
+    return cancel_rules.CancelFacts(
         not_before=proposal.not_before,
         is_reversal=proposal.is_reversal,
         approved=approved is not None and proposal.approval_mode == "human",
@@ -90,17 +90,17 @@ def cancel_scheduled(proposal_id: str, operator: OperatorUser) -> CancelResult:
     """
     from app.services.lifecycle.events import emit_delivery_resolution
 
-    if not rules.CHANGE_ROLES & set(operator.roles):
-        raise ApiError(403, "forbidden", rules.MESSAGES["forbidden"])
+    if not cancel_rules.CHANGE_ROLES & set(operator.roles):
+        raise ApiError(403, "forbidden", cancel_rules.MESSAGES["forbidden"])
     with unit_of_work() as uow:
         proposal = _load(uow.session, proposal_id, operator)
         facts = cancel_facts(uow.session, proposal)
-        step = rules.cancel_step(delivery_of(proposal), facts, operator.id, operator.roles)
+        step = cancel_rules.cancel_step(delivery_of(proposal), facts, operator.id, operator.roles)
         if not step.allowed:
             raise ApiError(step.status, step.code, step.reason or REFUSALS[step.code])
         actor = Actor("operator", operator.id)
         scheduled = iso(proposal.not_before) if proposal.not_before else None
-        if step.kind == rules.ASK:
+        if step.kind == cancel_rules.ASK:
             uow.audit(
                 proposal.installation_id,
                 f"action-cancel-requested:{proposal.id}:{operator.id}",
@@ -114,7 +114,7 @@ def cancel_scheduled(proposal_id: str, operator: OperatorUser) -> CancelResult:
             uow.commit()
             return result
         details = {"cancelled_by": operator.id, "step": step.kind}
-        if step.kind == rules.CONFIRM:
+        if step.kind == cancel_rules.CONFIRM:
             details["asked_by"] = sorted(facts.asked_by - {operator.id})
         if not _cancel(uow, proposal, temporary.CANCELLED, "action.cancelled", actor, details):
             raise ApiError(409, "action_already_sent", REFUSALS["action_already_sent"])

@@ -11,7 +11,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import aliased
 
 from app.domain.clock import utcnow
-from app.domain.proposal import temporary as rules
+from app.domain.proposal import temporary as temporary_rules
 from app.domain.proposal.delivery import AWAITING_RESULT
 from app.domain.states import is_dead_letter, is_terminal
 from app.extensions import db
@@ -60,10 +60,10 @@ def temporary_view(proposal: ActionProposal) -> TemporaryView | None:
             select(P).where(P.reverses_proposal_id == proposal.id).order_by(P.created_at.desc(), P.id.desc())
         )
     )
-    active = next((r for r in reversals if rules.is_active_reversal(r.state)), None)
-    undone = any(r.last_error_code == rules.UNDONE for r in reversals)
+    active = next((r for r in reversals if temporary_rules.is_active_reversal(r.state)), None)
+    undone = any(r.last_error_code == temporary_rules.UNDONE for r in reversals)
     return TemporaryView(
-        summary=rules.summary(proposal.action_code, proposal.temporary),
+        summary=temporary_rules.summary(proposal.action_code, proposal.temporary),
         plan=proposal.temporary,
         reversals=reversals,
         active=active,
@@ -95,7 +95,7 @@ def reversals_due(installation_id: str, now: datetime | None = None) -> tuple[li
     """(due in the next 24 h, overdue) reversals of one installation, soonest first, in one
     query (TEMP-2)."""
     now = now or utcnow()
-    overdue_before = now - timedelta(seconds=rules.OVERDUE_GRACE_SECONDS)
+    overdue_before = now - timedelta(seconds=temporary_rules.OVERDUE_GRACE_SECONDS)
     rows = db.session.scalars(
         select(P)
         .where(
@@ -111,5 +111,5 @@ def reversals_due(installation_id: str, now: datetime | None = None) -> tuple[li
 
 def overdue_reversal_count(now: datetime) -> int:
     """Reversals still unsent five minutes past their time, every installation (metric)."""
-    overdue_before = now - timedelta(seconds=rules.OVERDUE_GRACE_SECONDS)
+    overdue_before = now - timedelta(seconds=temporary_rules.OVERDUE_GRACE_SECONDS)
     return db.session.scalar(select(func.count()).where(_pending_reversals(P.not_before <= overdue_before)))

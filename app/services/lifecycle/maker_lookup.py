@@ -128,6 +128,18 @@ def correction_facts(session, correction: AppealCorrection) -> MakerFacts:
     )
 
 
+def redaction_facts(session, appeal_decision: AppealDecision) -> MakerFacts:
+    """The maker facts of an appeal decision's record: its maker and the maker of the
+    decision it contested; neither may redact its rationale (FOUR-1, FOUR-9)."""
+    contested = session.scalar(select(Appeal.decision_id).where(Appeal.id == appeal_decision.appeal_id))
+    decisions = session.scalars(select(Decision).where(Decision.id == contested))
+    return MakerFacts(
+        decisions=tuple(DecisionRef(d.id, d.maker_id, d.seq, d.created_at) for d in decisions),
+        appeal_decision_maker_id=appeal_decision.maker_id,
+        original_decision_ids=(contested,),
+    )
+
+
 # -- the same rule as SQL, one clause per source ------------------------------------
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import or_, select
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
-from app.domain.proposal import retirement as rules
+from app.domain.proposal import retirement as retirement_rules
 from app.models import ActionProposal, ComponentDefinition, ComponentVersion, OperatorUser
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, setting, submit
 from app.services.admin.input import plausible_id
@@ -61,7 +61,7 @@ def version_users(session, installation_id: str, version_id: str) -> int:
             or_(P.component_version_id == version_id, P.temporary.is_not(None)),
         )
     ).all()
-    return rules.version_users(version_id, (rules.VersionUse(*row) for row in rows), utcnow())
+    return retirement_rules.version_users(version_id, (retirement_rules.VersionUse(*row) for row in rows), utcnow())
 
 
 def _current(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:

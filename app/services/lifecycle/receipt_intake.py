@@ -14,7 +14,7 @@ from app.domain.clock import iso, utcnow
 from app.domain.connection_health import WAIT_CODES
 from app.domain.digests import canonical_json, sha256_digest, sha256_hex
 from app.domain.errors import ActionError, ApiError
-from app.domain.proposal import delivery as rules
+from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal import results as result_rules
 from app.domain.proposal.delivery import Lease
 from app.domain.receipts import Receipt, parse_receipt
@@ -88,7 +88,7 @@ def save_receipt(
 
         check_correction_eligible(session, proposal, lock=True)
     lease = Lease(attempt.number, proposal.delivery_cycle, attempt.lease_expires_at) if attempt else None
-    change = rules.receipt(delivery_of(proposal), receipt, now, lease)
+    change = delivery_rules.receipt(delivery_of(proposal), receipt, now, lease)
     receipt_json = canonical_json(receipt.as_sent())  # shown as the platform sent it (REV-6)
     values = {**change.values, "last_receipt": receipt.as_sent()}
     if uow.savepoints:
@@ -205,8 +205,8 @@ def accept_async_result(value: Any, integration_id: str, token: ResultToken | No
         if token is not None and _token_refused(uow, proposal, receipt, token, actor):
             uow.commit()  # the refusal's audit row only
             raise ApiError(403, result_rules.TOKEN_TOO_NEW, TOKEN_TOO_NEW_MESSAGE)
-        check = rules.late_result_check(delivery_of(proposal), receipt.status, utcnow())
-        if check == rules.REPLAY:
+        check = delivery_rules.late_result_check(delivery_of(proposal), receipt.status, utcnow())
+        if check == delivery_rules.REPLAY:
             return ResultAnswer(proposal.id, proposal.state, True)
         if check is not None:
             if result_rules.contradicts(delivery_of(proposal), receipt.status):
@@ -316,7 +316,7 @@ def _record_contradiction(uow: UnitOfWork, proposal: ActionProposal, receipt: Re
 
 def after_result(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """Resolve the run, or schedule the next delivery job, after a recorded result (DLV-7)."""
-    if rules.after_result(delivery_of(proposal)) == "resolve":
+    if delivery_rules.after_result(delivery_of(proposal)) == "resolve":
         emit_delivery_resolution(uow, proposal)
     else:
         schedule_next_attempt(uow, proposal)
@@ -324,7 +324,7 @@ def after_result(uow: UnitOfWork, proposal: ActionProposal) -> None:
 
 # Deferred without using an attempt: an exhausted budget (DLV-3), a connection holding
 # its deliveries back (CONN-1..3), a batch member released unsent (DLV-1).
-DEFERRAL_CODES = frozenset({"budget_exhausted", rules.BATCH_RELEASED}) | WAIT_CODES
+DEFERRAL_CODES = frozenset({"budget_exhausted", delivery_rules.BATCH_RELEASED}) | WAIT_CODES
 
 
 def schedule_next_attempt(uow: UnitOfWork, proposal: ActionProposal) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 
-from app.domain import dead_letters as rules
+from app.domain import dead_letters as dead_letter_rules
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.models import (
@@ -73,7 +73,7 @@ def _with_connection(statement):
 
 def listed_statement(installation_id: str, where: DeadLetterFilter, *columns):
     """The SELECT of the dead letters a filter lists: oldest failure first, at most
-    `rules.LIST_LIMIT`, with `columns` (default: the proposal, its connection's id
+    `dead_letter_rules.LIST_LIMIT`, with `columns` (default: the proposal, its connection's id
     and name)."""
     statement = _with_connection(select(*(columns or (P, Connection.id, Connection.name)))).where(
         *_dead(installation_id)
@@ -84,7 +84,7 @@ def listed_statement(installation_id: str, where: DeadLetterFilter, *columns):
         statement = statement.where(Connection.id == where.connection_id)
     if where.error_code:
         statement = statement.where(P.last_error_code == where.error_code)
-    return statement.order_by(P.updated_at, P.id).limit(rules.LIST_LIMIT)
+    return statement.order_by(P.updated_at, P.id).limit(dead_letter_rules.LIST_LIMIT)
 
 
 def count_matching(session, installation_id: str, where: DeadLetterFilter) -> int:
@@ -134,14 +134,14 @@ def retry_dead_letters(
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= MAX_KEY_LENGTH:
         raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 100 characters is required.")
     selected = None if proposal_ids is None else sorted(set(proposal_ids))
-    if selected is not None and len(selected) > rules.LIST_LIMIT:
-        raise ApiError(400, rules.NOT_LISTED, f"At most {rules.LIST_LIMIT} actions can be retried in one step.")
+    if selected is not None and len(selected) > dead_letter_rules.LIST_LIMIT:
+        raise ApiError(400, dead_letter_rules.NOT_LISTED, f"At most {dead_letter_rules.LIST_LIMIT} actions can be retried in one step.")
     key = f"dead-letter-retry:{idempotency_key}"
     request = {**where.as_dict(), "list_digest": list_digest, "selected": selected}
     try:
         return _retry(operator, where, request, key, idempotency_key, selected)
     except ApiError as error:
-        if error.code != rules.LIST_CHANGED:
+        if error.code != dead_letter_rules.LIST_CHANGED:
             raise
         # The same request sent twice at once: the other one retried the list.
         with unit_of_work() as uow:
@@ -159,10 +159,10 @@ def _retry(operator, where, request, key, idempotency_key, selected) -> BulkRetr
             return replay
         # PostgreSQL: lock what is listed, so no guarded write below can miss.
         rows = session.scalars(listed_statement(operator.installation_id, where, P).with_for_update(of=P)).all()
-        refusal = rules.bulk_refusal([(p.id, p.delivery_cycle) for p in rows], request["list_digest"], selected)
+        refusal = dead_letter_rules.bulk_refusal([(p.id, p.delivery_cycle) for p in rows], request["list_digest"], selected)
         if refusal is not None:
             code, message = refusal
-            raise ApiError(409 if code == rules.LIST_CHANGED else 400, code, message)
+            raise ApiError(409 if code == dead_letter_rules.LIST_CHANGED else 400, code, message)
         chosen = set(selected) if selected is not None else {p.id for p in rows}
         now = utcnow()
         retried, refused = [], {}
@@ -200,7 +200,7 @@ def _retry(operator, where, request, key, idempotency_key, selected) -> BulkRetr
 
 def _changed() -> ApiError:
     code, message = (
-        rules.LIST_CHANGED,
+        dead_letter_rules.LIST_CHANGED,
         (
             "The list of failed deliveries changed while it was being retried. "
             "Nothing was retried: reload the page and try again."
