@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 import flask.cli
+import pytest
 
+from app.domain.case_states import MACHINES
 from app.domain.states import TRANSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,8 +242,23 @@ def test_the_configuration_table_is_what_the_code_reads():
 
 def test_the_proposal_state_table_in_the_docs_is_the_codes():
     """docs/architecture.md's proposal table has exactly the moves of app/domain/states.py."""
+    proposal = (ROOT / "docs" / "architecture.md").read_text().split("### The case objects")[0]
+    assert table(proposal) == transitions(TRANSITIONS)
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda machine: machine.name)
+def test_each_case_object_state_table_in_the_docs_is_the_codes(machine):
+    """docs/architecture.md has one table per case object's machine (app/domain/case_states.py)."""
     text = (ROOT / "docs" / "architecture.md").read_text()
+    section = re.search(rf"^#### {machine.name}\n(.*?)(?=^#|\Z)", text, re.M | re.S)
+    assert section is not None, machine.name
+    assert table(section.group(1)) == transitions(machine.transitions)
+
+
+def table(text: str) -> dict:
     rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| `(\w+)` \|$", text, re.M)
-    documented = {move: (frozenset(re.findall(r"`(\w+)`", sources)), to) for move, sources, to in rows}
-    code = {move.value: (frozenset(s.value for s in src), dst.value) for move, (src, dst) in TRANSITIONS.items()}
-    assert documented == code
+    return {move: (frozenset(re.findall(r"`(\w+)`", sources)), to) for move, sources, to in rows}
+
+
+def transitions(table_of_moves) -> dict:
+    return {move.value: (frozenset(s.value for s in src), dst.value) for move, (src, dst) in table_of_moves.items()}
