@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
+from app.domain.states import ProposalState
+
 FINISHED = "finished"
 IN_FLIGHT = "in_flight"
 ABANDONED = "abandoned"
@@ -39,7 +41,7 @@ def attempt_status(
     """
     if finished:
         return FINISHED
-    current = attempt_number == proposal_attempt_count and proposal_state == "applying"
+    current = attempt_number == proposal_attempt_count and proposal_state == ProposalState.APPLYING
     if current and lease_expires_at is not None and lease_expires_at > now:
         return IN_FLIGHT
     return ABANDONED

@@ -263,6 +263,12 @@ MACHINES = (REPORT, APPEAL, APPEAL_DECISION, CORRECTION, TASK, RUN, STEP)
 _BY_MOVES = {machine.moves: machine for machine in MACHINES}
 
 
+def can_move(move: StrEnum, state: str) -> bool:
+    """Whether an object in `state` may take `move`, whichever machine `move` is of
+    (what a page asks before it offers the move)."""
+    return machine_of(move).can(move, state)
+
+
 def machine_of(move: StrEnum) -> Machine:
     """The machine whose moves `move` is one of.
 

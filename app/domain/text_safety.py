@@ -179,6 +179,13 @@ def describe(finding: SuspiciousCharacter) -> str:
     return f"{finding.codepoint} {finding.name} ({finding.category}) at position {finding.position}"
 
 
+def reference_characters(text: str) -> list[SuspiciousCharacter]:
+    """`suspicious_characters`, and the tab and line breaks other text may hold: a
+    reference is one line, so ``ev-1\\n`` is not shown apart from ``ev-1`` (FOUR-10)."""
+    breaks = [SuspiciousCharacter(i, c, "invisible") for i, c in enumerate(text) if c in "\t\n\r"]
+    return sorted(suspicious_characters(text) + breaks, key=lambda finding: finding.position)
+
+
 def reference_problem(text: str, field: str) -> str | None:
     """Why a reference cannot be accepted as sent, or None (SPEC FOUR-10).
 
@@ -194,7 +201,7 @@ def reference_problem(text: str, field: str) -> str | None:
         A message for people naming the first such character and its position (the
         caller answers 400 ``reference_characters``), or None when there is none.
     """
-    found = suspicious_characters(text)
+    found = reference_characters(text)
     if not found:
         return None
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""

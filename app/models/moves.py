@@ -72,9 +72,12 @@ def move_by_id(
         from-states or an extra condition failed (nothing was written).
 
     Raises:
-        TypeError: `move` is not a move of `model`.
+        TypeError: `move` is not a move of `model`, or `values` names the state
+            column (the table says where a move ends, not the caller).
     """
     machine, column = _machine(model, move)
+    if column in (values or {}):
+        raise TypeError(f"{move!r} writes {column} from its table; values may not name it")
     states = [state.value for state in machine.sources(move)]
     written = {column: machine.target(move).value, **(values or {})}
     statement = (

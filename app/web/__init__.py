@@ -13,6 +13,7 @@ from flask_login import AnonymousUserMixin, current_user
 from app.domain.clock import iso
 from app.domain.errors import ApiError
 from app.domain.evidence import link_host
+from app.domain.case_states import OPEN_CORRECTION_STATES, AppealMove, ReportMove, can_move
 from app.domain.states import is_effective, is_terminal, is_waiting
 from app.extensions import csrf, db, login_manager
 from app.models import OperatorUser
@@ -113,6 +114,10 @@ def register_web(app: Flask) -> None:
     app.jinja_env.globals["is_terminal"] = is_terminal  # the named predicates (§3)
     app.jinja_env.globals["is_waiting"] = is_waiting
     app.jinja_env.globals["is_effective"] = is_effective
+    # the case objects' machines: a page offers a move only where its table allows it
+    app.jinja_env.globals["can_move"] = can_move
+    app.jinja_env.globals.update(ReportMove=ReportMove, AppealMove=AppealMove)
+    app.jinja_env.globals["OPEN_CORRECTION_STATES"] = OPEN_CORRECTION_STATES
     from app.domain.proposal.temporary import format_duration
 
     app.jinja_env.filters["duration"] = format_duration  # "7 days", "3 minutes" (TEMP-1)

@@ -13,7 +13,7 @@ import itertools
 import pytest
 from sqlalchemy import select, update
 
-from app.domain.case_states import RUN, RunMove, TaskMove, TaskState
+from app.domain.case_states import RUN, ReportMove, RunMove, TaskMove, TaskState
 from app.extensions import db
 from app.models import (
     Appeal,
@@ -166,3 +166,14 @@ def test_a_move_of_another_object_is_refused_before_any_write(app, world):
         move_row(db.session, report, TaskMove.CLAIM)
     with pytest.raises(TypeError):
         move_by_id(db.session, HumanTask, rows[HumanTask], RunMove.COMPLETE)
+
+
+def test_a_move_may_not_be_told_another_end_state(app, world):
+    """The table says where a move ends: `values` naming the state column is refused
+    before any write (a decide that would write ``closed`` writes nothing)."""
+    rows = case_rows(world)
+    before = stored(Report, rows[Report])
+    report = db.session.get(Report, rows[Report])
+    with pytest.raises(TypeError, match="values may not name it"):
+        move_row(db.session, report, ReportMove.DECIDE, values={"state": "closed"})
+    assert stored(Report, rows[Report]) == before

@@ -142,7 +142,9 @@ def body_validator(operation_id: str) -> jsonschema.Validator:
     """The validator of `operation_id`'s request body, its ``$ref`` s resolved in
     the OpenAPI document (JSON Schema 2020-12, as OpenAPI 3.1 says)."""
     document, registry = _document()
-    validator_class = jsonschema.validators.extend(jsonschema.Draft202012Validator, {REFERENCE: _reference_keyword})
+    validator_class = jsonschema.validators.extend(
+        jsonschema.Draft202012Validator, {REFERENCE: _reference_keyword, "pattern": _ecma_pattern}
+    )
     return validator_class({"$ref": _request_schema_uri(document, operation_id)}, registry=registry)
 
 
@@ -155,6 +157,31 @@ def _request_schema_uri(document: dict, operation_id: str) -> str:
                 escaped = path.replace("~", "~0").replace("/", "~1")
                 return f"{DOCUMENT_URI}#/paths/{escaped}/{method}/requestBody/content/application~1json/schema"
     raise KeyError(operation_id)
+
+
+@cache
+def _python_regex(pattern: str) -> re.Pattern:
+    """A published pattern as ECMA-262 reads it (JSON Schema's dialect): ``$`` is the
+    end of the string. Python's ``$`` also matches before a final newline, so
+    ``"post:77\\n"`` would pass ``^...$`` here while every client refuses it."""
+    out, in_class, escaped = [], False, False
+    for character in pattern:
+        if escaped:
+            escaped = False
+        elif character == "\\":
+            escaped = True
+        elif character in "[]":
+            in_class = character == "["
+        elif character == "$" and not in_class:
+            character = "\\Z"
+        out.append(character)
+    return re.compile("".join(out))
+
+
+def _ecma_pattern(validator, pattern: str, instance: Any, schema: dict):
+    """``pattern`` with ECMA-262's ``$`` (API-1: the server refuses what the document refuses)."""
+    if validator.is_type(instance, "string") and not _python_regex(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _reference_keyword(validator, enabled: bool, instance: Any, schema: dict):

@@ -1,4 +1,4 @@
-"""Break-it pass, issue 23: bodies the published contract says it refuses, accepted.
+"""References with a line break, and patterns read as JSON Schema reads them (FOUR-10, API-1).
 
 The OpenAPI document publishes `pattern`s anchored with ``^...$``. In JSON Schema
 (ECMA-262) ``$`` matches only at the end of the string; Python's ``re.search``, which
@@ -28,7 +28,10 @@ def test_four10_a_target_reference_with_a_trailing_newline_is_refused(app, clien
     response = post(client, world, intake(reference="post:77\n"))
     stored = db.session.scalars(select(ReportTarget.target_reference).where(ReportTarget.target_reference.like("post:77%"))).all() if response.status_code < 300 else []
     assert response.status_code == 400, (response.status_code, stored)
-    assert response.get_json()["error"]["field"] == "targets[0].reference"
+    assert (response.get_json()["error"]["code"], response.get_json()["error"]["field"]) == (
+        "reference_characters",
+        "targets[0].reference",
+    )
     assert counts() == before
 
 
