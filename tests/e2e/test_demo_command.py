@@ -238,6 +238,7 @@ def test_a_port_in_use_stops_the_demo_without_leaving_its_worker_behind(demo, ta
     assert refused(demo.platform + "/content") if taken_port == "console" else refused(demo.base + "/login")
 
 
+@pytest.mark.timeout(600)  # the PDS case may wait 240 s for the demo to start
 @pytest.mark.parametrize("child", ["platform", "worker", "pds"])
 def test_the_demo_says_which_process_died_and_stops_the_rest(demo, child):
     """PREP-8, PLAT-5 (issue 22): when one of the demo's processes dies (here `kill -9`
