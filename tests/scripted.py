@@ -3,6 +3,7 @@ and remember what arrived (for 'the platform saw each effect once')."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import threading
@@ -187,6 +188,10 @@ class TricklingPlatform:
                 record["done"].set()
 
     def close(self) -> None:
+        import socket
+
         self._stop.set()
+        with contextlib.suppress(OSError):  # wakes the blocked accept(), which close() alone does not
+            self._server.shutdown(socket.SHUT_RDWR)
         self._server.close()
         self._thread.join(timeout=5)
