@@ -76,3 +76,23 @@ def wait_for_exit(pids, timeout: float) -> set[int]:
         finally:
             os.close(fd)
     return left
+
+
+def eventually(check, timeout: float = 60, what: str = "the condition", interval: float = 0.1):
+    """Wait until `check()` returns something true, and return it.
+
+    The one polling wait of the suite: for what another process brings about (a
+    row a worker commits, a key in Redis, a port that opens), which sends this one
+    no event. Within a process, wait on an event instead.
+
+    Raises:
+        AssertionError: when `check` is still false after `timeout` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)

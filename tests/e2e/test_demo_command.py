@@ -18,7 +18,8 @@ from sqlalchemy import create_engine, text
 
 from app.demo import DEMO_PASSWORD
 
-from .test_production import eventually, free_port
+from ..processes import eventually
+from .test_production import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FLASK = Path(sys.executable).parent / "flask"

@@ -24,7 +24,7 @@ from app.rq_workers import heartbeat_is_live
 from app.services.read.operations import queue_status
 
 from ..builders import decide_report, make_world, point_connection_at
-from ..processes import alive, children_of, wait_for_exit
+from ..processes import alive, children_of, eventually, wait_for_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,14 +49,8 @@ def start_worker(app, tmp_path, *args, **env):
 
 
 def wait_for(condition, timeout: float, what: str):
-    """Poll `condition` until it holds: the event comes from another process."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+    """Wait for what a worker process brings about (`processes.eventually`)."""
+    return eventually(condition, timeout, what)
 
 
 def stop(process):
