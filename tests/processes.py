@@ -31,12 +31,24 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def processes_marked(name: str, value: str) -> list[int]:
-    """Live processes whose environment has `name`=`value` (they inherited it)."""
+def last_pid() -> int:
+    """The pid the kernel gave last (to any process on the machine)."""
+    return int(Path("/proc/loadavg").read_text().split()[-1])
+
+
+def processes_marked(name: str, value: str, since_pid: int = 0) -> list[int]:
+    """Live processes whose environment has `name`=`value` (they inherited it).
+
+    Args:
+        since_pid: `last_pid()` before they started: older pids are not read (each
+            read costs; unless pids wrapped around meanwhile).
+    """
     marker = f"{name}={value}".encode()
+    if last_pid() < since_pid:  # pids wrapped around
+        since_pid = 0
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) <= since_pid or int(entry.name) == os.getpid():
             continue
         try:
             if marker in (entry / "environ").read_bytes().split(b"\0") and alive(int(entry.name)):
