@@ -39,6 +39,11 @@ BACKEND = "postgresql" if DATABASE_URL else "sqlite"
 os.environ.setdefault("AUDIT_CHAIN_KEY", "test-audit-chain-key-" + "k" * 32)
 
 
+def pytest_configure(config):
+    if DATABASE_URL and hasattr(config, "workerinput"):  # an xdist worker
+        raise pytest.UsageError("pytest -n runs on SQLite only: each run empties the one PostgreSQL test database")
+
+
 PROCESS_MARK = "CONSOLE_TEST_PROCESS"  # set while a test runs; the processes it starts inherit it
 LEFTOVER_GRACE_SECONDS = 30
 
