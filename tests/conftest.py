@@ -40,7 +40,7 @@ os.environ.setdefault("AUDIT_CHAIN_KEY", "test-audit-chain-key-" + "k" * 32)
 
 
 def pytest_configure(config):
-    if DATABASE_URL and hasattr(config, "workerinput"):  # an xdist worker
+    if DATABASE_URL and getattr(config.option, "numprocesses", None):  # pytest-xdist's -n
         raise pytest.UsageError("pytest -n runs on SQLite only: each run empties the one PostgreSQL test database")
 
 
