@@ -45,15 +45,34 @@ def heartbeat_is_live(last_heartbeat: datetime | None, worker_ttl_seconds: int, 
 
 class _ChildScheduler(RQScheduler):
     """RQ's scheduler process (it moves retries due later onto the queue), dying with
-    the worker that forked it."""
+    the worker that forked it and holding none of the worker's Redis sockets."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, connection, **kwargs):
+        super().__init__(*args, connection=connection, **kwargs)
         self._worker_pid = os.getpid()
+        self._worker_pool = connection.connection_pool
 
     def work(self):
         die_with_parent(self._worker_pid)
+        close_inherited_sockets(self._worker_pool)
         return super().work()
+
+
+def close_inherited_sockets(pool) -> None:
+    """Close, in a forked child, its copies of the parent's Redis sockets.
+
+    A copy keeps the parent's connection open in Redis after the parent dies: a
+    ``kill -9``ed worker's blocking dequeue then stayed open while its scheduler child
+    lived, and Redis moved the next job into the dead worker's hands (EVT-3). redis-py
+    closes a connection without shutting it down when called from another process, so
+    the parent's own sockets are untouched; it has no public call for this (its pool
+    forgets a parent's connections on first use in the child, without closing them).
+
+    Args:
+        pool: the parent's ``redis.ConnectionPool``, as the child inherited it.
+    """
+    for connection in [*pool._available_connections, *pool._in_use_connections]:
+        connection.disconnect()
 
 
 class _Heartbeats:

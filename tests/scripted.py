@@ -3,6 +3,7 @@ and remember what arrived (for 'the platform saw each effect once')."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import threading
@@ -106,7 +107,9 @@ class TricklingPlatform:
 
     Attributes:
         requests: one dict per request: ``body``, ``started`` and ``ended``
-            (time.monotonic(), ``ended`` None while the answer is still going).
+            (time.monotonic(), ``ended`` None while the answer is still going),
+            ``pieces_sent``, ``hung_up`` (the client went away before the last
+            piece) and ``done`` (a threading.Event set when the answer ended).
         first_piece: set when the first piece of a body has been sent.
     """
 
@@ -158,7 +161,8 @@ class TricklingPlatform:
             while len(rest) < length:
                 rest += connection.recv(65536)
             body = json.loads(rest[:length])
-            record = {"body": body, "started": time.monotonic(), "ended": None}
+            record = {"body": body, "started": time.monotonic(), "ended": None, "pieces_sent": 0, "hung_up": False}
+            record["done"] = threading.Event()
             with self._lock:
                 self.requests.append(record)
             answer = json.dumps(receipt_for(body, "applied") if "action_id" in body else {"status": "applied"}).encode()
@@ -172,15 +176,22 @@ class TricklingPlatform:
                     # The trickle is the scenario, not a test's sleep; a client that
                     # hangs up (readable: end of stream) ends the answer at once.
                     if index and select.select([connection], [], [], self.gap)[0] and not connection.recv(1):
+                        record["hung_up"] = True
                         return
                     connection.sendall(answer[index * size : (index + 1) * size])
+                    record["pieces_sent"] += 1
                     self.first_piece.set()
             except OSError:  # the client gave up: this answer ends here
-                pass
+                record["hung_up"] = True
             finally:
                 record["ended"] = time.monotonic()
+                record["done"].set()
 
     def close(self) -> None:
+        import socket
+
         self._stop.set()
+        with contextlib.suppress(OSError):  # wakes the blocked accept(), which close() alone does not
+            self._server.shutdown(socket.SHUT_RDWR)
         self._server.close()
         self._thread.join(timeout=5)

@@ -18,7 +18,8 @@ from sqlalchemy import create_engine, text
 
 from app.demo import DEMO_PASSWORD
 
-from .test_production import eventually, free_port
+from ..processes import eventually
+from .test_production import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FLASK = Path(sys.executable).parent / "flask"
@@ -238,6 +239,7 @@ def test_a_port_in_use_stops_the_demo_without_leaving_its_worker_behind(demo, ta
     assert refused(demo.platform + "/content") if taken_port == "console" else refused(demo.base + "/login")
 
 
+@pytest.mark.timeout(600)  # the PDS case may wait 240 s for the demo to start
 @pytest.mark.parametrize("child", ["platform", "worker", "pds"])
 def test_the_demo_says_which_process_died_and_stops_the_rest(demo, child):
     """PREP-8, PLAT-5 (issue 22): when one of the demo's processes dies (here `kill -9`

@@ -26,6 +26,7 @@ from app.models import ActionApproval, ActionProposal, AuditEvent
 from app.services.lifecycle import sweeps
 
 from ..builders import add_reports, decide_report, make_world, proposal_of
+from ..processes import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,14 +130,6 @@ class RedisServer:
     def kill(self) -> None:
         self.process.kill()
         self.process.wait()
-
-
-def eventually(check, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.1)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from app.domain.clock import utcnow
@@ -69,6 +70,7 @@ def assert_each_applied_once(proposals, platform):
     assert applied_audits == len(proposals)
 
 
+@pytest.mark.timeout(600)  # the workers get 300 s to finish
 def test_two_workers_racing_claim_each_attempt_once(app, platform, tmp_path):
     """DLV-1: every job enqueued three times; two worker processes race; one claim each."""
     world, proposals = bounded_world(app, platform, reports=12)

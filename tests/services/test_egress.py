@@ -414,22 +414,21 @@ def trickling():
 def test_a_body_trickled_past_the_timeout_is_a_timeout(trickling):
     """DLV-4: the timeout bounds the whole request (connect, send, every read), not
     each read: headers at once, then the body in pieces 1 s apart, never a read
-    longer than the 2 s timeout, and still the request ends at 2 s as a timeout."""
-    import time
-
-    started = time.monotonic()
+    longer than the 2 s timeout, and still the request ends as a timeout at 2 s:
+    the client hangs up while the platform is still sending (at 3 s it would have
+    the whole answer)."""
     with pytest.raises(EgressError) as caught:
         egress.send(request(trickling.url + "x", timeout=2), policy())
-    took = time.monotonic() - started
     assert (caught.value.code, caught.value.response_class, caught.value.sent, caught.value.retryable) == (
         "connection_timeout",
         "timeout",
         True,
         True,
     )
-    assert 1.9 <= took < 2.6, took
-    assert 1900 <= caught.value.duration_ms < 2600
-    assert trickling.first_piece.is_set()
+    assert caught.value.duration_ms >= 1900  # not before its time (a busy machine only makes it later)
+    [answer] = trickling.requests
+    assert answer["done"].wait(10)
+    assert answer["hung_up"] and 1 <= answer["pieces_sent"] < trickling.pieces, answer
 
 
 def test_a_body_trickled_within_the_timeout_arrives_whole(trickling):

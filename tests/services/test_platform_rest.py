@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import threading
 
 from sqlalchemy import select
 
@@ -73,6 +73,19 @@ def test_plat3_rest_kind_applies_confirms_by_read_back_and_writes_an_observed_re
     assert reload(proposal).last_receipt["status"] == "applied"
 
 
+def effect_event(platform) -> threading.Event:
+    """An event set when the demo platform (a thread of this process) applies an effect."""
+    landed = threading.Event()
+
+    class Effects(list):
+        def append(self, effect):
+            super().append(effect)
+            landed.set()
+
+    platform.state.effects = Effects(platform.state.effects)
+    return landed
+
+
 def test_plat3_retry_after_a_lost_answer_reads_back_first_and_applies_once(app, platform):
     """PLAT-3 idempotency: the answer is lost (timeout) after the platform applied it;
     the next attempt reads back first, sees the change and sends nothing again."""
@@ -80,14 +93,13 @@ def test_plat3_retry_after_a_lost_answer_reads_back_first_and_applies_once(app, 
     proposal = make_proposal(team, state="queued", report=make_report(team, target="post:1002"))
     set_row(ConnectionVersion, team.connection_version_id, timeout_seconds=0.3)
     platform.state.configure(response_delay_seconds=0.6)
+    landed = effect_event(platform)
 
     first = deliver(proposal.id)
 
     assert (first.state, first.error_code, first.terminal) == ("failed", "connection_timeout", False)
     platform.state.configure(response_delay_seconds=0)
-    deadline = time.monotonic() + 5
-    while not platform.state.effects and time.monotonic() < deadline:  # the slow request lands
-        time.sleep(0.02)
+    assert landed.wait(5)  # the slow request lands
     assert platform.state.content["post:1002"] == "removed"  # it arrived; the answer did not
     make_due(proposal)
 

@@ -334,8 +334,6 @@ def test_ops7_a_half_open_breaker_sends_its_probe_when_due_and_wakes_the_others(
     SimpleWorker with its scheduler sends it then, its success closes the breaker
     and wakes the other waiting proposal at once, so both are applied within one
     probe interval of the platform's recovery, long before their own retries."""
-    import time
-
     from app.domain.clock import utcnow
 
     from ..builders import run_worker, set_row
@@ -351,12 +349,33 @@ def test_ops7_a_half_open_breaker_sends_its_probe_when_due_and_wakes_the_others(
     assert (health.state, len(script.requests)) == ("open", 2)
     own_retry = min(reload(first).next_attempt_at, reload(second).next_attempt_at)
     assert own_retry - health.next_probe_at > timedelta(seconds=10)
-    time.sleep(max(0.0, (health.next_probe_at - utcnow()).total_seconds()))  # the probe's due time comes
+    probe_time_comes(health)
     run_worker(app, with_scheduler=True)
     assert (reload(first).state, reload(second).state) == ("applied", "applied")
     assert len(script.requests) == 4
     assert utcnow() < own_retry
     assert connection_health(world).state == "closed"
+
+
+def probe_time_comes(health) -> None:
+    """Time travel: the breaker's probe time is now, for the database and for the
+    probe job RQ holds scheduled (a worker's scheduler then enqueues it)."""
+    from rq.job import Job
+    from rq.registry import ScheduledJobRegistry
+
+    from app.domain.clock import utcnow
+    from app.queueing import delivery_queue
+
+    from ..builders import set_row
+
+    now = utcnow() - timedelta(milliseconds=1)
+    set_row(ConnectionHealth, health.connection_id, next_probe_at=now)
+    queue = delivery_queue()
+    registry = ScheduledJobRegistry(queue=queue)
+    probes = [job_id for job_id in registry.get_job_ids() if job_id.startswith("probe-")]
+    assert probes, "no probe job scheduled"
+    for job_id in probes:
+        registry.schedule(Job.fetch(job_id, connection=queue.connection), now)
 
 
 def test_ops7_the_probe_job_is_safe_to_run_twice(app, world, proposals, scripted):
