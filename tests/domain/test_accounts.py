@@ -128,3 +128,24 @@ def test_four6_public_url_refuses_what_is_not_one_plain_address(value):
     whitespace or control characters: refused with a ValueError naming PUBLIC_URL."""
     with pytest.raises(ValueError, match="PUBLIC_URL"):
         check_public_url(value)
+
+
+@pytest.mark.parametrize("password", ["a" * 12, "a" * 500, "correct horse battery"])
+def test_four6_a_password_of_12_to_500_characters_is_accepted(password):
+    """FOUR-6: an invitee's own password of 12 to 500 characters is kept as given."""
+    from app.domain.accounts import check_new_password
+
+    assert check_new_password(password) == password
+
+
+@pytest.mark.parametrize("password", ["a" * 11, "a" * 501, "", None, 123456789012, ["a" * 12]])
+def test_four6_a_password_too_short_too_long_or_not_text_is_refused(password):
+    """FOUR-6: 400 password_invalid on the password field, saying the rule."""
+    from app.domain.accounts import check_new_password
+    from app.domain.errors import ApiError
+
+    with pytest.raises(ApiError) as caught:
+        check_new_password(password)
+    error = caught.value
+    assert (error.status, error.code, error.field) == (400, "password_invalid", "password")
+    assert "12 to 500 characters" in error.message
