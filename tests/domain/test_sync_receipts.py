@@ -120,3 +120,11 @@ def test_rcpt1_a_receipt_whose_outcome_is_unreadable_is_still_refused(value, cod
     with pytest.raises(ActionError) as caught:
         lenient_receipt(value, IDENTITY)
     assert caught.value.code == code
+
+
+def test_rcpt2_a_valid_error_code_next_to_a_malformed_field_is_kept():
+    """RCPT-2: a failure keeps the error_code the platform gave when only another field
+    (here provider_request_id) is dropped."""
+    receipt, notes = lenient_receipt(body("failed", error_code="rate.limited", provider_request_id=5), IDENTITY)
+    assert notes == ["provider_request_id not text, dropped"]
+    assert receipt.error_code == "rate.limited"
