@@ -3,6 +3,7 @@
 import pytest
 
 from app.domain.dead_letters import LIST_CHANGED, NOT_LISTED, NOTHING_SELECTED, bulk_refusal, list_digest
+from .messages import assert_sentences
 
 LISTED = [("p2", 1), ("p1", 3)]
 
@@ -29,6 +30,7 @@ def test_conn4_a_changed_list_retries_nothing(selected):
     code, message = bulk_refusal(LISTED + [("p3", 1)], list_digest(LISTED), selected)
     assert code == LIST_CHANGED == "dead_letters_changed"
     assert "Nothing was retried" in message
+    assert_sentences(message)
 
 
 def test_conn4_an_empty_selection_is_refused_not_read_as_all():
@@ -36,6 +38,7 @@ def test_conn4_an_empty_selection_is_refused_not_read_as_all():
     code, message = bulk_refusal(LISTED, list_digest(LISTED), [])
     assert code == NOTHING_SELECTED == "dead_letters_none_selected"
     assert "Tick at least one" in message
+    assert_sentences(message)
 
 
 @pytest.mark.parametrize("selected", [["p9"], ["p1", "p9"], ["1"]])
@@ -44,3 +47,4 @@ def test_conn4_a_selected_proposal_not_listed_retries_nothing(selected):
     code, message = bulk_refusal(LISTED, list_digest(LISTED), selected)
     assert code == NOT_LISTED == "dead_letter_not_listed"
     assert "Nothing was retried" in message
+    assert_sentences(message)

@@ -87,7 +87,7 @@ def test_four10_digits_of_other_scripts_and_latin_lookalikes_are_lookalikes(text
     assert "lookalike" in [found.category for found in suspicious_characters(text)]
 
 
-@pytest.mark.parametrize("text", ["post:1001", "tag:日本語", "user:émile", "", None])
+@pytest.mark.parametrize("text", ["post:1001", "POST:X1001", "tag:日本語", "user:émile", "", None])
 def test_four10_a_plain_reference_or_none_passes(text):
     """FOUR-10: a reference shown as it is (or not sent at all) is accepted."""
     from app.domain.text_safety import check_reference
@@ -134,4 +134,5 @@ def test_four10_a_reference_names_the_first_finding_and_counts_the_others():
         "external_id contains U+200B ZERO WIDTH SPACE (invisible) at position 1 (and 2 more): "
     )
     assert "more" not in reference_problem("a\u200b", "external_id")
+    assert "(and 1 more)" in reference_problem("a\u200b\u200b", "external_id")
     assert reference_problem("plain", "external_id") is None
