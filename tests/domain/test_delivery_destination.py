@@ -233,3 +233,59 @@ def test_four_5_a_proposal_prepared_before_four_5_has_no_words_and_no_host():
     assert D.host_of(None) is None and D.host_of({}) is None
     assert D.host_of({"kind": "webhook"}) is None
     assert D.host_of(D.describe(rest(TAKEDOWN, "https://Platform.Example:8443/x"), FIELDS)) == "platform.example"
+
+
+def test_four_5_every_path_is_described_under_the_connections_base_path():
+    """FOUR-5, PLAT-3: the request and read back paths are the ones egress sends, under
+    the base URL's path, with the action's placeholders filled."""
+    reference = {
+        "request": "PUT /v1/{action_id}/{operation_id}/{target.reference}",
+        "outcome": {"2xx": "'applied'"},
+        "read_back": {"request": "GET /v1/posts/{target.reference}", "value": "state", "expected": "removed"},
+    }
+    described = D.describe(rest(reference, "https://platform.example/BOX/"), FIELDS)
+    assert described["path"] == "/BOX/v1/p_1/op_1/post%3A1001"
+    assert described["read_back"]["path"] == "/BOX/v1/posts/post%3A1001"
+    pds = D.describe(D.Destination("atproto_pds", "takedown account", "https://pds.example/pds/"), FIELDS)
+    assert pds == {
+        "kind": "atproto_pds",
+        "origin": "https://pds.example:443",
+        "method": "POST",
+        "path": "/pds/xrpc/com.atproto.admin.updateSubjectStatus",
+        "answer": "read_back",
+        "operation": "takedown account",
+        "read_back": {"method": "GET", "path": "/pds/xrpc/com.atproto.admin.getSubjectStatus"},
+    }
+
+
+def test_four_5_an_ipv6_origin_keeps_its_brackets():
+    """FOUR-5: ``https://[::1]:443``, so the port cannot be read as part of the address."""
+    assert D.origin_of("https://[::1]/api") == "https://[::1]:443"
+    assert D.origin_of("http://10.0.0.5/") == "http://10.0.0.5:80"
+
+
+@pytest.mark.parametrize("reference", ["GET /actions", "POST actions", "POST /a//b", "", None])
+def test_dlv2_an_operation_that_is_not_a_method_and_a_plain_path_is_refused(reference):
+    """DLV-2, SEC-3: refused with action_component_operation_invalid."""
+    from app.domain.errors import ActionError
+
+    with pytest.raises(ActionError) as caught:
+        D.parse_operation(reference)
+    assert caught.value.code == "action_component_operation_invalid"
+
+
+def test_four_5_an_error_status_read_as_accepted_is_warned_and_a_quoted_literal_is_read():
+    """FOUR-5, PLAT-3: a 4xx read as accepted keeps the proposal waiting on an error: warned.
+    A JMESPath raw string literal (backquoted JSON) reads as its value."""
+    reference = {**TAKEDOWN, "outcome": {"2xx": '`"applied"`', "409": '`"accepted"`'}}
+    words = D.in_words(D.describe(rest(reference), FIELDS))
+
+    assert words.reading == "a 2xx answer means applied, 409 accepted, 4xx failed, 5xx retried"
+    assert words.warnings == ("a 409 answer (an error) is read as accepted",)
+
+
+def test_four_5_a_description_missing_parts_shows_them_empty_and_an_unknown_kind_by_its_name():
+    """FOUR-5: the words never invent a kind, host or port the description does not hold."""
+    words = D.in_words({"origin": "https://platform.example", "method": "POST", "path": "/a"})
+    assert (words.kind, words.host, words.port) == ("", "platform.example", "")
+    assert D.in_words({"kind": "custom", "origin": "https://platform.example:443"}).kind == "custom"
