@@ -136,3 +136,19 @@ def test_four10_a_reference_names_the_first_finding_and_counts_the_others():
     assert "more" not in reference_problem("a\u200b", "external_id")
     assert "(and 1 more)" in reference_problem("a\u200b\u200b", "external_id")
     assert reference_problem("plain", "external_id") is None
+
+
+@pytest.mark.parametrize("char", ["\u0085", "\u009b", "\u0600", "\ufff9", "\U000110bd"])
+def test_four10_format_and_control_characters_outside_the_ignorable_ranges_are_invisible(char):
+    """FOUR-10: every format (Cf) and control (Cc) character is drawn as nothing or moves
+    what follows: a C1 control, the Arabic number sign, an interlinear annotation anchor."""
+    [found] = suspicious_characters("post:1" + char)
+    assert (found.position, found.category) == (6, "invisible")
+
+
+@pytest.mark.parametrize("char", ["\u0131", "\u0436", "\u0251"])
+def test_four10_a_listed_lookalike_or_a_letter_of_a_latin_like_script_among_ascii_is_a_lookalike(char):
+    """FOUR-10: a dotless ı (listed), a Cyrillic ж (mixed scripts) or a Latin ɑ among ASCII
+    letters passes for ASCII; alone, only the Latin-like letters are flagged."""
+    [found] = suspicious_characters("adm" + char + "n")
+    assert (found.position, found.category) == (3, "lookalike")
