@@ -582,7 +582,7 @@ def test_sendable_and_awaits_decision_at_their_boundaries():
 @pytest.mark.parametrize(
     "timeout, lease, left, expected",
     [
-        (30, 150, 30.5, 0.5),  # exactly the shortest request left: it still goes
+        (30, 150, 30.5, 0.5),  # half a second left after the reserve: it still goes
         (900, 1000, 1000, 120),  # a long lease never lets a request run past 120 s
     ],
 )
