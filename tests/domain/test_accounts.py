@@ -14,6 +14,8 @@ from app.domain.accounts import (
 )
 from app.domain.reasons import reason_problem
 
+from .messages import assert_sentences
+
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 
 
@@ -65,7 +67,11 @@ def test_four10_a_reason_of_substance_has_visible_words(reason, ok):
 )
 def test_four10_operator_emails_must_be_plain_ascii(email, ok):
     """FOUR-10: an e-mail that could pass for another is refused, not flagged."""
-    assert (email_lookalike_problem(email) is None) is ok
+    problem = email_lookalike_problem(email)
+    assert (problem is None) is ok
+    if problem:
+        assert "invisible characters can make one address look like another" in problem
+        assert_sentences(problem)
 
 
 def test_four6_an_invitation_is_usable_once_and_until_it_expires():
@@ -78,6 +84,9 @@ def test_four6_an_invitation_is_usable_once_and_until_it_expires():
         "invitation_replaced",
     )
     assert invitation_problem(expires_at=NOW, used_at=None, revoked_at=None, now=NOW)[:2] == (410, "invitation_expired")
+    for used_at, revoked_at, expires_at in [(NOW, None, later), (None, NOW, later), (None, None, NOW)]:
+        _, _, message = invitation_problem(expires_at=expires_at, used_at=used_at, revoked_at=revoked_at, now=NOW)
+        assert_sentences(message)  # says what happened, then what to do
     assert invitation_token_hash("abc") != invitation_token_hash("abd")
     assert invitation_token_hash("abc").startswith("sha256:") and "abc" not in invitation_token_hash("abc")[7:]
 
@@ -90,6 +99,8 @@ def test_four6_an_invitation_is_usable_once_and_until_it_expires():
         ("HTTPS://Console.Example.org:8443/tns/", "HTTPS://Console.Example.org:8443/tns"),
         ("http://10.0.0.5:8000", "http://10.0.0.5:8000"),
         ("http://[::1]:8000/", "http://[::1]:8000"),
+        ("https://console.example.org/BOX/", "https://console.example.org/BOX"),
+        ("https://c.example/" + "p" * 482, "https://c.example/" + "p" * 482),  # 500 characters
     ],
 )
 def test_four6_public_url_is_an_absolute_http_address(value, base):
@@ -121,10 +132,37 @@ def test_four6_public_url_is_an_absolute_http_address(value, base):
         "https://console.example.org/a b",
         "https://console.example.org/\\evil.example",
         "h" * 3000,
+        "https://c.example/" + "p" * 483,  # 501 characters
+        None,
+        42,
     ],
 )
 def test_four6_public_url_refuses_what_is_not_one_plain_address(value):
     """FOUR-6: no scheme other than http(s), no host, userinfo, query, fragment, bad port,
     whitespace or control characters: refused with a ValueError naming PUBLIC_URL."""
-    with pytest.raises(ValueError, match="PUBLIC_URL"):
+    with pytest.raises(ValueError) as caught:
         check_public_url(value)
+    assert str(caught.value).startswith("PUBLIC_URL must be")
+    assert "e.g. https://console.example.org" in str(caught.value)  # the form it wants
+
+
+@pytest.mark.parametrize("password", ["a" * 12, "a" * 500, "correct horse battery"])
+def test_four6_a_password_of_12_to_500_characters_is_accepted(password):
+    """FOUR-6: an invitee's own password of 12 to 500 characters is kept as given."""
+    from app.domain.accounts import check_new_password
+
+    assert check_new_password(password) == password
+
+
+@pytest.mark.parametrize("password", ["a" * 11, "a" * 501, "", None, 123456789012, ["a" * 12]])
+def test_four6_a_password_too_short_too_long_or_not_text_is_refused(password):
+    """FOUR-6: 400 password_invalid on the password field, saying the rule."""
+    from app.domain.accounts import check_new_password
+    from app.domain.errors import ApiError
+
+    with pytest.raises(ApiError) as caught:
+        check_new_password(password)
+    error = caught.value
+    assert (error.status, error.code, error.field) == (400, "password_invalid", "password")
+    assert "12 to 500 characters" in error.message
+    assert_sentences(error.message)

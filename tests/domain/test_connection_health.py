@@ -230,3 +230,15 @@ def test_conn3_re_enable_starts_closed_without_streak_or_pause():
         None,
     )
     assert ch.re_enable(h) is None
+
+
+def test_conn1_a_connection_holds_deliveries_back_while_disabled_paused_or_not_closed():
+    """CONN-1..3: disabled, paused by a 429 until later, or a breaker open or probing
+    holds every delivery back; a pause that has ended does not."""
+    assert not ch.holds_back(Health(), NOW)
+    assert ch.holds_back(Health(disabled_at=NOW), NOW)
+    assert ch.holds_back(Health(paused_until=NOW + timedelta(seconds=1)), NOW)
+    assert not ch.holds_back(Health(paused_until=NOW), NOW)  # the pause ends at its instant
+    assert not ch.holds_back(Health(paused_until=NOW - timedelta(seconds=1)), NOW)
+    assert ch.holds_back(Health(state=ch.OPEN), NOW)
+    assert ch.holds_back(Health(state=ch.OPEN, paused_until=NOW - timedelta(seconds=1)), NOW)

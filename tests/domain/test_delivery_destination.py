@@ -181,3 +181,111 @@ def test_four_5_an_error_status_read_by_an_expression_is_flagged_a_success_one_i
 
     assert words.warnings == ("a 4xx answer (an error) is read by an expression that may give applied",)
     assert "a 2xx answer means what state == 'done' && 'applied' || 'accepted' gives" in words.text
+
+
+def test_four_5_in_words_says_what_a_rest_read_back_confirms():
+    """FOUR-5: a REST mapping with a read back says which request is read back and the
+    value that counts as applied, as the reviewer approves it."""
+    reference = {
+        **TAKEDOWN,
+        "read_back": {"request": "GET /v1/posts/{target.reference}", "value": "state", "expected": "removed"},
+    }
+    words = D.in_words(D.describe(rest(reference), FIELDS))
+
+    assert words.reading == (
+        "a 2xx answer means applied, 4xx failed, 5xx retried; then reads back GET /v1/posts/post%3A1001"
+        ' and counts it applied only when state is "removed"'
+    )
+    assert (words.method, words.scheme, words.path, words.kind) == ("POST", "https", "/v1/takedowns/post%3A1001", "REST")
+
+
+def test_four_5_in_words_of_a_component_that_cannot_be_sent_says_so_and_warns():
+    """FOUR-5: an unparseable reference has no method or path; the words say where it
+    would go and why it cannot be sent, and the warning repeats it."""
+    words = D.in_words(D.describe(D.Destination("rest", "{bad", "https://platform.example:8443/base/"), FIELDS))
+
+    assert words.text == (
+        "Sends https://platform.example:8443 · REST · cannot be sent as configured (action_component_operation_invalid)"
+    )
+    assert (words.method, words.path, words.host, words.port) == ("", "", "platform.example", "8443")
+    assert words.warnings == ("the component cannot be sent as configured (action_component_operation_invalid)",)
+
+
+def test_four_5_in_words_of_the_receipt_contract_and_of_a_pds_reversal():
+    """FOUR-5: a webhook or external API is read by its signed receipt; a PDS reversal by
+    the state it reads back."""
+    hook = D.in_words(D.describe(D.Destination("external_api", "/actions/x", "http://10.0.0.5:8080"), FIELDS))
+    assert hook.text == (
+        "Sends POST http://10.0.0.5:8080/actions/x · external API · "
+        "the platform's signed receipt says applied, accepted or failed; 4xx failed, 5xx retried"
+    )
+    pds = D.in_words(D.describe(D.Destination("atproto_pds", "reversal account", "https://pds.example"), FIELDS))
+    assert pds.reading == (
+        "reversal account; applied only when GET /xrpc/com.atproto.admin.getSubjectStatus"
+        " reads back the takedown state with this action's reference"
+    )
+    assert pds.warnings == ()
+
+
+def test_four_5_a_proposal_prepared_before_four_5_has_no_words_and_no_host():
+    """FOUR-5: no stored description, nothing to say; the task list shows the host alone."""
+    assert D.in_words(None) is None and D.in_words({}) is None
+    assert D.host_of(None) is None and D.host_of({}) is None
+    assert D.host_of({"kind": "webhook"}) is None
+    assert D.host_of(D.describe(rest(TAKEDOWN, "https://Platform.Example:8443/x"), FIELDS)) == "platform.example"
+
+
+def test_four_5_every_path_is_described_under_the_connections_base_path():
+    """FOUR-5, PLAT-3: the request and read back paths are the ones egress sends, under
+    the base URL's path, with the action's placeholders filled."""
+    reference = {
+        "request": "PUT /v1/{action_id}/{operation_id}/{target.reference}",
+        "outcome": {"2xx": "'applied'"},
+        "read_back": {"request": "GET /v1/posts/{target.reference}", "value": "state", "expected": "removed"},
+    }
+    described = D.describe(rest(reference, "https://platform.example/BOX/"), FIELDS)
+    assert described["path"] == "/BOX/v1/p_1/op_1/post%3A1001"
+    assert described["read_back"]["path"] == "/BOX/v1/posts/post%3A1001"
+    pds = D.describe(D.Destination("atproto_pds", "takedown account", "https://pds.example/pds/"), FIELDS)
+    assert pds == {
+        "kind": "atproto_pds",
+        "origin": "https://pds.example:443",
+        "method": "POST",
+        "path": "/pds/xrpc/com.atproto.admin.updateSubjectStatus",
+        "answer": "read_back",
+        "operation": "takedown account",
+        "read_back": {"method": "GET", "path": "/pds/xrpc/com.atproto.admin.getSubjectStatus"},
+    }
+
+
+def test_four_5_an_ipv6_origin_keeps_its_brackets():
+    """FOUR-5: ``https://[::1]:443``, so the port cannot be read as part of the address."""
+    assert D.origin_of("https://[::1]/api") == "https://[::1]:443"
+    assert D.origin_of("http://10.0.0.5/") == "http://10.0.0.5:80"
+
+
+@pytest.mark.parametrize("reference", ["GET /actions", "POST actions", "POST /a//b", "", None])
+def test_dlv2_an_operation_that_is_not_a_method_and_a_plain_path_is_refused(reference):
+    """DLV-2, SEC-3: refused with action_component_operation_invalid."""
+    from app.domain.errors import ActionError
+
+    with pytest.raises(ActionError) as caught:
+        D.parse_operation(reference)
+    assert caught.value.code == "action_component_operation_invalid"
+
+
+def test_four_5_an_error_status_read_as_accepted_is_warned_and_a_quoted_literal_is_read():
+    """FOUR-5, PLAT-3: a 4xx read as accepted keeps the proposal waiting on an error: warned.
+    A JMESPath raw string literal (backquoted JSON) reads as its value."""
+    reference = {**TAKEDOWN, "outcome": {"2xx": '`"applied"`', "409": '`"accepted"`'}}
+    words = D.in_words(D.describe(rest(reference), FIELDS))
+
+    assert words.reading == "a 2xx answer means applied, 409 accepted, 4xx failed, 5xx retried"
+    assert words.warnings == ("a 409 answer (an error) is read as accepted",)
+
+
+def test_four_5_a_description_missing_parts_shows_them_empty_and_an_unknown_kind_by_its_name():
+    """FOUR-5: the words never invent a kind, host or port the description does not hold."""
+    words = D.in_words({"origin": "https://platform.example", "method": "POST", "path": "/a"})
+    assert (words.kind, words.host, words.port) == ("", "platform.example", "")
+    assert D.in_words({"kind": "custom", "origin": "https://platform.example:443"}).kind == "custom"

@@ -342,3 +342,60 @@ def test_rev3_refused_labels_say_why(kind, code, label, problem):
 )
 def test_rev3_labels_within_the_limits_are_saved(kind, code, label):
     assert label_problem(kind, code, label) is None
+
+
+@pytest.mark.parametrize(
+    "url, host",
+    [
+        ("https://a@b@host.example/p", "host.example"),  # the last "@" ends the userinfo
+        ("https://platform.example/a//b", "platform.example"),  # "//" in the path is not a host
+        ("platform.example/p", "platform.example"),  # no scheme: the authority starts at once
+        ("https://ex\u0430mple..social/p", "ex\\u0430mple..social"),  # no DNS form: escaped
+    ],
+)
+def test_four10_the_host_shown_is_the_one_the_link_opens(url, host):
+    """FOUR-10: the host beside a link is the one a browser opens, in ASCII; a non-ASCII
+    host with no valid DNS form is shown with its characters escaped, never as drawn."""
+    from app.domain.evidence import link_host
+
+    assert link_host(url) == host
+
+
+@pytest.mark.parametrize(
+    "url", ["https://platform.example@evil.example/p", "https://user@platform.example/", "https://platform.example\\@x/"]
+)
+def test_four10_a_link_with_userinfo_is_refused_naming_the_field(url):
+    """FOUR-10: ``https://platform.example@evil.example/`` reads as one host and opens
+    another: refused with url_userinfo on the field, saying why."""
+    with pytest.raises(EvidenceInvalid) as refused:
+        parse_evidence({"permalink": url}, "targets[0].evidence")
+    error = refused.value
+    assert (error.code, error.field) == ("url_userinfo", "targets[0].evidence.permalink")
+    assert error.message == (
+        "targets[0].evidence.permalink must not carry a user name or password before its host (user@host): "
+        "the link would read as one host and open another."
+    )
+
+
+def test_four10_a_link_with_a_backslash_in_its_host_is_refused():
+    """FOUR-10: browsers read ``\\`` in the authority as ``/``: the host shown would not
+    be the one opened."""
+    with pytest.raises(EvidenceInvalid) as refused:
+        parse_evidence({"media": [{**MEDIA, "url": "https://cdn.example\\evil.example/1.jpg"}]})
+    assert (refused.value.code, refused.value.field) == ("url_userinfo", "evidence.media[0].url")
+
+
+def test_four10_an_author_reference_that_looks_like_another_is_refused_naming_the_field():
+    """FOUR-10, REV-1: reference_characters on the field, the message naming the character."""
+    with pytest.raises(EvidenceInvalid) as refused:
+        parse_evidence({"author_reference": "user:42\u200b"}, "targets[1].evidence")
+    error = refused.value
+    assert (error.code, error.field) == ("reference_characters", "targets[1].evidence.author_reference")
+    assert error.message.startswith("targets[1].evidence.author_reference contains U+200B ZERO WIDTH SPACE")
+
+
+def test_rev1_evidence_outside_its_limits_is_report_evidence_invalid():
+    """REV-1: any other refusal is 400 report_evidence_invalid."""
+    with pytest.raises(EvidenceInvalid) as refused:
+        parse_evidence({"author_reference": "no colon"})
+    assert refused.value.code == "report_evidence_invalid"

@@ -577,3 +577,70 @@ def test_sendable_and_awaits_decision_at_their_boundaries():
     assert not D.lease_expired(replace(leased, lease_expires_at=None), NOW)
     assert not D.lease_expired(replace(leased, lease_expires_at=NOW + timedelta(seconds=1)), NOW)
     assert D.is_claimable(leased, NOW) and not D.is_claimable(base, NOW)
+
+
+@pytest.mark.parametrize(
+    "timeout, lease, left, expected",
+    [
+        (30, 150, 30.5, 0.5),  # half a second left after the reserve: it still goes
+        (900, 1000, 1000, 120),  # a long lease never lets a request run past 120 s
+    ],
+)
+def test_dlv4_a_request_gets_at_least_half_a_second_and_at_most_120(timeout, lease, left, expected):
+    """DLV-1, DLV-4: half a second of room is enough to send; 120 s is the longest request."""
+    assert D.request_timeout(timeout, lease, left) == pytest.approx(expected)
+
+
+def test_temp4_a_proposal_is_due_at_its_not_before():
+    """TEMP-4, DLV-1: at exactly its not_before it is due, a second before it is not."""
+    assert D.is_due(proposal(not_before=NOW), NOW)
+    assert not D.is_due(proposal(not_before=NOW + timedelta(seconds=1)), NOW)
+
+
+def test_dlv3_a_deferral_queues_again_without_using_the_attempt():
+    """DLV-3, CONN-1: a claimed attempt that sent nothing is deferred: queued again, due
+    after the delay as given, its attempt given back, the reason kept; the write is
+    guarded by the lease held."""
+    d = proposal(state=S.APPLYING, delivery_attempt_count=3)
+    change = D.failure(d, LEASE, code="budget_exhausted", retryable=True, delay_seconds=40, now=NOW, deferred=True)
+    assert change == D.Change(
+        Move.DELIVERY_DEFERRED,
+        {
+            "delivery_terminal": False,
+            "next_attempt_at": NOW + timedelta(seconds=40),
+            "lease_expires_at": None,
+            "last_error_code": "budget_exhausted",
+            "delivery_attempt_count": 2,
+        },
+        {
+            "delivery_terminal": False,
+            "delivery_attempt_count": 3,
+            "delivery_cycle": 1,
+            "lease_expires_at": LEASE.expires_at,
+        },
+        40,
+    )
+    written = D.write(replace(d, lease_expires_at=LEASE.expires_at), change)
+    assert (written.state, written.delivery_attempt_count, written.last_error_code) == (S.QUEUED, 2, "budget_exhausted")
+
+
+def test_dlv6_a_failure_that_sent_nothing_and_cannot_be_retried_is_terminal_without_an_attempt():
+    """DLV-6, DLV-3: not retryable, it fails for good; nothing was sent, so the attempt
+    is given back and the delay is not multiplied."""
+    d = proposal(state=S.APPLYING, delivery_attempt_count=3)
+    change = D.failure(d, LEASE, code="x", retryable=False, delay_seconds=40, now=NOW, deferred=True)
+    assert change.move == Move.DELIVERY_FAILED and change.terminal and change.delay_seconds is None
+    assert change.values["delivery_attempt_count"] == 2
+    assert change.values["next_attempt_at"] == NOW + timedelta(seconds=40)
+
+
+def test_conn2_a_rate_limited_failure_waits_no_longer_than_the_pause():
+    """CONN-2, DLV-6: the backoff is capped by the pause's bound, so the proposal that got
+    the 429 resumes with the others; a cap above the backoff changes nothing."""
+    d = proposal(state=S.APPLYING, delivery_attempt_count=3)
+    capped = D.failure(d, LEASE, code="platform_rate_limited", retryable=True, delay_seconds=15, now=NOW,
+                       max_delay_seconds=45)
+    assert capped.delay_seconds == 45 and capped.values["next_attempt_at"] == NOW + timedelta(seconds=45)
+    uncapped = D.failure(d, LEASE, code="x", retryable=True, delay_seconds=15, now=NOW, max_delay_seconds=600)
+    assert uncapped.delay_seconds == 60
+    assert "delivery_attempt_count" not in uncapped.values  # sent: the attempt counts

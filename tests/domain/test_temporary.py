@@ -557,3 +557,11 @@ def test_temp3_the_active_reversal_and_a_waiting_schedule():
     assert T.waits_scheduled(d) and not T.waits_scheduled(replace(d, not_before=None))
     assert not T.waits_scheduled(replace(d, delivery_attempt_count=1))
     assert T.change_refusal("extend", None) == "action_temporary_ended"
+
+
+@pytest.mark.parametrize(
+    "is_correction, is_reversal, draws", [(False, False, True), (True, False, False), (False, True, False), (True, True, False)]
+)
+def test_dlv3_only_a_delivery_that_undoes_nothing_draws_on_the_budgets(is_correction, is_reversal, draws):
+    """DLV-3, FOUR-7: a reversal or an appeal correction is never refused for lack of budget."""
+    assert T.draws_on_budget(is_correction=is_correction, is_reversal=is_reversal) is draws

@@ -85,3 +85,70 @@ def test_four10_digits_of_other_scripts_and_latin_lookalikes_are_lookalikes(text
     """FOUR-10 (second break-it pass): NKo, Tamil, Bengali digits, the Latin click ǀ, small
     capitals, Latin iota, ideographic full stops."""
     assert "lookalike" in [found.category for found in suspicious_characters(text)]
+
+
+@pytest.mark.parametrize("text", ["post:1001", "POST:X1001", "tag:日本語", "user:émile", "", None])
+def test_four10_a_plain_reference_or_none_passes(text):
+    """FOUR-10: a reference shown as it is (or not sent at all) is accepted."""
+    from app.domain.text_safety import check_reference
+
+    assert check_reference(text, "targets[0].reference") is None
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("post:1001\u200b", "U+200B ZERO WIDTH SPACE (invisible) at position 9"),
+        ("ev-1\n", "U+000A U+000A (invisible) at position 4"),
+        ("\tev-1", "U+0009 U+0009 (invisible) at position 0"),
+        ("ev\r1", "U+000D U+000D (invisible) at position 2"),
+        ("p\u043est:1", "U+043E CYRILLIC SMALL LETTER O (lookalike) at position 1"),
+    ],
+)
+def test_four10_a_reference_with_a_character_that_looks_like_another_is_refused(text, named):
+    """FOUR-10: 400 reference_characters on the field, naming the first such character and
+    its position; a reference is one line, so a tab or line break counts too."""
+    from app.domain.errors import ApiError
+    from app.domain.text_safety import check_reference
+
+    with pytest.raises(ApiError) as caught:
+        check_reference(text, "targets[0].reference")
+    error = caught.value
+    assert (error.status, error.code, error.field) == (400, "reference_characters", "targets[0].reference")
+    assert error.message == (
+        f"targets[0].reference contains {named}: it would look like another reference. "
+        "Send the reference with plain characters only."
+    )
+
+
+def test_four10_a_reference_names_the_first_finding_and_counts_the_others():
+    """FOUR-10: findings are in position order, line breaks among them; the message names
+    the first and says how many more."""
+    from app.domain.text_safety import reference_characters, reference_problem
+
+    text = "a\u200bb\nc\u202ed"
+    assert [(f.position, f.category) for f in reference_characters(text)] == [
+        (1, "invisible"), (3, "invisible"), (5, "bidi"),
+    ]
+    assert reference_problem(text, "external_id").startswith(
+        "external_id contains U+200B ZERO WIDTH SPACE (invisible) at position 1 (and 2 more): "
+    )
+    assert "more" not in reference_problem("a\u200b", "external_id")
+    assert "(and 1 more)" in reference_problem("a\u200b\u200b", "external_id")
+    assert reference_problem("plain", "external_id") is None
+
+
+@pytest.mark.parametrize("char", ["\u0085", "\u009b", "\u0600", "\ufff9", "\U000110bd"])
+def test_four10_format_and_control_characters_outside_the_ignorable_ranges_are_invisible(char):
+    """FOUR-10: every format (Cf) and control (Cc) character is drawn as nothing or moves
+    what follows: a C1 control, the Arabic number sign, an interlinear annotation anchor."""
+    [found] = suspicious_characters("post:1" + char)
+    assert (found.position, found.category) == (6, "invisible")
+
+
+@pytest.mark.parametrize("char", ["\u0131", "\u0436", "\u0251"])
+def test_four10_a_listed_lookalike_or_a_letter_of_a_latin_like_script_among_ascii_is_a_lookalike(char):
+    """FOUR-10: a dotless ı (listed), a Cyrillic ж (mixed scripts) or a Latin ɑ among ASCII
+    letters passes for ASCII."""
+    [found] = suspicious_characters("adm" + char + "n")
+    assert (found.position, found.category) == (3, "lookalike")
