@@ -289,3 +289,22 @@ def test_four_5_a_description_missing_parts_shows_them_empty_and_an_unknown_kind
     words = D.in_words({"origin": "https://platform.example", "method": "POST", "path": "/a"})
     assert (words.kind, words.host, words.port) == ("", "platform.example", "")
     assert D.in_words({"kind": "custom", "origin": "https://platform.example:443"}).kind == "custom"
+
+
+def test_four_5_in_words_writes_an_ipv6_host_as_a_url_does():
+    """FOUR-5: the approver reads the URL the request goes to; an IPv6 host keeps its
+    brackets (``https://::1:8443/a`` would be another address and port)."""
+    words = D.in_words(D.describe(rest(TAKEDOWN, "https://[::1]:8443/"), FIELDS))
+
+    assert words.url == "https://[::1]:8443/v1/takedowns/post%3A1001"
+    assert (words.host, words.written_host) == ("::1", "[::1]")  # the page shows the host apart
+    assert words.text.startswith("Sends POST https://[::1]:8443/v1/")
+
+
+def test_four_5_an_origin_with_an_unreadable_port_is_said_without_one():
+    """FOUR-5: a base URL whose port cannot be read describes an origin without a port
+    (never ``:None``), and the panel's sentence still renders."""
+    assert D.origin_of("https://h.example:99999/") == "https://h.example"
+    words = D.in_words(D.describe(rest(TAKEDOWN, "https://h.example:99999/"), FIELDS))
+
+    assert words.url == "https://h.example/v1/takedowns/post%3A1001"

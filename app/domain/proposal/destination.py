@@ -78,16 +78,27 @@ class Destination:
 
 
 def origin_of(base_url: str) -> str:
-    """``scheme://host:port`` of a URL, the port always written (443 for https)."""
+    """``scheme://host:port`` of a URL, the port always written (443 for https); a
+    port that cannot be read is left out (nothing can be sent there)."""
     parts = urlsplit(base_url or "")
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
     try:
         port = parts.port or DEFAULT_PORTS.get(parts.scheme)
-    except ValueError:
+    except ValueError:  # out of range or not a number
         port = None
-    return f"{parts.scheme}://{host}:{port}"
+    return _url(parts.scheme, parts.hostname or "", port)
+
+
+def _port(parts) -> int | None:
+    try:
+        return parts.port
+    except ValueError:  # out of range or not a number
+        return None
+
+
+def _url(scheme: str, host: str, port: Any, path: str = "") -> str:
+    """A URL as it is written: an IPv6 host in brackets, the port when there is one."""
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}{f':{port}' if port else ''}{path}"
 
 
 def _path(base_url: str, path: str, fields: dict[str, Any]) -> str:
@@ -237,7 +248,12 @@ class DeliveryWords:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}{self.path}"
+        return _url(self.scheme, self.host, self.port, self.path)
+
+    @property
+    def written_host(self) -> str:
+        """The host as the URL writes it (an IPv6 address in brackets)."""
+        return f"[{self.host}]" if ":" in self.host else self.host
 
     @property
     def text(self) -> str:
@@ -277,7 +293,7 @@ def in_words(delivery: dict[str, Any] | None) -> DeliveryWords | None:
         method=delivery.get("method", ""),
         scheme=origin.scheme,
         host=origin.hostname or "",
-        port=str(origin.port or ""),
+        port=str(_port(origin) or ""),
         path=delivery.get("path", ""),
         kind=KIND_NAMES.get(kind, kind),
         reading=reading,
