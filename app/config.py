@@ -124,6 +124,11 @@ class Config:
         self.DELIVERY_LEASE_SECONDS = delivery_lease_seconds()
         # DLV-1: a job claims up to this many due proposals of one component version.
         self.DELIVERY_BATCH_SIZE = int(os.environ.get("DELIVERY_BATCH_SIZE", "10"))
+        # Bulk enforcement (BULK-2, BULK-4): how long a dry run stands, how far a batch's
+        # selection may drift before its approval, and the subjects never acted on in bulk
+        self.BULK_DRY_RUN_SECONDS = int(os.environ.get("BULK_DRY_RUN_SECONDS", "3600"))
+        self.BULK_DRIFT_SHARE = float(os.environ.get("BULK_DRIFT_SHARE", "0.10"))
+        self.BULK_PROTECTED_SUBJECTS = os.environ.get("BULK_PROTECTED_SUBJECTS", "").replace(",", " ").split()
         self.SWEEP_INTERVAL_SECONDS = int(os.environ.get("SWEEP_INTERVAL_SECONDS", "15"))
         # Egress: loopback and private addresses are refused unless allowed (SSRF).
         self.EGRESS_ALLOW_PRIVATE = env_bool("EGRESS_ALLOW_PRIVATE", False)

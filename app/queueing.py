@@ -105,6 +105,34 @@ def enqueue_delivery(
         return False
 
 
+def enqueue_deliveries(jobs: list[tuple[str, int, int]], chunk: int = 1000) -> int:
+    """Enqueue the delivery jobs of many proposals due now, in pipelined chunks (a
+    bulk batch's approval, BULK-6): (proposal id, cycle, attempt count) each, with
+    the job ids `enqueue_delivery` gives. A job lost here is enqueued by the sweep.
+
+    Returns:
+        How many were enqueued (0 when Redis could not be reached).
+    """
+    queue = delivery_queue()
+    done = 0
+    try:
+        for start in range(0, len(jobs), chunk):
+            datas = [
+                Queue.prepare_data(
+                    DELIVER_JOB, (pid,), job_id=_job_id(pid, cycle, attempts, "a"), result_ttl=0,
+                    failure_ttl=3600, timeout=300,
+                )
+                for pid, cycle, attempts in jobs[start : start + chunk]
+            ]
+            with queue.connection.pipeline() as pipe:
+                queue.enqueue_many(datas, pipeline=pipe)
+                pipe.execute()
+            done += len(datas)
+    except redis.RedisError:
+        log.warning("could not enqueue %d bulk deliveries; the sweep will", len(jobs) - done, exc_info=True)
+    return done
+
+
 def discard_delivery_jobs(claimed: list[tuple]) -> int:
     """Take off the delivery queue the waiting jobs of proposals another job claimed
     (a batch claim, DLV-1): each would only find its proposal claimed.

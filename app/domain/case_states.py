@@ -1,5 +1,6 @@
 """The state machines of the case objects: report, appeal, appeal decision, appeal
-correction, approval task, workflow run and step run (SPEC §2, §4; CORR, WAIT).
+correction, approval task, workflow run, step run and bulk batch (SPEC §2, §4; CORR,
+WAIT, BULK).
 
 Each is a `Machine`: an enum of its states and a table of named moves, each from a
 set of states to one state, as `app.domain.states` is for the proposal. Services
@@ -257,7 +258,48 @@ STEP = Machine(
     },
 )
 
-MACHINES = (REPORT, APPEAL, APPEAL_DECISION, CORRECTION, TASK, RUN, STEP)
+
+# -- bulk batch (BULK-2..8) ---------------------------------------------------------
+class BatchState(StrEnum):
+    DRY_RUN = "dry_run"  # a frozen selection with its counts; nothing proposed yet
+    SUBMITTED = "submitted"  # one proposal per item, awaiting one approval of the batch
+    RUNNING = "running"  # approved: its items are delivered by the ordinary engine
+    PAUSED = "paused"  # approved, its waiting items held until resumed
+    COMPLETED = "completed"  # every item resolved
+    CANCELLED = "cancelled"  # stopped: every item applied, cancelled before sending, or failed
+    REJECTED = "rejected"  # a reviewer refused the batch
+    EXPIRED = "expired"  # the dry run or the submitted batch was not acted on in time
+
+
+class BatchMove(StrEnum):
+    SUBMIT = "submit"
+    APPROVE = "approve"
+    REJECT = "reject"
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    COMPLETE = "complete"
+    EXPIRE = "expire"
+
+
+B = BatchState
+BATCH = Machine(
+    "bulk_batch",
+    BatchState,
+    BatchMove,
+    {
+        BatchMove.SUBMIT: (frozenset({B.DRY_RUN}), B.SUBMITTED),
+        BatchMove.APPROVE: (frozenset({B.SUBMITTED}), B.RUNNING),
+        BatchMove.REJECT: (frozenset({B.SUBMITTED}), B.REJECTED),
+        BatchMove.PAUSE: (frozenset({B.RUNNING}), B.PAUSED),
+        BatchMove.RESUME: (frozenset({B.PAUSED}), B.RUNNING),
+        BatchMove.CANCEL: (frozenset({B.RUNNING, B.PAUSED}), B.CANCELLED),
+        BatchMove.COMPLETE: (frozenset({B.RUNNING}), B.COMPLETED),
+        BatchMove.EXPIRE: (frozenset({B.DRY_RUN, B.SUBMITTED}), B.EXPIRED),
+    },
+)
+
+MACHINES = (REPORT, APPEAL, APPEAL_DECISION, CORRECTION, TASK, RUN, STEP, BATCH)
 
 
 _BY_MOVES = {machine.moves: machine for machine in MACHINES}

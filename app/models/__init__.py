@@ -3,6 +3,7 @@
 from .attempts import ConnectionAttempt
 from .audit import AuditEvent
 from .base import Base, CanonicalJSON, insert_ignore, new_id
+from .bulk import BulkBatch, BulkCap, BulkItem
 from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .changes import ConfigChange
@@ -10,10 +11,17 @@ from .components import ComponentDefinition, ComponentVersion, Connection, Conne
 from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
 from .labels import CodeLabel
-from .moves import move_by_id, move_row, take_run
+from .moves import move_by_id, move_many, move_row, take_run
 from .operations import SweepRun
 from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
-from .proposals import ActionApproval, ActionProposal, ActionReceiptRecord, move_loaded, move_proposal
+from .proposals import (
+    ActionApproval,
+    ActionProposal,
+    ActionReceiptRecord,
+    move_batch_items,
+    move_loaded,
+    move_proposal,
+)
 from .tenancy import Installation, OperatorInvitation, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
@@ -28,6 +36,9 @@ __all__ = [
     "Base",
     "Budget",
     "BudgetReservation",
+    "BulkBatch",
+    "BulkCap",
+    "BulkItem",
     "CanonicalJSON",
     "CodeLabel",
     "ComponentDefinition",
@@ -57,7 +68,9 @@ __all__ = [
     "WorkflowRun",
     "WorkflowVersion",
     "insert_ignore",
+    "move_batch_items",
     "move_by_id",
+    "move_many",
     "move_loaded",
     "move_proposal",
     "move_row",

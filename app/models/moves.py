@@ -20,6 +20,7 @@ from sqlalchemy.orm.util import identity_key
 from app.domain.case_states import (
     APPEAL,
     APPEAL_DECISION,
+    BATCH,
     CORRECTION,
     REPORT,
     RUN,
@@ -32,6 +33,7 @@ from app.domain.case_states import (
 from app.domain.clock import utcnow
 
 from . import statements
+from .bulk import BulkBatch
 from .cases import Appeal, AppealCorrection, AppealDecision, Report
 from .workflows import HumanTask, StepRun, WorkflowRun
 
@@ -44,6 +46,7 @@ STATE_COLUMNS: dict[type, tuple[Machine, str]] = {
     HumanTask: (TASK, "state"),
     WorkflowRun: (RUN, "state"),
     StepRun: (STEP, "state"),
+    BulkBatch: (BATCH, "state"),
 }
 
 
@@ -87,6 +90,31 @@ def move_by_id(
         .execution_options(synchronize_session=False)
     )
     return session.execute(statement).rowcount == 1
+
+
+def move_many(session: Session, model: type, row_ids: list[str], move: StrEnum, *, values: dict | None = None) -> set[str]:
+    """`move_by_id` of many rows at once (a bulk batch's reports, BULK-9): one
+    conditional UPDATE per 500 ids, RETURNING the ids that moved.
+
+    Returns:
+        The ids that moved; the others were in none of the move's from-states.
+    """
+    machine, column = _machine(model, move)
+    if column in (values or {}):
+        raise TypeError(f"{move!r} writes {column} from its table; values may not name it")
+    states = [state.value for state in machine.sources(move)]
+    written = {column: machine.target(move).value, "updated_at": utcnow(), **(values or {})}
+    moved: set[str] = set()
+    for start in range(0, len(row_ids), 500):
+        statement = (
+            update(model)
+            .where(model.id.in_(row_ids[start : start + 500]), getattr(model, column).in_(states))
+            .values({getattr(model, name): value for name, value in written.items()})
+            .returning(model.id)
+            .execution_options(synchronize_session=False)
+        )
+        moved.update(session.scalars(statement))
+    return moved
 
 
 def move_row(session: Session, row: Any, move: StrEnum, *, where: tuple = (), values: dict | None = None) -> bool:

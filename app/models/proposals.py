@@ -62,6 +62,10 @@ class ActionProposal(Base):
         # delivery sweep: due deliveries and expired leases (DLV-1, EVT-3)
         Index("ix_action_proposals_due", "delivery_terminal", "state", "next_attempt_at"),
         Index("ix_action_proposals_lease", "state", "lease_expires_at"),
+        # a bulk batch's ledger: its items counted by state (BULK-6)
+        Index("ix_action_proposals_bulk", "bulk_batch_id", "state"),
+        # "an action of this code on this subject" (BULK-2: already applied, under way)
+        Index("ix_action_proposals_subject", "installation_id", "target_reference", "action_code"),
         # a batch claim's companions (DLV-1): the waiting proposals of one component
         # version, oldest due first, read in order so LIMIT stops the scan (without it
         # every batch sorted all due rows). Partial: a row leaves it once claimed.
@@ -84,6 +88,7 @@ class ActionProposal(Base):
     decision_id: Mapped[str | None] = mapped_column(ForeignKey("decisions.id"), nullable=True)
     action_code: Mapped[str] = mapped_column(String(200))
     target: Mapped[dict[str, Any]] = json_column("target_json")
+    target_reference: Mapped[str | None] = mapped_column(String(500), nullable=True)  # target's reference
     payload: Mapped[dict[str, Any]] = json_column("payload_json")
     preconditions: Mapped[dict[str, Any]] = json_column("preconditions_json")
     payload_digest: Mapped[str] = mapped_column(String(100))
@@ -108,6 +113,8 @@ class ActionProposal(Base):
     reverses_proposal_id: Mapped[str | None] = mapped_column(
         ForeignKey("action_proposals.id"), nullable=True, index=True
     )
+    # BULK-3: the batch whose one approval authorizes it (its ledger counts it, BULK-6)
+    bulk_batch_id: Mapped[str | None] = mapped_column(ForeignKey("bulk_batches.id"), nullable=True)
     created_by_type: Mapped[str] = mapped_column(String(30))  # system, operator
     created_by_id: Mapped[str] = mapped_column(String(200))
     delivery_attempt_count: Mapped[int] = mapped_column(default=0)
@@ -159,6 +166,33 @@ class ActionProposal(Base):
     @property
     def is_reversal(self) -> bool:
         return self.reverses_proposal_id is not None
+
+
+def move_batch_items(
+    session: Session, batch_id: str, move: Move, *, ids: list[str] | None = None, values: dict[str, Any] | None = None
+) -> int:
+    """Apply a move to a bulk batch's items at once (BULK-3, BULK-4, BULK-7): one
+    conditional UPDATE (per 500 ids when `ids` names some), guarded on the move's
+    from-states as `move_proposal` is.
+
+    Args:
+        batch_id: the batch (`ActionProposal.bulk_batch_id`).
+        ids: only these proposals of the batch; None for all in the from-states.
+        values: other columns to set.
+
+    Returns:
+        How many moved.
+    """
+    table = ActionProposal
+    written = {"state": target(move).value, "updated_at": utcnow(), **(values or {})}
+    guard = (table.bulk_batch_id == batch_id, table.state.in_([s.value for s in sources(move)]))
+    chunks = [None] if ids is None else [ids[i : i + 500] for i in range(0, len(ids), 500)]
+    moved = 0
+    for chunk in chunks:
+        where = guard if chunk is None else (*guard, table.id.in_(chunk))
+        statement = update(table).where(*where).values(**written).execution_options(synchronize_session=False)
+        moved += session.execute(statement).rowcount
+    return moved
 
 
 def move_proposal(

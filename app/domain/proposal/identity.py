@@ -206,6 +206,7 @@ class NewProposal:
     reverses_proposal_id: str | None = None  # TEMP-2: the temporary action a reversal ends
     task_id: str | None = None  # its approval task, when a person must approve
     delivery: dict[str, Any] | None = None  # FOUR-5: where it goes, how its answer is read
+    bulk_batch_id: str | None = None  # BULK-3: the batch whose one approval authorizes it
     audit_details: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -70,12 +70,18 @@ def write_event(
 def emit_delivery_resolution(uow: UnitOfWork, proposal: ActionProposal) -> None:
     """Tell the run that a delivery resolved: applied or terminal (DLV-7, EVT-1).
 
-    Appeal corrections reconcile their appeal decision instead (CORR-4).
+    Appeal corrections reconcile their appeal decision instead (CORR-4); a bulk
+    item tells its batch (BULK-6).
     """
     if proposal.appeal_id:
         from app.services.lifecycle.corrections import reconcile_appeal_completion
 
         reconcile_appeal_completion(uow, proposal.report_id)
+        return
+    if proposal.bulk_batch_id:  # its batch, not a run, waits for it (BULK-6)
+        from app.services.bulk.progress import item_resolved
+
+        item_resolved(uow, proposal)
         return
     write_event(
         uow,

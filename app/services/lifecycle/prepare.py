@@ -183,7 +183,7 @@ def prepare_action(
     # before FOUR-5 (its digest was made without it, ID-2)
     binds = existing is None or existing.delivery is not None
     ids = (identity.proposal_id(step_run_id), operation_id) if binds else None
-    plan = _temporary_plan(session, component, config, mapped, target, run.installation_id, ids, prepared_with)
+    plan = temporary_plan(session, component, config, mapped, target, run.installation_id, ids, prepared_with)
     report = session.get(Report, run.report_id)
     new = identity.workflow_proposal(
         run=run_facts(run),
@@ -208,7 +208,7 @@ def prepare_action(
     return _create(uow, new, queue_id=report.queue_id)
 
 
-def _temporary_plan(
+def temporary_plan(
     session, component, config: dict, mapped: dict, target: dict, installation_id: str, ids=None, prepared_with=()
 ):
     """The duration and reversal of a temporary action, as its digest covers them

@@ -101,17 +101,10 @@ def original_facts(original: ActionProposal) -> OriginalFacts:
     )
 
 
-def insert_proposal(session, new: NewProposal) -> ActionProposal:
-    """Insert a new proposal row from the domain's `NewProposal` (PREP-8, COMP-2, CORR-1).
-
-    Args:
-        session: the unit of work's session.
-        new: every column as plain values (the JSON columns store canonical JSON).
-
-    Returns:
-        The flushed row.
-    """
-    values: dict[str, Any] = dict(
+def proposal_values(new: NewProposal) -> dict[str, Any]:
+    """Every column of a new proposal row from the domain's `NewProposal`, by
+    attribute name (PREP-8, COMP-2, CORR-1, BULK-3)."""
+    return dict(
         id=new.id,
         installation_id=new.installation_id,
         report_id=new.report_id,
@@ -121,6 +114,7 @@ def insert_proposal(session, new: NewProposal) -> ActionProposal:
         decision_id=new.decision_id,
         action_code=new.action_code,
         target=new.target,
+        target_reference=target_reference(new.target),
         payload=new.payload,
         preconditions=new.preconditions,
         payload_digest=new.payload_digest,
@@ -141,10 +135,30 @@ def insert_proposal(session, new: NewProposal) -> ActionProposal:
         temporary=new.temporary,
         delivery=new.delivery,
         reverses_proposal_id=new.reverses_proposal_id,
+        bulk_batch_id=new.bulk_batch_id,
         created_at=new.created_at,
         updated_at=new.created_at,
     )
-    proposal = ActionProposal(**values)
+
+
+def target_reference(target: dict[str, Any]) -> str | None:
+    """The subject a target names (its ``reference``), kept in a column of its own so
+    "an action of this code on this subject" is an indexed question (BULK-2)."""
+    reference = target.get("reference") if isinstance(target, dict) else None
+    return reference[:500] if isinstance(reference, str) else None
+
+
+def insert_proposal(session, new: NewProposal) -> ActionProposal:
+    """Insert a new proposal row from the domain's `NewProposal` (PREP-8, COMP-2, CORR-1).
+
+    Args:
+        session: the unit of work's session.
+        new: every column as plain values (the JSON columns store canonical JSON).
+
+    Returns:
+        The flushed row.
+    """
+    proposal = ActionProposal(**proposal_values(new))
     session.add(proposal)
     session.flush()
     return proposal
