@@ -50,7 +50,8 @@ RECORD_REF = "com.atproto.repo.strongRef"
 ACCOUNT_REF = "com.atproto.admin.defs#repoRef"
 # XRPC error names a PDS gives for a subject it does not hold.
 NOT_FOUND_ERRORS = frozenset({"NotFound", "RecordNotFound", "RepoNotFound", "AccountNotFound"})
-PDS_REFERENCE = re.compile(r"^(takedown|reversal)\s+(account|record)$")
+PDS_ACCOUNT, PDS_RECORD = "account", "record"  # the two kinds of PDS subject (PdsOperation.subject_kind)
+PDS_REFERENCE = re.compile(rf"^(takedown|reversal)\s+({PDS_ACCOUNT}|{PDS_RECORD})$")
 DID = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]{1,2000}$")
 AT_URI = re.compile(r"^at://(did:[a-z]+:[A-Za-z0-9._:%-]+)/([A-Za-z0-9.-]{1,317})/([A-Za-z0-9._~:-]{1,512})$")
 CID = re.compile(r"^[A-Za-z0-9+/=_-]{8,200}$")
@@ -99,7 +100,7 @@ def pds_subject(operation: PdsOperation, target: Any) -> dict[str, str]:
     if not isinstance(reference, str):
         raise ActionError(SUBJECT_INVALID)
     uri = AT_URI.match(reference)
-    if operation.subject_kind == "account":
+    if operation.subject_kind == PDS_ACCOUNT:
         did = uri.group(1) if uri else reference
         if not DID.match(did):
             raise ActionError(SUBJECT_INVALID)

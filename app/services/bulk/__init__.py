@@ -1,1 +1,1 @@
-"""Bulk enforcement: one reviewed decision over many subjects (SPEC BULK)."""
+"""Bulk enforcement: selecting, dry-running, approving and delivering many subjects at once (SPEC BULK)."""
