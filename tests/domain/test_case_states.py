@@ -15,7 +15,7 @@ import pytest
 from app.domain import case_states as cs
 
 Rp, Ap, Cp, Co = cs.ReportState, cs.AppealState, cs.CompletionState, cs.CorrectionState
-Tk, Rn, St = cs.TaskState, cs.RunState, cs.StepState
+Tk, Rn, St, Bt = cs.TaskState, cs.RunState, cs.StepState, cs.BatchState
 
 # machine -> {move: (from-states, to-state)}
 DIAGRAMS = {
@@ -53,6 +53,16 @@ DIAGRAMS = {
         cs.StepMove.COMPLETE: (set(cs.StepState), St.COMPLETED),
         cs.StepMove.FAIL: (set(cs.StepState), St.FAILED),
     },
+    cs.BATCH: {
+        cs.BatchMove.SUBMIT: ({Bt.DRY_RUN}, Bt.SUBMITTED),  # one proposal per item
+        cs.BatchMove.APPROVE: ({Bt.SUBMITTED}, Bt.RUNNING),  # one approval by its digest
+        cs.BatchMove.REJECT: ({Bt.SUBMITTED}, Bt.REJECTED),
+        cs.BatchMove.PAUSE: ({Bt.RUNNING}, Bt.PAUSED),
+        cs.BatchMove.RESUME: ({Bt.PAUSED}, Bt.RUNNING),
+        cs.BatchMove.CANCEL: ({Bt.RUNNING, Bt.PAUSED}, Bt.CANCELLED),
+        cs.BatchMove.COMPLETE: ({Bt.RUNNING}, Bt.COMPLETED),  # every item resolved
+        cs.BatchMove.EXPIRE: ({Bt.DRY_RUN, Bt.SUBMITTED}, Bt.EXPIRED),  # not acted on in time
+    },
 }
 
 STATE_VALUES = {
@@ -63,6 +73,7 @@ STATE_VALUES = {
     cs.TASK: ["open", "claimed", "completed", "cancelled"],
     cs.RUN: ["pending", "running", "waiting", "completed", "failed", "terminated", "cancelled"],
     cs.STEP: ["running", "waiting", "completed", "failed"],
+    cs.BATCH: ["dry_run", "submitted", "running", "paused", "completed", "cancelled", "rejected", "expired"],
 }
 
 CASES = [
@@ -82,6 +93,7 @@ def test_every_machine_has_a_diagram():
         "human_task",
         "workflow_run",
         "step_run",
+        "bulk_batch",
     ]
 
 

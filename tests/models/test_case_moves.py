@@ -19,6 +19,7 @@ from app.models import (
     Appeal,
     AppealCorrection,
     AppealDecision,
+    BulkBatch,
     Decision,
     HumanTask,
     Report,
@@ -32,7 +33,7 @@ from app.models.moves import STATE_COLUMNS
 
 from ..builders import decide_report
 
-MODELS = [Report, Appeal, AppealDecision, AppealCorrection, HumanTask, WorkflowRun, StepRun]
+MODELS = [Report, Appeal, AppealDecision, AppealCorrection, HumanTask, WorkflowRun, StepRun, BulkBatch]
 
 
 def case_rows(world) -> dict[type, str]:
@@ -59,8 +60,21 @@ def case_rows(world) -> dict[type, str]:
         mode="automated",
     )
     db.session.add(correction)
+    batch = BulkBatch(
+        **common,
+        public_reference="B-CASEROWS",
+        selection={"source": "list", "text": "post:1"},
+        component_version_id=proposal.component_version_id,
+        action_code=proposal.action_code,
+        decision_code="remove_content",
+        maker_id=world.users["moderator"],
+        dry_run_digest="sha256:test",
+        expires_at=proposal.expires_at,
+    )
+    db.session.add(batch)
     db.session.commit()
     return {
+        BulkBatch: batch.id,
         Report: proposal.report_id,
         Appeal: appeal.id,
         AppealDecision: ad.id,
