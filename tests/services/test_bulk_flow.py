@@ -37,7 +37,7 @@ def test_bulk_3_one_approval_applies_every_item_once(app, team):
     result = approve_batch(make_operator(team.installation_id, "reviewer"), batch_id, digest)
     assert result == {"approved": 25, "skipped": 0}
     run_worker(app)
-    db.session.expire_all()
+    db.session.rollback()  # a fresh read: the worker committed in its own session
     batch = db.session.get(BulkBatch, batch_id)
     book = ledger(db.session, batch)
     assert book.adds_up and book["applied"] == 25, book

@@ -65,6 +65,7 @@ class Delivery:
     not_before: datetime | None = None  # TEMP-4: never sent before this time
     is_correction: bool = False
     is_compensation: bool = False
+    in_batch: bool = False  # BULK-3: approved or rejected with its bulk batch only
 
     @property
     def attempts_in_cycle(self) -> int:
@@ -492,8 +493,15 @@ def confirmation_timeout(d: Delivery, now: datetime) -> Change | None:
     return Change(Move.CONFIRMATION_TIMED_OUT, values, _as_read(d, "confirmation_deadline_at"))
 
 
+# An item of a bulk batch is approved by the batch's one approval, bound to the batch
+# digest, never alone (BULK-3).
+BATCH_DECIDES = "action_decided_with_its_batch"
+
+
 def decision_refusal(d: Delivery, payload_digest: str, now: datetime) -> str | None:
-    """Why a reviewer's decision cannot be recorded now (APPR-3), or None."""
+    """Why a reviewer's decision cannot be recorded now (APPR-3, BULK-3), or None."""
+    if d.in_batch:
+        return BATCH_DECIDES
     if d.state != S.APPROVAL_REQUIRED:
         return "action_not_awaiting_approval"
     if payload_digest != d.payload_digest:

@@ -68,9 +68,12 @@ class Offers:
 
 def decide_offer(d: Delivery, operator_id: str, roles: Iterable[str], facts: MakerFacts, now: datetime) -> Offer:
     """Approve/reject: shown while awaiting approval; open to a reviewer who is not a
-    maker, while the authorization lasts (APPR-3, APPR-4, FOUR-1)."""
+    maker, while the authorization lasts (APPR-3, APPR-4, FOUR-1); an item of a bulk
+    batch only with its batch (BULK-3)."""
     if not can(Move.APPROVE, d.state):
         return Offer.hidden()
+    if d.in_batch:
+        return Offer(True, False, "This action is approved or rejected with its bulk batch.")
     allowed = verdict(operator_id, roles, facts)
     if allowed and not awaits_decision(d, now):
         return Offer(True, False, "The authorization expired; the action can no longer be approved.")

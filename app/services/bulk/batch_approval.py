@@ -34,6 +34,7 @@ from app.models import (
 from app.queueing import enqueue_deliveries
 from app.services.bulk.actions import load_action
 from app.services.bulk.dry_runs import classify_subjects, operator_cap, resolve_selection
+from app.services.bulk.sources import SourceSubject
 from app.services.bulk.submission import load_batch
 from app.services.cases.snapshot import report_snapshots
 from app.services.uow import Actor, unit_of_work
@@ -66,41 +67,64 @@ def _check_pending(session, batch: BulkBatch, operator: OperatorUser, digest: st
         raise ApiError(403, "bulk_approval_refused", verdict.reason)
 
 
-def _drift(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
-    """The share the selection drifted, and the subjects it no longer acts on, each
-    with why (BULK-4). An undo's items are fixed when it is made (BULK-8)."""
+def drift_now(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
+    """How far the batch's selection drifted since its dry run, and the items it now
+    skips (BULK-4). Reads only.
+
+    The frozen subjects are classified again (applied, under way or protected since,
+    or refused by the action now) and their proposals' preconditions checked; the
+    selection is resolved again for subjects that would be new (a report that
+    arrived since). Drift = the subjects in one set and not the other, over the
+    frozen count. An undo's items are fixed when it is made (BULK-8): no drift.
+
+    Returns:
+        (share, proposal id -> why it is skipped).
+    """
     if batch.kind != "enforce":
         return 0.0, {}
     action = load_action(session, batch.installation_id, f"{batch.workflow_version_id}:{batch.node_id}", batch.decision_code)
-    frozen = set(session.scalars(select(BulkItem.subject_reference).where(
-        BulkItem.batch_id == batch.id, BulkItem.outcome == Outcome.WOULD_ACT.value)))
+    rows = session.execute(select(BulkItem.subject_reference, BulkItem.kind, BulkItem.report_ids, BulkItem.line).where(
+        BulkItem.batch_id == batch.id, BulkItem.outcome == Outcome.WOULD_ACT.value).order_by(BulkItem.position)).all()
+    frozen = [SourceSubject(r.subject_reference, r.kind, tuple(r.report_ids), r.line) for r in rows]
+    names = {"public_reference": batch.public_reference, "maker_id": batch.maker_id, "exclude_batch_id": batch.id}
+    changed = {c.subject.reference: c.detail for c in classify_subjects(
+        session, batch.installation_id, action, frozen, **names) if c.outcome != Outcome.WOULD_ACT}
+    skips = _skips(session, batch, changed)
+    acting = {s.reference for s in frozen} - set(changed) - _references(session, list(skips))
+    acting |= _new_subjects(session, batch, action, {s.reference for s in frozen}, names)
+    return drift_share((s.reference for s in frozen), acting), skips
+
+
+def _new_subjects(session, batch: BulkBatch, action, frozen: set[str], names: dict) -> set[str]:
+    """Subjects the selection names now that its dry run did not, and would act on."""
     try:
-        subjects = resolve_selection(session, batch.installation_id, batch.selection, max(batch.item_count, 1) * 2 + 1000)
+        resolved = resolve_selection(session, batch.installation_id, batch.selection, max(batch.item_count, 1) * 2 + 1000)
     except ApiError as error:
         if error.code == "bulk_selection_empty":
-            subjects = []
-        else:
-            raise ApiError(409, DRIFTED, f"The selection cannot be resolved again ({error.code}); start a new dry run.") from error
-    classified = classify_subjects(session, batch.installation_id, action, subjects,
-                                   public_reference=batch.public_reference, maker_id=batch.maker_id,
-                                   exclude_batch_id=batch.id)
-    acting = {c.subject.reference for c in classified if c.outcome == Outcome.WOULD_ACT}
-    reasons = {c.subject.reference: c.detail or "bulk_subject_not_selected" for c in classified
-               if c.subject.reference in frozen and c.outcome != Outcome.WOULD_ACT}
-    reasons.update({ref: "bulk_subject_not_selected" for ref in frozen - {c.subject.reference for c in classified}})
-    return drift_share(frozen, acting), reasons
+            return set()
+        raise ApiError(409, DRIFTED, f"The selection cannot be resolved again ({error.code}); start a new dry run.") from error
+    fresh = [s for s in resolved if s.reference not in frozen]
+    return {c.subject.reference for c in classify_subjects(session, batch.installation_id, action, fresh, **names)
+            if c.outcome == Outcome.WOULD_ACT}
 
 
-def _skips(session, batch: BulkBatch, dropped: dict[str, str]) -> dict[str, str]:
-    """Proposal id -> why it is skipped (BULK-4): no longer selected, or a
-    precondition that no longer holds (its PRE code)."""
+def _references(session, proposal_ids: list[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(proposal_ids), 500):
+        found.update(session.scalars(select(P.target_reference).where(P.id.in_(proposal_ids[start : start + 500]))))
+    return found
+
+
+def _skips(session, batch: BulkBatch, changed: dict[str, str]) -> dict[str, str]:
+    """Proposal id -> why it is skipped (BULK-4): its subject changed (applied, under
+    way or protected since), or a precondition no longer holds (its PRE code)."""
     rows = session.execute(select(P.id, P.report_id, P.preconditions, P.target_reference).where(
         P.bulk_batch_id == batch.id, P.state == "approval_required")).all()
     snapshots = report_snapshots(session, [row.report_id for row in rows])
     skips = {}
     for row in rows:
-        if row.target_reference in dropped:
-            skips[row.id] = dropped[row.target_reference]
+        if row.target_reference in changed:
+            skips[row.id] = changed[row.target_reference]
             continue
         try:
             snapshot = snapshots.get(row.report_id)
@@ -133,13 +157,12 @@ def approve_batch(operator: OperatorUser, batch_id: str, digest: str) -> dict[st
         _check_pending(session, batch, operator, digest)
         if batch.item_count > operator_cap(session, operator):
             raise ApiError(403, "bulk_selection_over_cap", "This batch is over your role's cap of items per batch.")
-        share, dropped = _drift(session, batch)
+        share, skips = drift_now(session, batch)
         limit = current_app.config["BULK_DRIFT_SHARE"]
         if drifted(share, limit):
             raise ApiError(409, DRIFTED, f"The selection changed by {share:.0%} since the dry run (more than {limit:.0%}); "
                                          "start a new dry run.")
         now = utcnow()
-        skips = _skips(session, batch, dropped)
         for code in sorted(set(skips.values())):
             ids = [pid for pid, c in skips.items() if c == code]
             move_batch_items(session, batch.id, Move.CANCEL_SCHEDULED, ids=ids, values={"last_error_code": code})

@@ -37,6 +37,7 @@ DECISION_REFUSALS = {
     "action_approval_digest_mismatch": "The payload digest does not match the immutable proposal. "
     "Reload it and review again.",
     "action_approval_changed": "The proposal changed or its authorization expired. Refresh it before deciding.",
+    "action_decided_with_its_batch": "This action is an item of a bulk batch: approve or reject the batch.",
 }
 
 

@@ -85,9 +85,12 @@ def _filtered(installation_id: str, filters: ProposalFilters, operator: Operator
     if filters.queue_id:
         query = query.where(P.report_id.in_(select(Report.id).where(Report.queue_id == filters.queue_id)))
     if filters.needs_my_approval:
-        # what `offers.decide_offer` opens: still decidable (APPR-3), and never a
-        # proposal the viewer made (FOUR-1: the domain's makers, as SQL)
-        query = query.where(predicates.awaits_decision(utcnow()), ~is_a_maker(operator.id))
+        # what `offers.decide_offer` opens: still decidable (APPR-3), never a
+        # proposal the viewer made (FOUR-1: the domain's makers, as SQL), and not an
+        # item of a bulk batch, which is decided with its batch (BULK-3)
+        query = query.where(
+            predicates.awaits_decision(utcnow()), ~is_a_maker(operator.id), P.bulk_batch_id.is_(None)
+        )
     return query
 
 
