@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from app.extensions import db
-from app.models import ActionProposal, BulkBatch, BulkItem
+from app.models import ActionProposal, BulkBatch
 from app.services.bulk.actions import bulk_actions
 from app.services.bulk.batch_approval import approve_batch
 from app.services.bulk.dry_runs import start_dry_run
