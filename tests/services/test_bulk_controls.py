@@ -23,7 +23,7 @@ from app.services.bulk.progress import ledger
 from app.services.bulk.submission import submit_batch
 from app.services.lifecycle.dispatch import deliver
 from app.services.lifecycle.dispatch.claim import take_lease
-from app.services.lifecycle.sweeps import complete_idle_batches, expire_bulk_batches
+from app.services.lifecycle.sweeps import complete_idle_batches, emit_missing_resolutions, expire_bulk_batches
 from tests import scripted as s
 from tests.builders import make_operator, make_team, run_worker, set_row
 
@@ -315,3 +315,13 @@ def test_bulk_6_metrics_count_items_by_bucket_and_batches_by_state(app, team):
     assert 'console_bulk_batches{state="paused"} 1.0' in text
     assert 'console_bulk_batches{state="dry_run"} 1.0' in text
     assert "console_bulk_batches_in_progress 1.0" in text
+
+
+def test_bulk_6_the_resolution_sweep_leaves_applied_items_to_their_batch(app, team):
+    """BULK-6, EVT-3: a bulk item's resolution goes to its batch, never to a run event,
+    so the sweep that emits missing run events must not take applied items as
+    missing (it took them every time, up to 500, ahead of the runs' own)."""
+    batch_id = _running(team, 3)
+    run_worker(app)
+    assert _book(batch_id)["applied"] == 3
+    assert emit_missing_resolutions() == 0

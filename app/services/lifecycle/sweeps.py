@@ -143,13 +143,14 @@ def _resolution_id_sql():
 
 
 def emit_missing_resolutions() -> int:
-    """Emit resolution events that a crashed worker did not write (EVT-3)."""
+    """Emit resolution events that a crashed worker did not write (EVT-3). A bulk
+    item's resolution tells its batch, not a run (`complete_idle_batches`)."""
     from app.extensions import db
 
     resolved = predicates.resolved()
     written = exists().where(WorkflowEventInbox.id == _resolution_id_sql())
     ids = db.session.scalars(
-        select(P.id).where(P.appeal_id.is_(None), resolved, ~written).order_by(P.updated_at, P.id).limit(BATCH)
+        select(P.id).where(P.appeal_id.is_(None), P.bulk_batch_id.is_(None), resolved, ~written).order_by(P.updated_at, P.id).limit(BATCH)
     ).all()
     db.session.rollback()
     for proposal_id in ids:
