@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from app.domain.bulk.batch import checked_reason
 from app.domain.case_states import BatchMove, BatchState
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
@@ -50,6 +51,15 @@ def _check_control(operator: OperatorUser) -> None:
                                                     "reviewer or admin role.")
 
 
+def _moved(session, operator: OperatorUser, batch_id: str, move: BatchMove, code: str, which: str) -> BulkBatch:
+    """Load the operator's batch and make its guarded `move`, or refuse with 409 `code`
+    (only `which` may take it)."""
+    batch = load_batch(session, operator, batch_id)
+    if not move_row(session, batch, move):
+        raise ApiError(409, code, f"This bulk action is {batch.state}; only {which} can be {move.value}d.")
+    return batch
+
+
 def pause_batch(operator: OperatorUser, batch_id: str) -> int:
     """Pause a running batch (BULK-7): its waiting items are held in their state
     (queued, or failed waiting to be retried) with no due time and
@@ -69,10 +79,7 @@ def pause_batch(operator: OperatorUser, batch_id: str) -> int:
     _check_control(operator)
     with unit_of_work() as uow:
         session = uow.session
-        batch = load_batch(session, operator, batch_id)
-        if not move_row(session, batch, BatchMove.PAUSE):
-            raise ApiError(409, "bulk_batch_not_running", f"This bulk action is {batch.state}; only a running one "
-                                                          "can be paused.")
+        batch = _moved(session, operator, batch_id, BatchMove.PAUSE, "bulk_batch_not_running", "a running one")
         held = sum(move_batch_items(session, batch.id, move, where=(state, *_waiting_unaccepted()),
                                     values={"next_attempt_at": None, "last_error_code": BULK_PAUSED})
                    for move, state in HOLDS.items())
@@ -97,10 +104,7 @@ def resume_batch(operator: OperatorUser, batch_id: str) -> int:
     _check_control(operator)
     with unit_of_work() as uow:
         session = uow.session
-        batch = load_batch(session, operator, batch_id)
-        if not move_row(session, batch, BatchMove.RESUME):
-            raise ApiError(409, "bulk_batch_not_paused", f"This bulk action is {batch.state}; only a paused one "
-                                                         "can be resumed.")
+        batch = _moved(session, operator, batch_id, BatchMove.RESUME, "bulk_batch_not_paused", "a paused one")
         held = (P.next_attempt_at.is_(None), P.last_error_code == BULK_PAUSED, *_waiting_unaccepted())
         rows = session.execute(select(P.id, P.delivery_cycle, P.delivery_attempt_count)
                                .where(P.bulk_batch_id == batch.id, *held)).all()
@@ -133,9 +137,7 @@ def cancel_batch(operator: OperatorUser, batch_id: str, reason: str) -> dict[str
             403 ``bulk_cancel_refused`` (role, or the batch's maker);
             409 ``bulk_batch_not_cancellable``. Nothing is written then.
     """
-    reason = reason.strip() if isinstance(reason, str) else ""
-    if not 3 <= len(reason) <= 5000:
-        raise ApiError(400, "bulk_reason_invalid", "Say why the batch is cancelled (3 to 5,000 characters).", "reason")
+    reason = checked_reason(reason, "cancelled")
     with unit_of_work() as uow:
         session = uow.session
         batch = load_batch(session, operator, batch_id)
