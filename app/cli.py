@@ -228,6 +228,36 @@ def register_cli(app: Flask) -> None:
         ):
             click.echo(f"  #{e.seq} {e.created_at:%Y-%m-%d %H:%M:%S} {e.action} by {e.actor_type}:{e.actor_id}")
 
+    @app.cli.command("bulk-status")
+    @click.argument("batch_id")
+    def bulk_status(batch_id: str) -> None:
+        """Show a bulk batch (reference, state, action, maker, approver, digest) and its
+        ledger: each bucket, the total and whether it adds up (BULK-6, BULK-9)."""
+        from .domain.bulk.batch import LEDGER
+        from .extensions import db
+        from .models import BulkBatch, OperatorUser
+        from .services.bulk.progress import ledger
+
+        batch = db.session.get(BulkBatch, batch_id)
+        if batch is None:
+            click.echo(f"bulk_batch_not_found: no bulk batch {batch_id!r}", err=True)
+            sys.exit(1)
+
+        def who(operator_id: str | None) -> str:
+            operator = db.session.get(OperatorUser, operator_id) if operator_id else None
+            return f"{operator.display_name} <{operator.email}>" if operator else "-"
+
+        click.echo(f"{batch.public_reference} {batch.id}\n  state {batch.state} ({batch.kind})")
+        click.echo(f"  action {batch.action_code} decision {batch.decision_code}")
+        click.echo(f"  maker {who(batch.maker_id)}\n  approver {who(batch.approved_by)}")
+        click.echo(f"  digest {batch.batch_digest or '-'}\n  dry run digest {batch.dry_run_digest}")
+        book = ledger(db.session, batch)
+        click.echo("ledger:")
+        for name in LEDGER:
+            click.echo(f"  {name.value:<12} {book[name]}")
+        counted = sum(book[name] for name in LEDGER)
+        click.echo(f"  {'total':<12} {book.total}  ({'adds up' if book.adds_up else f'DOES NOT ADD UP: {counted} counted'})")
+
     @app.cli.command("sweep")
     def sweep() -> None:
         """Run the periodic sweeps once, now."""

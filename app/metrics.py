@@ -100,6 +100,7 @@ class DatabaseCollector:
             value=overdue_reversal_count(self.now),
         )
         yield from _connection_gauges(db.session)
+        yield from _bulk_gauges(db.session)
         db.session.rollback()
 
 
@@ -135,6 +136,43 @@ def _connection_gauges(session):
     yield GaugeMetricFamily(
         "console_connections_disabled", "Connections whose endpoint is disabled.", value=sum(1 for r in rows if r[3])
     )
+
+
+def _bulk_gauges(session):
+    """Bulk batches by state, those in progress (running or paused), and the items of
+    unfinished batches (submitted, running, paused) by ledger bucket (BULK-6, BULK-9):
+    two grouped queries, every installation."""
+    from sqlalchemy import func, select
+
+    from app.domain.bulk.batch import LEDGER, ledger_of
+    from app.domain.case_states import BatchState
+    from app.models import BulkBatch, BulkItem
+    from app.services.bulk.progress import ledger_rows
+
+    batches = GaugeMetricFamily("console_bulk_batches", "Bulk batches by state (BULK-7).", labels=["state"])
+    by_state = dict(session.execute(select(BulkBatch.state, func.count()).group_by(BulkBatch.state)).all())
+    for state in BatchState:
+        batches.add_metric([state.value], by_state.get(state.value, 0))
+    yield batches
+    yield GaugeMetricFamily(
+        "console_bulk_batches_in_progress",
+        "Bulk batches running or paused.",
+        value=by_state.get(BatchState.RUNNING.value, 0) + by_state.get(BatchState.PAUSED.value, 0),
+    )
+    unfinished = [BatchState.SUBMITTED.value, BatchState.RUNNING.value, BatchState.PAUSED.value]
+    rows = session.execute(
+        ledger_rows(BulkItem.batch_id.in_(select(BulkBatch.id).where(BulkBatch.state.in_(unfinished))))
+    ).all()
+    book = ledger_of(rows, 0)
+    items = GaugeMetricFamily(
+        "console_bulk_items",
+        "Items of unfinished bulk batches by ledger bucket (not_started, in_flight, applied, failed, skipped, "
+        "cancelled; BULK-6).",
+        labels=["bucket"],
+    )
+    for name in LEDGER:
+        items.add_metric([name.value], book[name])
+    yield items
 
 
 def _dead_letters() -> GaugeMetricFamily:

@@ -123,6 +123,7 @@ NOT_CONFIGURATION_WRITES: dict[str, str] = {
     "cli:audit-rekey": "Seals unkeyed audit rows under the chain key; changes no configuration.",
     "cli:proposal-history": "Reads one proposal's history.",
     "cli:config-changes": "Lists the pending changes.",
+    "cli:bulk-status": "Reads one bulk batch and its ledger.",
 }
 
 

@@ -42,6 +42,7 @@ class Move(StrEnum):
     CANCEL_SCHEDULED = "cancel_scheduled"
     HOLD_QUEUED = "hold_queued"
     HOLD_FAILED = "hold_failed"
+    BULK_CANCEL_SENT = "bulk_cancel_sent"
 
 
 S = ProposalState
@@ -78,6 +79,10 @@ TRANSITIONS: dict[Move, tuple[frozenset[ProposalState], ProposalState]] = {
     # its state (queued, or failed waiting to retry) and is due at the end of the wait
     Move.HOLD_QUEUED: (frozenset({S.QUEUED}), S.QUEUED),
     Move.HOLD_FAILED: (frozenset({S.FAILED}), S.FAILED),
+    # BULK-7: a cancelled batch's item that was sent before and waits to be sent
+    # again (or was claimed for that) fails for good, never sent again; one never
+    # sent is cancelled (`CANCEL_SCHEDULED`)
+    Move.BULK_CANCEL_SENT: (frozenset({S.QUEUED, S.APPLYING, S.FAILED}), S.FAILED),
 }
 
 

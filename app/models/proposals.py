@@ -169,7 +169,13 @@ class ActionProposal(Base):
 
 
 def move_batch_items(
-    session: Session, batch_id: str, move: Move, *, ids: list[str] | None = None, values: dict[str, Any] | None = None
+    session: Session,
+    batch_id: str,
+    move: Move,
+    *,
+    ids: list[str] | None = None,
+    values: dict[str, Any] | None = None,
+    where: tuple = (),
 ) -> int:
     """Apply a move to a bulk batch's items at once (BULK-3, BULK-4, BULK-7): one
     conditional UPDATE (per 500 ids when `ids` names some), guarded on the move's
@@ -179,13 +185,15 @@ def move_batch_items(
         batch_id: the batch (`ActionProposal.bulk_batch_id`).
         ids: only these proposals of the batch; None for all in the from-states.
         values: other columns to set.
+        where: extra SQLAlchemy conditions every moved row must also meet (a
+            pause holds only waiting items, a cancel fails only items sent before).
 
     Returns:
         How many moved.
     """
     table = ActionProposal
     written = {"state": target(move).value, "updated_at": utcnow(), **(values or {})}
-    guard = (table.bulk_batch_id == batch_id, table.state.in_([s.value for s in sources(move)]))
+    guard = (table.bulk_batch_id == batch_id, table.state.in_([s.value for s in sources(move)]), *where)
     chunks = [None] if ids is None else [ids[i : i + 500] for i in range(0, len(ids), 500)]
     moved = 0
     for chunk in chunks:

@@ -644,3 +644,27 @@ def test_conn2_a_rate_limited_failure_waits_no_longer_than_the_pause():
     uncapped = D.failure(d, LEASE, code="x", retryable=True, delay_seconds=15, now=NOW, max_delay_seconds=600)
     assert uncapped.delay_seconds == 60
     assert "delivery_attempt_count" not in uncapped.values  # sent: the attempt counts
+
+
+@pytest.mark.parametrize(
+    "cancelled, attempt, move, state, terminal, code",
+    [
+        (False, 3, Move.DELIVERY_DEFERRED, S.QUEUED, False, "bulk_batch_paused"),
+        (True, 3, Move.BULK_CANCEL_SENT, S.FAILED, True, "bulk_batch_cancelled"),
+        (True, 1, Move.DELIVERY_DEFERRED, S.QUEUED, False, "bulk_batch_cancelled"),
+    ],
+    ids=["paused-held", "cancelled-sent-before", "cancelled-never-sent"],
+)
+def test_bulk_7_a_claimed_item_of_a_stopped_batch_is_released_unsent(cancelled, attempt, move, state, terminal, code):
+    """BULK-7: a claimed bulk item whose batch is paused is held (queued, no due time);
+    cancelled, it fails for good when sent before, else waits to be cancelled; its
+    attempt is given back in every case; the write is guarded by the lease."""
+    lease = D.Lease(attempt, 1, NOW + timedelta(seconds=150))
+    d = proposal(state=S.APPLYING, delivery_attempt_count=attempt, lease_expires_at=lease.expires_at)
+    change = D.bulk_stopped(d, lease, cancelled=cancelled)
+    assert change.move == move and change.terminal is terminal
+    assert change.values["delivery_attempt_count"] == attempt - 1
+    assert change.values["next_attempt_at"] is None and change.values["last_error_code"] == code
+    written = D.write(d, change)
+    assert written.state == state and written.lease_expires_at is None
+    assert D.write(replace(d, lease_expires_at=NOW), change) is None  # another lease: nothing written

@@ -42,6 +42,8 @@ DIAGRAM = {
     # CONN-1..3: held back by its connection before the claim, it keeps its state
     Move.HOLD_QUEUED: ({S.QUEUED}, S.QUEUED),
     Move.HOLD_FAILED: ({S.FAILED}, S.FAILED),
+    # BULK-7: a cancelled batch's item sent before (waiting again, or claimed for it) fails for good
+    Move.BULK_CANCEL_SENT: ({S.QUEUED, S.APPLYING, S.FAILED}, S.FAILED),
 }
 PAIRS = list(itertools.product(Move, S))
 

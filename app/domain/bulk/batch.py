@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from app.domain.digests import canonical_json, sha256_digest
+from app.domain.errors import ApiError
 from app.domain.maker_checker import Verdict, approver_verdict
 from app.domain.states import EFFECTIVE_STATES, ProposalState, is_terminal
 
@@ -118,6 +119,22 @@ def approval_verdict(approver_id: str, roles: Iterable[str], makers: Iterable[st
     if not verdict and approver_id in set(makers):
         return Verdict(False, "You started this bulk action or made a decision in it; a second reviewer must check it.")
     return verdict
+
+
+def checked_reason(reason: object, verb: str) -> str:
+    """The reason given for ending a batch (BULK-3 reject, BULK-7 cancel), stripped.
+
+    Args:
+        reason: what the operator typed (any value: a form may send none).
+        verb: what happens to the batch ("rejected", "cancelled"), for the message.
+
+    Raises:
+        ApiError: 400 ``bulk_reason_invalid`` unless 3 to 5,000 characters.
+    """
+    text = reason.strip() if isinstance(reason, str) else ""
+    if not 3 <= len(text) <= 5000:
+        raise ApiError(400, "bulk_reason_invalid", f"Say why the batch is {verb} (3 to 5,000 characters).", "reason")
+    return text
 
 
 class Bucket(StrEnum):

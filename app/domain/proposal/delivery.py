@@ -396,6 +396,43 @@ def hold(d: Delivery, now: datetime, *, code: str, until: datetime) -> Change | 
     return Change(move, values, expect, (until - now).total_seconds())
 
 
+BULK_PAUSED = "bulk_batch_paused"
+BULK_CANCELLED = "bulk_batch_cancelled"
+
+
+def bulk_stopped(d: Delivery, lease: Lease, *, cancelled: bool) -> Change:
+    """A claimed item of a bulk batch that was paused or cancelled meanwhile, released
+    before any request leaves (BULK-7): its attempt is given back and it is never
+    due on its own (``next_attempt_at`` cleared).
+
+    Paused: ``queued`` again, held with ``bulk_batch_paused`` until the batch
+    resumes. Cancelled: sent before (an attempt before this one) → failed for good
+    (`Move.BULK_CANCEL_SENT`, ``bulk_batch_cancelled``); never sent → ``queued``
+    with ``bulk_batch_cancelled``, which the caller then cancels
+    (`Move.CANCEL_SCHEDULED`), so it ends cancelled before sending.
+
+    Args:
+        lease: the attempt the worker holds; the write is guarded by it.
+        cancelled: the batch was cancelled (else paused).
+    """
+    given_back = lease.attempt_number - 1
+    sent_before = cancelled and given_back > 0
+    values: dict[str, Any] = {
+        "delivery_terminal": sent_before,
+        "next_attempt_at": None,
+        "lease_expires_at": None,
+        "last_error_code": BULK_CANCELLED if cancelled else BULK_PAUSED,
+        "delivery_attempt_count": given_back,
+    }
+    expect = {
+        "delivery_terminal": False,
+        "delivery_attempt_count": lease.attempt_number,
+        "delivery_cycle": lease.delivery_cycle,
+        "lease_expires_at": lease.expires_at,
+    }
+    return Change(Move.BULK_CANCEL_SENT if sent_before else Move.DELIVERY_DEFERRED, values, expect)
+
+
 RECEIPT_MOVES = {"accepted": Move.RECEIPT_ACCEPTED, "applied": Move.RECEIPT_APPLIED, "failed": Move.RECEIPT_FAILED}
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from flask import current_app
 from sqlalchemy import insert, select, update
 
-from app.domain.bulk.batch import DRIFTED, Outcome, approval_verdict, drift_share, drifted
+from app.domain.bulk.batch import DRIFTED, Outcome, approval_verdict, checked_reason, drift_share, drifted
 from app.domain.case_states import BatchMove
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
@@ -201,9 +201,7 @@ def reject_batch(operator: OperatorUser, batch_id: str, digest: str, reason: str
     Raises:
         ApiError: as `approve_batch`; 400 ``bulk_reason_invalid`` without a reason.
     """
-    reason = reason.strip() if isinstance(reason, str) else ""
-    if not 3 <= len(reason) <= 5000:
-        raise ApiError(400, "bulk_reason_invalid", "Say why the batch is rejected (3 to 5,000 characters).", "reason")
+    reason = checked_reason(reason, "rejected")
     with unit_of_work() as uow:
         session = uow.session
         batch = load_batch(session, operator, batch_id)

@@ -21,8 +21,15 @@ def ledger(session, batch: BulkBatch) -> Ledger:
     proposals; an item skipped at submission has no proposal."""
     if batch.state in (BatchState.DRY_RUN, BatchState.EXPIRED) and batch.batch_digest is None:
         return Ledger({}, 0)
+    return ledger_of(session.execute(ledger_rows(BulkItem.batch_id == batch.id)).all(), batch.item_count)
+
+
+def ledger_rows(*where):
+    """The grouped SELECT a ledger is read from (BULK-6): (state, terminal, sent 0/1,
+    skip code, count) over the acting items `where` selects (of one batch, or of
+    every unfinished batch for the metrics); `ledger_of` buckets them."""
     sent = case((P.delivery_attempt_count > 0, 1), else_=0)
-    rows = session.execute(
+    return (
         select(
             func.coalesce(P.state, literal("cancelled")),
             func.coalesce(P.delivery_terminal, literal(True)),
@@ -32,11 +39,9 @@ def ledger(session, batch: BulkBatch) -> Ledger:
         )
         .select_from(BulkItem)
         .outerjoin(P, P.id == BulkItem.proposal_id)
-        .where(BulkItem.batch_id == batch.id, BulkItem.outcome == "would_act")
+        .where(BulkItem.outcome == "would_act", *where)
         .group_by(P.state, P.delivery_terminal, sent, BulkItem.skip_code)
-    ).all()
-    return ledger_of(((state, bool(terminal), attempts, skip, count) for state, terminal, attempts, skip, count in rows),
-                     batch.item_count)
+    )
 
 
 def has_open_items(session, batch_id: str) -> bool:

@@ -35,6 +35,7 @@ from app.models import ActionProposal, ConnectionAttempt, move_loaded, new_id, s
 from app.services.lifecycle import breaker
 from app.services.lifecycle import budget_reservations
 from app.services.lifecycle.proposals import delivery_of
+from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.receipt_intake import AttemptGuard, after_result, save_receipt
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
@@ -281,6 +282,8 @@ def fail(
     gives its attempt back."""
     deferred = isinstance(error, budget_reservations.BudgetExhausted | breaker.ConnectionHeld | BatchReleased)
     proposal = loaded or _read(uow, proposal_id)
+    if isinstance(error, BulkStopped):  # BULK-7: nothing was sent; held, or ended with its batch
+        return _bulk_stopped(uow, proposal, error, Lease(attempt_number, cycle, lease), reservations)
     change = delivery_rules.failure(
         delivery_of(proposal),
         Lease(attempt_number, cycle, lease),
@@ -361,3 +364,30 @@ class BatchReleased(ActionError):
 
     def __init__(self, delay_seconds: float = 0.0) -> None:
         super().__init__(delivery_rules.BATCH_RELEASED, retryable=True, delay_seconds=delay_seconds)
+
+
+class BulkStopped(ActionError):
+    """A claimed bulk item whose batch was paused or cancelled meanwhile (BULK-7):
+    released before any request, its attempt given back (`delivery_rules.bulk_stopped`)."""
+
+    def __init__(self, cancelled: bool) -> None:
+        code = delivery_rules.BULK_CANCELLED if cancelled else delivery_rules.BULK_PAUSED
+        super().__init__(code, retryable=not cancelled, delay_seconds=0.0)
+        self.cancelled = cancelled
+
+
+def _bulk_stopped(uow, proposal: ActionProposal, error: BulkStopped, lease: Lease, reservations) -> DeliveryOutcome:
+    """Write a `BulkStopped` release: held (paused), failed for good (cancelled, sent
+    before) or cancelled (cancelled, never sent); no audit row of its own, the
+    batch's ``bulk.paused`` / ``bulk.cancelled`` row says why."""
+    change = delivery_rules.bulk_stopped(delivery_of(proposal), lease, cancelled=error.cancelled)
+    changed = move_loaded(uow.session, proposal, change.move, expect=change.expect, values=change.values)
+    budget_reservations.settle(uow, reservations, consumed=False)
+    if changed and error.cancelled and change.move == Move.DELIVERY_DEFERRED:
+        move_loaded(uow.session, proposal, Move.CANCEL_SCHEDULED, expect={"delivery_attempt_count": 0,
+                                                                          "accepted_at": None})
+    if changed and proposal.is_terminal:
+        emit_delivery_resolution(uow, proposal)  # its batch hears of it (BULK-6)
+    return DeliveryOutcome(claimed=True, proposal_id=proposal.id, state=proposal.state,
+                           attempt_number=lease.attempt_number, error_code=error.code,
+                           terminal=proposal.is_terminal)

@@ -53,6 +53,8 @@ class SweepCounts:
     audit_checkpoints_written: int = 0
     reversals_created: int = 0
     probes_scheduled: int = 0
+    bulk_batches_completed: int = 0
+    bulk_batches_expired: int = 0
 
 
 def due_query(now, limit: int = BATCH):
@@ -141,13 +143,14 @@ def _resolution_id_sql():
 
 
 def emit_missing_resolutions() -> int:
-    """Emit resolution events that a crashed worker did not write (EVT-3)."""
+    """Emit resolution events that a crashed worker did not write (EVT-3). A bulk
+    item's resolution tells its batch, not a run (`complete_idle_batches`)."""
     from app.extensions import db
 
     resolved = predicates.resolved()
     written = exists().where(WorkflowEventInbox.id == _resolution_id_sql())
     ids = db.session.scalars(
-        select(P.id).where(P.appeal_id.is_(None), resolved, ~written).order_by(P.updated_at, P.id).limit(BATCH)
+        select(P.id).where(P.appeal_id.is_(None), P.bulk_batch_id.is_(None), resolved, ~written).order_by(P.updated_at, P.id).limit(BATCH)
     ).all()
     db.session.rollback()
     for proposal_id in ids:
@@ -214,6 +217,30 @@ def time_out_runs(now) -> int:
     return sum(1 for run_id in ids if time_out_run(run_id))
 
 
+def complete_idle_batches() -> int:
+    """Complete running bulk batches none of whose items is open (BULK-6): the check
+    after an item's commit may have been lost with its worker. Guarded
+    (`progress.complete_batch`): two sweeps at once complete a batch once."""
+    from app.extensions import db
+    from app.services.bulk.controls import idle_running_batches
+    from app.services.bulk.progress import complete_batch
+
+    ids = idle_running_batches(db.session, BATCH)
+    db.session.rollback()
+    return sum(1 for batch_id in ids if complete_batch(batch_id))
+
+
+def expire_bulk_batches(now) -> int:
+    """Expire dry runs and submitted batches past their time (BULK-2, BULK-3):
+    a submitted batch's items are cancelled and its run ends (`controls.expire_batch`)."""
+    from app.extensions import db
+    from app.services.bulk.controls import expirable_batches, expire_batch
+
+    ids = expirable_batches(db.session, now, BATCH)
+    db.session.rollback()
+    return sum(1 for batch_id in ids if expire_batch(batch_id))
+
+
 def run_sweeps() -> SweepCounts:
     """Run every sweep once and record it for the operations screen."""
     started = utcnow()
@@ -226,6 +253,8 @@ def run_sweeps() -> SweepCounts:
         counts.corrections_reconciled = reconcile_corrections()
         counts.dispatches_retried = retry_dispatches(started)
         counts.reversals_created = create_missing_reversals(started)  # TEMP-2: then enqueued below when due
+        counts.bulk_batches_completed = complete_idle_batches()  # BULK-6
+        counts.bulk_batches_expired = expire_bulk_batches(started)  # BULK-2
         counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
         counts.probes_scheduled = schedule_overdue_probes(utcnow())  # OPS-7
         counts.audit_checkpoints_written = write_due_checkpoints()  # REC-4

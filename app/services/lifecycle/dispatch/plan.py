@@ -23,12 +23,13 @@ from app.domain.proposal import delivery as delivery_rules
 from app.domain.proposal.destination import Destination, check_unchanged, delivery_fields, describe
 from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.proposal.temporary import draws_on_budget
-from app.models import ActionApproval, ActionProposal
+from app.domain.case_states import BatchState
+from app.models import ActionApproval, ActionProposal, BulkBatch
 from app.services.cases.snapshot import report_snapshot
 from app.services.lifecycle import breaker, platforms
 from app.services.lifecycle import budget_reservations
 from app.services.lifecycle.action_targets import destination_of, load_delivery_target, parse_operation
-from app.services.lifecycle.outcomes import AttemptRow
+from app.services.lifecycle.outcomes import AttemptRow, BulkStopped
 from app.services.lifecycle.proposals import delivery_of
 
 
@@ -55,8 +56,9 @@ class Target:
     destination: Destination | None = None  # what is in force, described before each send (FOUR-5)
 
 
-def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: Batch | None = None) -> Target:
-    """Everything that must still hold before a request may leave (DLV-2, PRE, CORR-3).
+def _pre_send_checks(uow, proposal: ActionProposal, now: datetime, batch: Batch | None = None) -> Target:
+    """Everything that must still hold before a request may leave (DLV-2, PRE, CORR-3,
+    BULK-7).
 
     Args:
         batch: what this batch's claim transaction looked up: the target of another
@@ -68,10 +70,14 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: Ba
             action_approval_expired, action_precondition_changed,
             action_case_no_longer_eligible, appeal_correction_precondition_changed,
             action_approval_missing, action_component_*, action_delivery_changed (FOUR-5).
+        BulkStopped: the item's bulk batch is paused or cancelled (BULK-7).
     """
+    session = uow.session
     problem = delivery_rules.pre_send_problem(delivery_of(proposal), now)
     if problem is not None:
         raise ActionError(problem)
+    if proposal.bulk_batch_id:
+        _check_bulk_batch(uow, proposal.bulk_batch_id)
     if proposal.appeal_id:
         from app.services.lifecycle.corrections import check_correction_eligible
 
@@ -111,6 +117,20 @@ def _pre_send_checks(session, proposal: ActionProposal, now: datetime, batch: Ba
         health=breaker.settings_of(connection),
         destination=destination,
     )
+
+
+def _check_bulk_batch(uow, batch_id: str) -> None:
+    """A bulk item goes only while its batch runs (BULK-7): one read of the batch's
+    state per claim transaction (a batch claim's companions of one batch share it).
+
+    Raises:
+        BulkStopped: the batch is paused (the item is held) or cancelled (it ends).
+    """
+    states = uow.scratch.setdefault("bulk_batch_states", {})
+    if batch_id not in states:
+        states[batch_id] = uow.session.scalar(select(BulkBatch.state).where(BulkBatch.id == batch_id))
+    if states[batch_id] in (BatchState.PAUSED, BatchState.CANCELLED):
+        raise BulkStopped(cancelled=states[batch_id] == BatchState.CANCELLED)
 
 
 def _check_delivery(proposal: ActionProposal, destination: Destination | None) -> None:
@@ -191,7 +211,7 @@ class Batch:
 
 def plan_attempt(uow, proposal: ActionProposal, attempt_number: int, now: datetime, batch: Batch | None = None) -> Plan:
     """Checks, budget reservation and the attempt row, in the claim's transaction."""
-    target = _pre_send_checks(uow.session, proposal, now, batch)
+    target = _pre_send_checks(uow, proposal, now, batch)
     # CONN-1..3: an open breaker, a 429 pause, a disabled endpoint or the rate limit
     # defer the delivery here, before any budget is reserved (ConnectionHeld).
     gate = breaker.admit(
