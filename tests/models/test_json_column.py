@@ -165,8 +165,8 @@ def test_every_json_column_uses_the_type():
         if isinstance(column.type, CanonicalJSON)
     }
     assert typed == json_named - {"audit_events.details_json"}
-    assert len(typed) == 25  # 17, the four of config_changes (FOUR-2), evidence media (REV-1), temporary plans
-    # (TEMP-1), the delivery a proposal's approval binds (FOUR-5)
+    assert len(typed) == 28  # 17, the four of config_changes (FOUR-2), evidence media (REV-1), temporary plans
+    # (TEMP-1), the delivery a proposal's approval binds (FOUR-5), a bulk batch's three (BULK-2)
 
 
 def test_every_json_column_of_a_lived_in_database_is_canonical(app, world):
