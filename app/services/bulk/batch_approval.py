@@ -91,6 +91,20 @@ def _drift(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
     return drift_share(frozen, acting), reasons
 
 
+def drift_now(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
+    """The drift a reviewer would meet now (BULK-4), read-only, for the batch page.
+
+    Returns:
+        (share of the frozen would-act subjects that differ, {reference: why it
+        would drop out}).
+
+    Raises:
+        ApiError: 409 ``bulk_selection_drifted`` when the selection cannot be
+            resolved again; 400 ``bulk_action_invalid`` when its action is gone.
+    """
+    return _drift(session, batch)
+
+
 def _skips(session, batch: BulkBatch, dropped: dict[str, str]) -> dict[str, str]:
     """Proposal id -> why it is skipped (BULK-4): no longer selected, or a
     precondition that no longer holds (its PRE code)."""
