@@ -214,3 +214,32 @@ def test_bulk_the_navigation_and_the_new_button_follow_the_role(app, client, tea
     html = client.get("/bulk").get_data(as_text=True)
     assert '<a href="/bulk"' in html and "New bulk action" not in html
     assert client.get("/bulk/new").status_code == 403
+
+
+def test_bulk_3_samples_selected_through_reports_show_their_evidence_escaped(app, client, team):
+    """BULK-3, FOUR-10: the reviewer sees the evidence of sampled items, platform text
+    escaped and isolated in <bdi>."""
+    from app.services.cases.reports import intake_report
+
+    for n in range(3):
+        target = {"reference": f"post:50{n}", "kind": "post",
+                  "evidence": {"content_text": f"Buy <b>pills</b> {n}", "author_reference": "user:77"}}
+        intake_report({"external_id": f"spam-{n}", "targets": [target]}, team.integration_id)
+    token = sign_in(client, team, "moderator")
+    response = client.post("/bulk/new", data={"csrf_token": token, "source": "reports", "action": new_form(client),
+                                              "author_reference": "user:77", "reason": "spam network"})
+    batch_id = batch_id_of(response)
+    html = client.get(f"/bulk/{batch_id}").get_data(as_text=True)
+    assert "Evidence of the sampled items" in html
+    assert "<bdi>Buy &lt;b&gt;pills&lt;/b&gt; 2</bdi>" in html and "<b>pills" not in html
+    assert re.search(r'data-outcome="would_act">would act <strong>3</strong>', html)
+
+
+def test_bulk_3_the_submitted_page_queries_do_not_grow_with_items(app, client, team):
+    """BULK-3, BULK-4: the reviewer's page (samples, drift resolved again, items) runs
+    the same number of queries for 3 and for 90 items."""
+    small, _ = submitted(client, team, [f"post:{n}" for n in range(3)])
+    large, _ = submitted(client, team, [f"post:{n}" for n in range(100, 190)])
+    sign_in(client, team, "reviewer")
+    assert queries_for(app, client, f"/bulk/{small}") == queries_for(app, client, f"/bulk/{large}")
+    assert queries_for(app, client, f"/bulk/{small}/live") == queries_for(app, client, f"/bulk/{large}/live")
