@@ -68,5 +68,6 @@ def test_bulk_1_2_3_6_paste_dry_run_approve_as_second_reviewer_watch_progress_an
         request = posted.value
         assert request.method == "POST"
         assert "csrf_token=" in (request.post_data or "") and "reason=The+network" in (request.post_data or "")
+        assert "digest=sha256" in (request.post_data or "")
     finally:
         reviewer.close()

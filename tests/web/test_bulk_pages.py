@@ -160,6 +160,12 @@ def test_bulk_6_the_ledger_polls_while_running_and_stops_when_finished(app, clie
     assert 'hx-trigger="every' in live and 'data-finished="false"' in live
     assert re.search(r'<progress id="batch-progress" max="3" value="0"', live)
     assert ">Pause</button>" in live and "Cancel the batch" in live
+    # BULK-7: a control names the batch the operator saw and a cancel says why; refused before any change
+    stale = client.post(f"/bulk/{batch_id}/pause", data={"csrf_token": token, "digest": "sha256:other"})
+    assert stale.status_code == 409 and "bulk_batch_digest_mismatch" in stale.get_data(as_text=True)
+    reasonless = client.post(f"/bulk/{batch_id}/cancel", data={"csrf_token": token, "digest": digest})
+    assert reasonless.status_code == 400 and "form_invalid" in reasonless.get_data(as_text=True)
+    assert f'name="digest" value="{digest}"' in live
     run_worker(app)
     live = client.get(f"/bulk/{batch_id}/live", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert "hx-trigger" not in live and 'data-finished="true"' in live
@@ -194,7 +200,7 @@ def test_bulk_no_500_on_bad_ids_or_bad_input(app, client, team):
     for url in ("/bulk/nope", "/bulk/nope/live", "/bulk/" + "x" * 300):
         assert client.get(url).status_code == 404, url
     for step in ("submit", "approve", "reject", "pause", "resume", "cancel", "undo"):
-        assert client.post(f"/bulk/nope/{step}", data={"csrf_token": token, "digest": "x"}).status_code in (403, 404)
+        assert client.post(f"/bulk/nope/{step}", data={"csrf_token": token, "digest": "x", "reason": "a reason"}).status_code in (403, 404)
     assert client.get("/bulk?after=%00%ff").status_code == 400  # the console refuses NUL in any input
     assert client.get("/bulk?after=not-a-cursor").status_code == 200
     token = sign_in(client, team, "moderator")

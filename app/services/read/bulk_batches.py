@@ -313,12 +313,14 @@ def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None) -
     return BatchOffers(submit, decide, pause, resume, cancel, undo)
 
 
-def batch_exists(operator: OperatorUser, batch_id: str) -> bool:
-    """Whether `batch_id` names a batch of the operator's installation (one query)."""
+def batch_digest_of(operator: OperatorUser, batch_id: str) -> tuple[bool, str | None]:
+    """(whether `batch_id` names a batch of the operator's installation, its batch
+    digest or None before submission); one query."""
     if not isinstance(batch_id, str) or len(batch_id) > 100:
-        return False
-    return db.session.scalar(select(func.count()).select_from(BulkBatch).where(
-        BulkBatch.id == batch_id, BulkBatch.installation_id == operator.installation_id)) == 1
+        return False, None
+    row = db.session.execute(select(BulkBatch.batch_digest).where(
+        BulkBatch.id == batch_id, BulkBatch.installation_id == operator.installation_id)).first()
+    return (row is not None), (row[0] if row is not None else None)
 
 
 def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, drift_limit: float = 0.10,

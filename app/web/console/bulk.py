@@ -17,7 +17,7 @@ from app.web.errors import raise_for_json
 
 from ..decorators import role_required
 from .blueprint import bp
-from .bulk_forms import BulkNewForm, DigestForm, ReasonForm, RejectForm
+from .bulk_forms import BulkNewForm, ControlForm, DigestForm, ReasonForm, RejectForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
 CONTROL_ROLES = reads.CONTROL_ROLES
@@ -83,9 +83,8 @@ def bulk_new():
 
 
 def _render_batch(detail: reads.BatchDetail, status: int = 200):
-    return render_template("bulk/detail.html", d=detail, poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
-                           digest_form=DigestForm(formdata=None), reject_form=RejectForm(formdata=None),
-                           reason_form=ReasonForm(formdata=None)), status
+    return render_template("bulk/detail.html", d=detail,
+                           poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"]), status
 
 
 @bp.route("/bulk/<batch_id>")
@@ -100,8 +99,7 @@ def bulk_live(batch_id: str):
     """The batch's ledger, controls and items; polls itself while the batch runs or is
     paused and stops (no hx-trigger) once it is finished (BULK-6)."""
     detail = _detail(batch_id, with_drift=False)
-    return render_template("bulk/_live.html", d=detail, poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
-                           reason_form=ReasonForm(formdata=None))
+    return render_template("bulk/_live.html", d=detail, poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"])
 
 
 def _refused(batch_id: str, error: ApiError):
@@ -112,15 +110,34 @@ def _refused(batch_id: str, error: ApiError):
     return _render_batch(_detail(batch_id), status=error.status)
 
 
+def _check_control(batch_id: str, form) -> None:
+    """An unknown batch is 404 whichever step is asked; a form without its fields is
+    400; a pause, resume, cancel or undo names the batch digest the operator saw
+    (409 when the batch is not that one)."""
+    found, digest = reads.batch_digest_of(current_user, batch_id)
+    if not found:
+        abort(404)
+    if not form.validate():
+        message = "Give a reason (3 to 5,000 characters)." if "reason" in form.errors else "Reload the page and try again."
+        raise _Refusal(ApiError(400, "form_invalid", message, "reason" if "reason" in form.errors else None))
+    if isinstance(form, ControlForm) and form.digest.data != digest:
+        raise _Refusal(ApiError(409, "bulk_batch_digest_mismatch", "This is not the batch you saw; reload it."))
+
+
+class _Refusal(Exception):
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.code)
+        self.error = error
+
+
 def _step(batch_id: str, form, call, done: str):
     """Run one service call for a POST step; 303 back to the batch on success. An
     unknown batch is 404 whichever step is asked."""
-    if not reads.batch_exists(current_user, batch_id):
-        abort(404)
-    if not form.validate():
-        return _refused(batch_id, ApiError(400, "form_invalid", "Reload the page and try again."))
     try:
+        _check_control(batch_id, form)
         call(form)
+    except _Refusal as refusal:
+        return _refused(batch_id, refusal.error)
     except ApiError as error:
         return _refused(batch_id, error)
     flash(done, "ok")
@@ -169,7 +186,7 @@ def _controls():
 @role_required(*CONTROL_ROLES)
 def bulk_pause(batch_id: str):
     """Hold the batch's waiting items (BULK-7)."""
-    return _step(batch_id, ReasonForm(), lambda f: _controls().pause_batch(current_user, batch_id),
+    return _step(batch_id, ControlForm(), lambda f: _controls().pause_batch(current_user, batch_id),
                  "Paused: items not yet sent are held until you resume.")
 
 
@@ -177,14 +194,14 @@ def bulk_pause(batch_id: str):
 @role_required(*CONTROL_ROLES)
 def bulk_resume(batch_id: str):
     """Release a paused batch (BULK-7)."""
-    return _step(batch_id, ReasonForm(), lambda f: _controls().resume_batch(current_user, batch_id), "Resumed.")
+    return _step(batch_id, ControlForm(), lambda f: _controls().resume_batch(current_user, batch_id), "Resumed.")
 
 
 @bp.route("/bulk/<batch_id>/cancel", methods=["POST"])
 @role_required(*CONTROL_ROLES)
 def bulk_cancel(batch_id: str):
     """Cancel the batch: every item ends applied, cancelled before sending, or failed (BULK-7)."""
-    return _step(batch_id, ReasonForm(), lambda f: _controls().cancel_batch(current_user, batch_id, f.reason.data or ""),
+    return _step(batch_id, ReasonForm(), lambda f: _controls().cancel_batch(current_user, batch_id, f.reason.data),
                  "Cancelled: nothing more is sent; items already sent end as the platform answers.")
 
 
@@ -193,14 +210,13 @@ def bulk_cancel(batch_id: str):
 def bulk_undo(batch_id: str):
     """Start the undo of what this batch applied: a compensation batch (BULK-8)."""
     form = ReasonForm()
-    if not reads.batch_exists(current_user, batch_id):
-        abort(404)
-    from app.services.bulk.undo import start_undo  # h5's service (BULK-8)
-
-    if not form.validate():
-        return _refused(batch_id, ApiError(400, "form_invalid", "Reload the page and try again."))
     try:
-        undo_id = start_undo(current_user, batch_id, form.reason.data or "")
+        _check_control(batch_id, form)
+        from app.services.bulk.undo import start_undo  # BULK-8's service
+
+        undo_id = start_undo(current_user, batch_id, form.reason.data)
+    except _Refusal as refusal:
+        return _refused(batch_id, refusal.error)
     except ApiError as error:
         return _refused(batch_id, error)
     flash("Undo prepared as a new batch: check it; a second reviewer must approve it.", "ok")

@@ -87,7 +87,11 @@ class RejectForm(DigestForm):
     reason = TextAreaField("Why you reject it", validators=[Optional(), Length(max=5000)])
 
 
-class ReasonForm(ConsoleForm):
-    """Cancel or undo: why (BULK-7, BULK-8)."""
+class ControlForm(DigestForm):
+    """Pause or resume: the batch digest of the batch the operator saw (BULK-7)."""
 
-    reason = TextAreaField("Reason", validators=[Optional(), Length(max=5000)])
+
+class ReasonForm(ControlForm):
+    """Cancel or undo: the batch digest and why (BULK-7, BULK-8)."""
+
+    reason = TextAreaField("Reason", validators=[DataRequired(), Length(min=3, max=5000)])
