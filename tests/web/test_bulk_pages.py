@@ -249,3 +249,17 @@ def test_bulk_3_the_submitted_page_queries_do_not_grow_with_items(app, client, t
     sign_in(client, team, "reviewer")
     assert queries_for(app, client, f"/bulk/{small}") == queries_for(app, client, f"/bulk/{large}")
     assert queries_for(app, client, f"/bulk/{small}/live") == queries_for(app, client, f"/bulk/{large}/live")
+
+
+def test_bulk_4_the_reviewers_drift_is_read_only(app, client, team):
+    """BULK-4: the drift shown on a submitted batch is resolved again without a write."""
+    from .test_query_counts import counting
+
+    batch_id, _ = submitted(client, team, ["post:1", "post:2"])
+    sign_in(client, team, "reviewer")
+    db.session.remove()
+    with counting(app) as statements:
+        html = client.get(f"/bulk/{batch_id}").get_data(as_text=True)
+    assert "Drift since the dry run" in html
+    writes = [s for s in statements if s.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE")]
+    assert writes == []
