@@ -25,6 +25,7 @@ SECTIONS = (
     Section("console.tasks", "Approval tasks", "console.tasks"),
     Section("console.reports", "Reports", "console.report"),
     Section("console.appeals", "Appeals", "console.appeal"),
+    Section("console.bulk_list", "Bulk", "console.bulk"),
     Section("console.operations", "Operations", "console.operations"),
     Section("admin.index", "Admin", "admin."),
 )

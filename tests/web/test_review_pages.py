@@ -264,16 +264,17 @@ def test_a_report_decision_without_a_choice_is_refused(app, client, world):
 
 
 ROLE_SECTIONS = {
-    "moderator@example.com": {"Proposals", "Reports", "Appeals"},
-    "reviewer@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Operations"},
-    "admin@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Operations", "Admin"},
-    "auditor@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Operations", "Admin"},
+    "moderator@example.com": {"Proposals", "Reports", "Appeals", "Bulk"},
+    "reviewer@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations"},
+    "admin@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
+    "auditor@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
 }
 ALL_SECTIONS = {
     "Proposals": "/proposals",
     "Approval tasks": "/tasks",
     "Reports": "/reports",
     "Appeals": "/appeals",
+    "Bulk": "/bulk",  # BULK: read by every role, started by moderators
     "Operations": "/operations",
     "Admin": "/admin/",
 }

@@ -67,6 +67,18 @@ ROUTES = [
     ("GET", "/operations", {"reviewer", "admin", "auditor"}),
     ("GET", "/operations/dead-letters/retry", {"reviewer", "admin", "auditor"}),
     ("POST", "/operations/dead-letters/retry", {"reviewer", "admin"}),  # without the digest: 400
+    ("GET", "/bulk", ALL),  # BULK-1..8
+    ("GET", "/bulk/new", {"moderator"}),
+    ("POST", "/bulk/new", {"moderator"}),  # without its fields: 400, nothing stored
+    ("GET", "/bulk/{batch_id}", ALL),
+    ("GET", "/bulk/{batch_id}/live", ALL),
+    *[("GET", f"/bulk/{{batch_id}}/{step}", ALL) for step in
+      ("submit", "approve", "reject", "pause", "resume", "cancel", "undo")],  # reloads redirect
+    ("POST", "/bulk/{batch_id}/submit", {"moderator"}),  # without the digest: 400
+    ("POST", "/bulk/{batch_id}/approve", {"reviewer"}),
+    ("POST", "/bulk/{batch_id}/reject", {"reviewer"}),
+    *[("POST", f"/bulk/{{batch_id}}/{step}", {"moderator", "reviewer", "admin"}) for step in
+      ("pause", "resume", "cancel", "undo")],
     ("GET", "/admin/", {"admin", "auditor"}),
     ("GET", "/admin/integrations", {"admin", "auditor"}),
     ("POST", "/admin/integrations", {"admin"}),
@@ -141,7 +153,14 @@ def ids_of(world, platform_url) -> dict[str, str]:
             ComponentDefinition.installation_id == iid, ComponentDefinition.slug == "takedown"
         )
     )
+    from app.services.bulk.actions import bulk_actions
+    from app.services.bulk.dry_runs import start_dry_run
+
+    action = bulk_actions(db.session, iid)[0]
+    batch_id = start_dry_run(world.user("moderator"), selection={"source": "list", "text": "post:1005"},
+                             action_key=action.key, decision_code=action.decision_code, reason="a bulk action")
     return {
+        "batch_id": batch_id,
         "proposal_id": original.id,
         "task_id": one(select(HumanTask.id).where(HumanTask.installation_id == iid, HumanTask.state == "open")),
         "report_id": world.report_ids[1],

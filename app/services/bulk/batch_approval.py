@@ -78,7 +78,7 @@ def drift_now(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
     frozen count. An undo's items are fixed when it is made (BULK-8): no drift.
 
     Returns:
-        (share, proposal id -> why it is skipped).
+        (share, proposal id -> (its subject, why it is skipped)).
     """
     if batch.kind != "enforce":
         return 0.0, {}
@@ -90,7 +90,7 @@ def drift_now(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
     changed = {c.subject.reference: c.detail for c in classify_subjects(
         session, batch.installation_id, action, frozen, **names) if c.outcome != Outcome.WOULD_ACT}
     skips = _skips(session, batch, changed)
-    acting = {s.reference for s in frozen} - set(changed) - _references(session, list(skips))
+    acting = {s.reference for s in frozen} - set(changed) - {reference for reference, _ in skips.values()}
     acting |= _new_subjects(session, batch, action, {s.reference for s in frozen}, names)
     return drift_share((s.reference for s in frozen), acting), skips
 
@@ -108,23 +108,17 @@ def _new_subjects(session, batch: BulkBatch, action, frozen: set[str], names: di
             if c.outcome == Outcome.WOULD_ACT}
 
 
-def _references(session, proposal_ids: list[str]) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(proposal_ids), 500):
-        found.update(session.scalars(select(P.target_reference).where(P.id.in_(proposal_ids[start : start + 500]))))
-    return found
-
-
-def _skips(session, batch: BulkBatch, changed: dict[str, str]) -> dict[str, str]:
-    """Proposal id -> why it is skipped (BULK-4): its subject changed (applied, under
-    way or protected since), or a precondition no longer holds (its PRE code)."""
+def _skips(session, batch: BulkBatch, changed: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Proposal id -> (its subject, why it is skipped) (BULK-4): its subject changed
+    (applied, under way or protected since), or a precondition no longer holds (its
+    PRE code)."""
     rows = session.execute(select(P.id, P.report_id, P.preconditions, P.target_reference).where(
         P.bulk_batch_id == batch.id, P.state == "approval_required")).all()
     snapshots = report_snapshots(session, [row.report_id for row in rows])
     skips = {}
     for row in rows:
         if row.target_reference in changed:
-            skips[row.id] = changed[row.target_reference]
+            skips[row.id] = (row.target_reference, changed[row.target_reference])
             continue
         try:
             snapshot = snapshots.get(row.report_id)
@@ -132,7 +126,7 @@ def _skips(session, batch: BulkBatch, changed: dict[str, str]) -> dict[str, str]
                 raise ActionError("action_report_missing")
             check_preconditions(row.preconditions, snapshot)
         except ActionError as error:
-            skips[row.id] = error.code
+            skips[row.id] = (row.target_reference, error.code)
     return skips
 
 
@@ -157,7 +151,8 @@ def approve_batch(operator: OperatorUser, batch_id: str, digest: str) -> dict[st
         _check_pending(session, batch, operator, digest)
         if batch.item_count > operator_cap(session, operator):
             raise ApiError(403, "bulk_selection_over_cap", "This batch is over your role's cap of items per batch.")
-        share, skips = drift_now(session, batch)
+        share, skipped = drift_now(session, batch)
+        skips = {pid: code for pid, (_, code) in skipped.items()}
         limit = current_app.config["BULK_DRIFT_SHARE"]
         if drifted(share, limit):
             raise ApiError(409, DRIFTED, f"The selection changed by {share:.0%} since the dry run (more than {limit:.0%}); "
@@ -166,7 +161,7 @@ def approve_batch(operator: OperatorUser, batch_id: str, digest: str) -> dict[st
         for code in sorted(set(skips.values())):
             ids = [pid for pid, c in skips.items() if c == code]
             move_batch_items(session, batch.id, Move.CANCEL_SCHEDULED, ids=ids, values={"last_error_code": code})
-        by_item = {pid: code for pid, code in skips.items()}
+        by_item = skips
         if by_item:
             items = session.execute(select(BulkItem.id, BulkItem.proposal_id).where(
                 BulkItem.batch_id == batch.id, BulkItem.proposal_id.in_(list(by_item)))).all()
