@@ -4,6 +4,7 @@ items changed since, each with its reason (SPEC BULK-8, COMP-3, FOUR-1)."""
 from __future__ import annotations
 
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import func, select
@@ -150,6 +151,32 @@ def test_bulk_8_undo_is_refused_with_a_clear_code_and_nothing_written(app, team)
     # a rejected undo leaves room for another; what it proposed changed nothing
     again = start_undo(undoer, done, "second try")
     assert db.session.get(BulkBatch, again).counts["would_act"] == 3
+
+
+def test_bulk_8_undos_started_at_once_make_one(app, team):
+    """BULK-8: four operators undo the same batch at the same moment: exactly one
+    undo is made, the others are refused with ``bulk_undo_already_open``, and each
+    applied item is compensated once."""
+    done = _batch(app, team, 3)
+    undoers = [make_operator(team.installation_id, name).id for name in ("moderator", "reviewer", "reviewer2", "admin")]
+    db.session.rollback()
+
+    def attempt(operator_id):
+        with app.app_context():
+            from app.models import OperatorUser
+
+            try:
+                return start_undo(db.session.get(OperatorUser, operator_id), done, "all at once")
+            except ApiError as error:
+                return error.code
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(attempt, undoers))
+    made = [r for r in results if r.startswith("blk")]
+    assert len(made) == 1 and sorted(set(results) - set(made)) == ["bulk_undo_already_open"], results
+    db.session.rollback()  # end this session's read snapshot (SQLite WAL)
+    assert db.session.scalar(select(func.count()).select_from(BulkBatch).where(BulkBatch.undoes_batch_id == done)) == 1
+    assert db.session.scalar(select(func.count()).select_from(P).where(P.compensates_proposal_id.is_not(None))) == 3
 
 
 def test_bulk_8_an_action_without_compensation_cannot_be_undone(app, platform):

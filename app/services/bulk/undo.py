@@ -35,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from app.domain.bulk.batch import LaterAction, Outcome, batch_digest, dry_run_digest, undo_refusal, undo_skip
 from app.domain.case_states import BatchMove
 from app.domain.clock import utcnow
+from app.domain.digests import canonical_json
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import schema_errors
 from app.domain.preconditions import closed_to_ordinary_actions
@@ -123,6 +124,20 @@ def _later_actions(session, installation_id: str, originals: list[ActionProposal
     return found
 
 
+def _schema_check(schema: dict):
+    """Whether the compensating component refuses a payload, asked once per distinct
+    payload (the items of one case share theirs)."""
+    seen: dict[str, bool] = {}
+
+    def refused(payload: dict) -> bool:
+        key = canonical_json(payload)
+        if key not in seen:
+            seen[key] = bool(schema_errors(payload, schema))
+        return seen[key]
+
+    return refused
+
+
 def _check_undoable(session, operator: OperatorUser, batch: BulkBatch) -> None:
     if not operator.has_role(*STARTERS):
         raise ApiError(403, "bulk_undo_forbidden", "Only a moderator or a reviewer can undo a bulk action.")
@@ -184,6 +199,7 @@ def _start(uow, operator: OperatorUser, batch_id: str, reason: str) -> str:
     undo_id, now = new_id("blk"), utcnow().replace(microsecond=utcnow().microsecond // 1000 * 1000)
     destination = destination_of(session, component)  # FOUR-5
     proposals, items = [], []
+    refused = _schema_check(component.input_schema)
     for position, (item, proposal) in enumerate(applied):
         row = dict(id=new_id("bki"), installation_id=original.installation_id, batch_id=undo_id, position=position,
                    subject_reference=item.subject_reference, kind=item.kind, line=None, outcome=Outcome.WOULD_ACT.value,
@@ -192,7 +208,7 @@ def _start(uow, operator: OperatorUser, batch_id: str, reason: str) -> str:
         report = reports[proposal.report_id]
         row["skip_code"] = undo_skip(later[proposal.id]) or (
             "action_case_no_longer_eligible" if closed_to_ordinary_actions(report.state) else None) or (
-            "action_payload_schema_invalid" if schema_errors(proposal.payload, component.input_schema) else None)
+            "action_payload_schema_invalid" if refused(proposal.payload) else None)
         if row["skip_code"] is None:
             new = compensation_proposal(
                 original=original_facts(proposal), token=uuid.uuid4().hex,
