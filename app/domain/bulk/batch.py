@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from app.domain.case_states import BatchState
 from app.domain.digests import canonical_json, sha256_digest
 from app.domain.errors import ApiError
 from app.domain.maker_checker import Verdict, approver_verdict
@@ -211,3 +212,80 @@ def ledger_of(rows: Iterable[tuple[str, bool, int, str | None, int]], total: int
         name = bucket(state, terminal, attempts, skip_code)
         counts[name] = counts.get(name, 0) + count
     return Ledger(counts, total)
+
+
+# -- undo (BULK-8) ------------------------------------------------------------------
+
+UNDO_ALREADY_COMPENSATED = "bulk_undo_already_compensated"
+UNDO_ALREADY_REVERSED = "bulk_undo_already_reversed"
+UNDO_TARGET_CHANGED = "bulk_undo_target_changed"
+UNDOABLE = frozenset({BatchState.COMPLETED, BatchState.CANCELLED})  # finished: nothing more will be sent
+UNDO_OPEN = frozenset({BatchState.SUBMITTED, BatchState.RUNNING, BatchState.PAUSED})
+
+
+def undo_refusal(kind: str, state: str, undo_states: Iterable[str]) -> tuple[str, str] | None:
+    """Why a batch cannot be undone now, as (code, message), else None (BULK-8).
+
+    Args:
+        kind: the batch's kind (``enforce`` or ``undo``).
+        state: its state.
+        undo_states: the states of the undo batches already made of it.
+
+    Only a finished enforcement batch (completed or cancelled) is undone, once: not
+    while an undo of it is open, nor after one completed. An undo rejected, expired or
+    cancelled leaves the rest to a new one (what it applied is skipped then).
+    """
+    if kind != "enforce":
+        return "bulk_undo_unavailable", "An undo is not undone; compensate its actions one by one."
+    if state not in UNDOABLE:
+        return "bulk_batch_not_finished", f"This bulk action is {state}; only a completed or cancelled one is undone."
+    states = set(undo_states)
+    if states & UNDO_OPEN:
+        return "bulk_undo_already_open", "An undo of this bulk action is already waiting or running."
+    if BatchState.COMPLETED in states:
+        return "bulk_batch_already_undone", "This bulk action was already undone."
+    return None
+
+
+@dataclass(frozen=True)
+class LaterAction:
+    """Another proposal touching an applied item's target, created after it.
+
+    Attributes:
+        compensates: it compensates the item's proposal.
+        reverses: it is the item's temporary action's reversal (TEMP-2).
+        state, delivery_terminal: its state and terminal flag.
+    """
+
+    compensates: bool
+    reverses: bool
+    state: str
+    delivery_terminal: bool
+
+
+def undo_skip(later: Iterable[LaterAction]) -> str | None:
+    """Why an undo leaves an applied item alone, else None (BULK-8).
+
+    An item changed since it was applied is not compensated: a compensation of it
+    that took effect or is under way (``bulk_undo_already_compensated``), its
+    reversal applied (``bulk_undo_already_reversed``; a reversal still scheduled is
+    cancelled when the undo applies, TEMP-3), or any other later action on its target
+    that took effect or is under way, e.g. a newer takedown or a restore
+    (``bulk_undo_target_changed``). One rejected, cancelled or failed for good
+    changed nothing.
+    """
+    found: set[str] = set()
+    for action in later:
+        effective = ProposalState(action.state) in EFFECTIVE_STATES
+        live = effective or not is_terminal(action.state, action.delivery_terminal)
+        if action.compensates and live:
+            found.add(UNDO_ALREADY_COMPENSATED)
+        elif action.reverses:
+            if effective:
+                found.add(UNDO_ALREADY_REVERSED)
+        elif live:
+            found.add(UNDO_TARGET_CHANGED)
+    for code in (UNDO_ALREADY_COMPENSATED, UNDO_ALREADY_REVERSED, UNDO_TARGET_CHANGED):
+        if code in found:
+            return code
+    return None

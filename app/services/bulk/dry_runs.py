@@ -135,7 +135,12 @@ def classify_subjects(
     return classified
 
 
-def _reason(value: Any) -> str:
+def check_reason(value: Any) -> str:
+    """The reason of a bulk action or its undo, stripped (BULK-1, BULK-8).
+
+    Raises:
+        ApiError: 400 ``bulk_reason_invalid`` unless 3..5,000 characters.
+    """
     reason = value.strip() if isinstance(value, str) else ""
     if not 3 <= len(reason) <= MAX_REASON:
         raise ApiError(400, "bulk_reason_invalid", "Give the reason for this bulk action (3 to 5,000 characters).", "reason")
@@ -163,7 +168,7 @@ def start_dry_run(
             more subjects than the operator's cap (BULK-5). Nothing is stored.
     """
     checked = check_selection(selection)
-    reason = _reason(reason)
+    reason = check_reason(reason)
     with unit_of_work() as uow:
         session = uow.session
         action = load_action(session, operator.installation_id, action_key, decision_code)
