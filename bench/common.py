@@ -107,6 +107,22 @@ def run_workers(args: list[list[str]], env: dict) -> tuple[float, float]:
     return elapsed, peak / 1024 / 1024
 
 
+def stop_workers(workers: list[subprocess.Popen]) -> None:
+    """SIGTERM each worker still running (a warm shutdown), kill any that has not
+    ended 30 s later."""
+    import signal
+
+    for worker in workers:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
 class CpuUse:
     """CPU seconds spent while a run lasted: by the worker processes it started and
     waited for (this process's reaped children), by the platform process, and by

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 
-from common import BENCH_DB, BENCH_REDIS, ROOT, bench_app, free_port, save, wait_for_port
+from common import BENCH_DB, BENCH_REDIS, ROOT, bench_app, free_port, save, stop_workers, wait_for_port
 
 COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 OUTAGE_SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 30.0
@@ -153,13 +152,7 @@ def run(breaker: bool) -> dict:
             "transitions": len(moves),
         }
     finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        stop_workers(workers)
         platform.terminate()
         platform.wait(timeout=10)
 

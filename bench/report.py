@@ -24,6 +24,17 @@ TARGETS = [
     # open it, the requests already in flight, the probes), and recovery to all applied
     ("outage_requests_during_outage", "Requests during a 30 s outage, with the breaker", "<= 20", lambda v: v <= 20),
     ("outage_recovery_seconds", "Platform recovery to all applied (s)", "—", lambda v: True),
+    # BULK (issue 24): a 10,000-item batch
+    ("bulk_dry_run_seconds", "Dry run of 10,000 pasted subjects (s)", "<= 10", lambda v: v <= 10),
+    ("bulk_proposals_per_second", "Proposals created per second by a batch's submission", ">= 1000", lambda v: v >= 1000),
+    ("bulk_single_proposals_per_second", "Single proposals prepared per second (baseline)", "—", lambda v: True),
+    (
+        "bulk_delivery_ratio",
+        "(10,000 / R) / seconds to all applied, R = 200/s, 10 % 429s",
+        ">= 0.87 (1 / 1.15)",
+        lambda v: v >= 1 / 1.15,
+    ),
+    ("bulk_page_ratio", "Batch page read model p50 / bare SELECT p50 (10,000 items)", "<= 2", lambda v: v <= 2),
 ]
 
 

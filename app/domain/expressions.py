@@ -9,7 +9,8 @@ extended with RE2 keywords: no input can make a pattern backtrack.
 
 from __future__ import annotations
 
-from functools import cache
+import json
+from functools import cache, lru_cache
 from typing import Any
 
 import jmespath
@@ -43,6 +44,18 @@ def expression_problem(expression: Any) -> str | None:
     """
     if not isinstance(expression, str):
         return "must be a JMESPath expression string"
+    return _checked(expression)[1]
+
+
+@lru_cache(maxsize=1024)
+def _checked(expression: str) -> tuple[Any, str | None]:
+    """An expression string compiled and checked once: (compiled or None, problem).
+    A batch evaluates the same few expressions for every item (BULK-3)."""
+    problem = _problem(expression)
+    return (None, problem) if problem is not None else (jmespath.compile(expression), None)
+
+
+def _problem(expression: str) -> str | None:
     if len(expression) > MAX_EXPRESSION_CHARS:
         return f"is too long (at most {MAX_EXPRESSION_CHARS} characters)"
     try:
@@ -98,7 +111,7 @@ def evaluate_mapping(mapping: dict[str, str], context: dict[str, Any]) -> dict[s
         if expression_problem(expression) is not None:  # stored before the limits, or edited
             raise ActionError("action_configuration_invalid")
         try:
-            result[key] = jmespath.search(expression, context)
+            result[key] = _checked(expression)[0].search(context)
         except JMESPathError as error:
             raise ActionError("action_configuration_invalid") from error
     return result
@@ -200,6 +213,30 @@ _RE2_KEYWORDS = {
 }
 
 
+def _validator(schema: dict[str, Any]):
+    """The RE2 validator of `schema`, built once per schema text (a batch checks
+    thousands of payloads against one schema, BULK-3)."""
+    last = _LAST_VALIDATOR.get("schema")
+    if last is not None and last[0] is schema:  # the same (immutable, SEC-5) schema object again
+        return last[1]
+    try:
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        return _re2_validator_class(jsonschema.validators.validator_for(schema))(schema)
+    validator = _validator_of_text(text)
+    _LAST_VALIDATOR["schema"] = (schema, validator)
+    return validator
+
+
+_LAST_VALIDATOR: dict[str, tuple[Any, Any]] = {}
+
+
+@lru_cache(maxsize=256)
+def _validator_of_text(text: str):
+    schema = json.loads(text)
+    return _re2_validator_class(jsonschema.validators.validator_for(schema))(schema)
+
+
 @cache
 def _re2_validator_class(base):
     """`base` (a jsonschema validator class) with its regex keywords on RE2."""
@@ -233,8 +270,7 @@ def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
     try:
         if _uses_unevaluated_with_patterns(schema):
             return [f"the schema cannot be evaluated: {UNEVALUATED_WITH_PATTERNS}"]
-        validator = _re2_validator_class(jsonschema.validators.validator_for(schema))(schema)
-        return [error.message for error in validator.iter_errors(value)]
+        return [error.message for error in _validator(schema).iter_errors(value)]
     except Exception as error:  # cyclic or dangling references, recursion: the schema is unusable
         return [f"the schema cannot be evaluated ({type(error).__name__})"]
 

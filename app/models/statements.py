@@ -102,3 +102,14 @@ def guarded_update_params(key: str, key_value, expect: dict[str, Any], values: d
 def guard_shape(expect: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
     """The (attribute, is-NULL) pairs of an expectation, in a fixed order."""
     return tuple(sorted((name, value is None) for name, value in expect.items()))
+
+
+def insert_rows(session: Session, model, rows: list[dict[str, Any]]) -> None:
+    """INSERT many rows of `model` given by attribute name, as one Core executemany
+    (batched into multi-row INSERTs by SQLAlchemy's insertmanyvalues) without the
+    ORM's bulk-insert bookkeeping: a bulk batch's 10,000 items and proposals
+    (BULK-2, BULK-3). Every row names the same attributes; column defaults fill
+    the rest."""
+    if rows:
+        statement = prebuilt(("insert", model), lambda: insert(model.__table__))
+        session.execute(statement, [column_keys(model, row) for row in rows])

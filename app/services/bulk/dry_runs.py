@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from app.domain.bulk.batch import Outcome, cap_for, classify, dry_run_digest
 from app.domain.bulk.report_filter import parse_report_filter
@@ -23,6 +23,7 @@ from app.domain.bulk.subjects import LineError, parse_subject_list
 from app.domain.clock import iso, utcnow
 from app.domain.errors import ActionError, ApiError
 from app.models import BulkBatch, BulkCap, BulkItem, ComponentVersion, OperatorUser, new_id
+from app.models.statements import insert_rows
 from app.services.bulk.actions import BulkAction, load_action
 from app.services.bulk.item_proposals import ItemCase, mapped_item
 from app.services.bulk.sources import SourceSubject, subjects_from_reports, subjects_of_author
@@ -209,5 +210,4 @@ def insert_items(session, installation_id: str, batch_id: str, classified: list[
              outcome=c.outcome.value, detail=c.detail, report_ids=list(c.subject.report_ids), created_at=now)
         for position, c in enumerate(classified)
     ]
-    if rows:
-        session.execute(insert(BulkItem), rows)
+    insert_rows(session, BulkItem, rows)

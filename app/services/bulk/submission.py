@@ -37,6 +37,7 @@ from app.models import (
     move_row,
     new_id,
 )
+from app.models.statements import insert_rows
 from app.services.bulk.actions import BulkAction, load_action
 from app.services.bulk.dry_runs import operator_cap
 from app.services.bulk.item_proposals import ItemCase, item_proposal, mapped_item
@@ -167,8 +168,7 @@ def submit_batch(operator: OperatorUser, batch_id: str, dry_run_digest: str) -> 
         session.add(run)
         session.flush()
         proposals, links = _item_proposals(session, batch, action, component, items, cases, case.id, run, now)
-        if proposals:
-            session.execute(insert(ActionProposal), proposals)
+        insert_rows(session, ActionProposal, proposals)
         session.execute(update(BulkItem), links)
         digest = batch_digest(batch.id, batch.decision_code, [p["payload_digest"] for p in proposals])
         expiry = min((p["expires_at"] for p in proposals), default=now)
