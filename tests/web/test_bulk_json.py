@@ -121,7 +121,7 @@ BAD = [
     ("post", "/bulk-batches", b'{"selection": 1, "action_key": 2, "decision_code": null, "reason": []}', 400, None),
     ("post", "/bulk-batches", b'{"selection": {"source": "list", "text": 5}, "action_key": "x", '
      b'"decision_code": "y", "reason": "why not"}', 400, "bulk_action_invalid"),
-    ("post", "/bulk-batches/blk_nope/submit", b'{"dry_run_digest": 7}', 400, "field_invalid"),
+    ("post", "/bulk-batches/blk_nope/submit", b'{"dry_run_digest": 7}', 404, "bulk_batch_not_found"),
     ("post", "/bulk-batches/blk_nope/submit", b'{"dry_run_digest": "sha256:x"}', 404, "bulk_batch_not_found"),
     ("post", "/bulk-batches/blk_nope/approve", b'{"batch_digest": "sha256:x"}', 404, "bulk_batch_not_found"),
     ("post", "/bulk-batches/blk_nope/reject", b'{"batch_digest": "x", "reason": 5}', None, None),

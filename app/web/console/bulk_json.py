@@ -184,6 +184,7 @@ def bulk_batch_json(batch_id: str):
 @json_view
 def bulk_batch_submit_json(batch_id: str):
     """Submit the dry run reviewed (BULK-3): body {dry_run_digest}; {id, state, batch_digest}."""
+    submission.load_batch(db.session, current_user, batch_id)  # 404 before the body
     digest = _text(json_object("dry_run_digest"), "dry_run_digest")
     batch_digest = submission.submit_batch(current_user, batch_id, digest)
     return jsonify({"id": batch_id, "state": _state(batch_id), "batch_digest": batch_digest})
@@ -195,6 +196,7 @@ def bulk_batch_submit_json(batch_id: str):
 def bulk_batch_approve_json(batch_id: str):
     """Approve the batch by its digest (BULK-3, BULK-4): body {batch_digest};
     {id, state, approved, skipped}."""
+    submission.load_batch(db.session, current_user, batch_id)
     digest = _text(json_object("batch_digest"), "batch_digest")
     result = batch_approval.approve_batch(current_user, batch_id, digest)
     return jsonify({"id": batch_id, "state": _state(batch_id), **result})
@@ -205,6 +207,7 @@ def bulk_batch_approve_json(batch_id: str):
 @json_view
 def bulk_batch_reject_json(batch_id: str):
     """Reject the batch (BULK-3): body {batch_digest, reason}; {id, state}."""
+    submission.load_batch(db.session, current_user, batch_id)
     body = json_object("batch_digest", "reason")
     batch_approval.reject_batch(current_user, batch_id, _text(body, "batch_digest"), body["reason"])
     return jsonify({"id": batch_id, "state": _state(batch_id)})
