@@ -156,6 +156,29 @@ def register_cli(app: Flask) -> None:
         click.echo("It is not shown again, and it authenticates nothing until a second admin approves the change")
         click.echo("at /admin/changes (or config-break-glass with a reason).")
 
+    @app.cli.command("bulk-cap")
+    @click.argument("role")
+    @click.argument("max_items")
+    @click.option("--installation", "installation_slug", required=True)
+    @click.option("--proposer", "proposer_email", required=True, help="e-mail of the admin proposing the cap")
+    def bulk_cap(role: str, max_items: str, installation_slug: str, proposer_email: str) -> None:
+        """Propose the items per bulk batch for ROLE = MAX_ITEMS (SPEC BULK-5): it applies
+        only when a second admin approves the change, raising or lowering alike."""
+        from .domain.errors import ApiError
+        from .services.admin.bulk_caps import propose_cap
+        from .services.admin.token_changes import cli_proposer
+
+        try:
+            pending = propose_cap(cli_proposer(installation_slug, proposer_email), role=role, max_items=max_items)
+        except ApiError as error:
+            click.echo(f"{error.code}: {error.message}", err=True)
+            sys.exit(1)
+        if pending is None:
+            click.echo(f"Nothing to change: the cap for {role} is {max_items} already.")
+            return
+        click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
+        click.echo("It applies when a second admin approves it at /admin/changes.")
+
     @app.cli.command("revoke-integration-token")
     @click.argument("token_id")
     def revoke_integration_token(token_id: str) -> None:

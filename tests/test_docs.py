@@ -40,6 +40,7 @@ FAMILIES = [
     "TEMP",
     "CONN",
     "PLAT",
+    "BULK",
 ]
 BUILT = FAMILIES  # every family is built (docs/rules.md, Status)
 RULE_ID = re.compile(r"\b(" + "|".join(FAMILIES) + r")-(\d+)\b")

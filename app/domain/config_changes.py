@@ -52,6 +52,7 @@ class ChangeKind(StrEnum):
     INTEGRATION_TOKEN = "integration.token"
     LABEL_SET = "label.set"
     OPERATOR_REACTIVATE = "operator.reactivate"
+    BULK_CAP = "bulk.cap"  # BULK-5: items per batch for a role
 
 
 K = ChangeKind
@@ -78,7 +79,9 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.user_roles": (K.OPERATOR_ROLES,),
     "admin.user_reactivate": (K.OPERATOR_REACTIVATE,),
     "admin.user_invitation": (K.OPERATOR_INVITE,),
+    "admin.bulk_cap_set": (K.BULK_CAP,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
+    "cli:bulk-cap": (K.BULK_CAP,),
 }
 # The writes that stay single-admin (FOUR-4), each with why it is harmless to the promise.
 SINGLE_ADMIN_WRITES: dict[str, str] = {
@@ -201,12 +204,15 @@ def second_admin_reasons(
             ``allowed_hosts`` (list), ``bearer_token`` and ``signing_secret`` (the
             action: keep, set/generate, none); budget.limit ``limit_amount``;
             budget.active ``active``; operator.create and operator.roles ``roles``;
-            operator.invite ``delivery`` (``mail`` to the invitee, or ``approver``); other kinds:
+            operator.invite ``delivery`` (``mail`` to the invitee, or ``approver``);
+            bulk.cap ``role``, ``max_items`` (BULK-5: raising and lowering both
+            need a second admin); other kinds:
             nothing is read.
         current: what the change replaces, in the same terms (None for a creation).
             connection.version: ``base_url``, ``allowed_hosts``, and ``bearer_token``
             / ``signing_secret`` as booleans (set or not); budget.*: ``limit_amount``,
-            ``active``; operator.roles: ``roles``.
+            ``active``; operator.roles: ``roles``; bulk.cap: ``max_items`` (the
+            default cap for a role without one).
 
     Returns:
         One sentence per reason, for the change page (the most specific first);
@@ -250,7 +256,24 @@ def second_admin_reasons(
         if granted:
             reasons.append(f"It grants the {' and '.join(sorted(granted))} role{'s' if len(granted) > 1 else ''}.")
         return reasons
+    if kind is ChangeKind.BULK_CAP:
+        return _bulk_cap_reasons(proposed, current)
     return [ALWAYS[kind]]
+
+
+def _bulk_cap_reasons(proposed: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """BULK-5: a cap says how many subjects one reviewed decision may enforce, so both
+    directions need a second admin. Raising it lets one approval act on more subjects
+    at once; lowering it can stop a team's enforcement in the middle of a wave (a raid
+    of 4,000 accounts no longer fits one batch), which one admin must not decide alone."""
+    role, before, after = proposed.get("role"), current.get("max_items"), proposed.get("max_items")
+    if isinstance(before, int) and isinstance(after, int) and after > before:
+        return [f"It raises the items per bulk batch for {role} from {before:,} to {after:,}:"
+                " one reviewed decision then enforces more subjects at once."]
+    if isinstance(before, int) and isinstance(after, int) and after < before:
+        return [f"It lowers the items per bulk batch for {role} from {before:,} to {after:,}:"
+                " larger bulk actions of that role are refused, which can stop an enforcement wave."]
+    return [f"It sets the items per bulk batch for {role}: how many subjects one reviewed decision may enforce."]
 
 
 def _connection_reasons(proposed: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

@@ -251,6 +251,19 @@ def case_operator_invite(client, csrf, world):
     return invitations, lambda: post(client, f"/admin/users/{invited.id}/invitation", csrf)
 
 
+def case_bulk_cap(client, csrf, world):
+    """BULK-5: a cap on items per bulk batch, raised or lowered, waits for a second admin."""
+    from app.services.bulk.dry_runs import operator_cap
+
+    moderator = world.user("moderator")
+
+    def observe():
+        db.session.rollback()
+        return operator_cap(db.session, moderator)
+
+    return observe, lambda: post(client, "/admin/bulk-caps", csrf, role="moderator", max_items="5000")
+
+
 CASES = {
     ChangeKind.WORKFLOW_CREATE: case_workflow_create,
     ChangeKind.WORKFLOW_VERSION: case_workflow_version,
@@ -269,6 +282,7 @@ CASES = {
     ChangeKind.OPERATOR_ROLES: case_operator_roles,
     ChangeKind.OPERATOR_REACTIVATE: case_operator_reactivate,
     ChangeKind.OPERATOR_INVITE: case_operator_invite,
+    ChangeKind.BULK_CAP: case_bulk_cap,
 }
 
 

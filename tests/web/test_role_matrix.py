@@ -22,6 +22,8 @@ from app.models import (
 )
 from app.services.admin.budgets import change_budget_limit
 from app.services.admin.operators import create_operator
+from app.services.bulk.actions import bulk_actions
+from app.services.bulk.dry_runs import start_dry_run
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor, unit_of_work
@@ -108,6 +110,14 @@ ROUTES = [
     ("POST", "/admin/budgets/{budget_id}/activate", {"admin"}),
     ("GET", "/admin/labels", {"admin", "auditor"}),
     ("POST", "/admin/labels", {"admin"}),
+    ("GET", "/admin/bulk-caps", {"admin", "auditor"}),  # BULK-5
+    ("POST", "/admin/bulk-caps", {"admin"}),  # without a role: 400
+    # bulk batches as console JSON: a form body is 415, never written
+    ("POST", "/bulk-batches", {"moderator", "reviewer", "admin"}),
+    ("GET", "/bulk-batches/{bulk_batch_id}", ALL),
+    ("POST", "/bulk-batches/{bulk_batch_id}/submit", {"moderator", "reviewer", "admin"}),
+    ("POST", "/bulk-batches/{bulk_batch_id}/approve", {"moderator", "reviewer", "admin"}),
+    ("POST", "/bulk-batches/{bulk_batch_id}/reject", {"moderator", "reviewer", "admin"}),
     ("GET", "/admin/users", {"admin", "auditor"}),
     ("POST", "/admin/users", {"admin"}),
     ("GET", "/admin/users/{operator_id}", {"admin", "auditor"}),
@@ -147,6 +157,14 @@ def ids_of(world, platform_url) -> dict[str, str]:
         roles=["moderator"],
         actor=Actor.system(),
     )
+    action = bulk_actions(db.session, iid)[0]
+    bulk_batch_id = start_dry_run(
+        world.user("moderator"),
+        selection={"source": "list", "text": "post:1"},
+        action_key=action.key,
+        decision_code=action.decision_code,
+        reason="a bulk dry run",
+    )
     one = lambda statement: db.session.scalar(statement)  # noqa: E731
     component = one(
         select(ComponentDefinition).where(
@@ -177,6 +195,7 @@ def ids_of(world, platform_url) -> dict[str, str]:
         "budget_id": one(select(Budget.id).where(Budget.installation_id == iid)),
         "operator_id": victim.id,
         "change_id": raise_limit.change_id,
+        "bulk_batch_id": bulk_batch_id,
     }
 
 

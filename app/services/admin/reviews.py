@@ -29,6 +29,7 @@ from app.extensions import db
 from app.models import ConfigChange, OperatorUser
 from app.services.admin import (
     budgets,
+    bulk_caps,
     components,
     connection_create,
     connections,
@@ -64,6 +65,7 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         token_changes.INTEGRATION_TOKEN,
         label_settings.LABEL_SET,
         operator_changes.OPERATOR_REACTIVATE,
+        bulk_caps.BULK_CAP,
     )
 }
 MAX_REASON = 2000

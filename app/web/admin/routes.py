@@ -19,4 +19,4 @@ def index():
     return render_template("admin/index.html", pending_changes=pending_count(current_user.installation_id))
 
 
-from . import budgets, changes, components, connections, integrations, labels, users, workflows  # noqa: E402,F401
+from . import budgets, bulk_caps, changes, components, connections, integrations, labels, users, workflows  # noqa: E402,F401

@@ -3,3 +3,4 @@ operations). Views are thin: parse the request, call one service, render."""
 
 from . import appeals, bulk, operations, proposals, reports, tasks  # noqa: F401
 from .blueprint import bp as bp
+from . import bulk_json  # noqa: E402,F401  (BULK: console JSON)
