@@ -171,10 +171,6 @@ def ids_of(world, platform_url) -> dict[str, str]:
             ComponentDefinition.installation_id == iid, ComponentDefinition.slug == "takedown"
         )
     )
-    from app.services.bulk.actions import bulk_actions
-    from app.services.bulk.dry_runs import start_dry_run
-
-    action = bulk_actions(db.session, iid)[0]
     batch_id = start_dry_run(world.user("moderator"), selection={"source": "list", "text": "post:1005"},
                              action_key=action.key, decision_code=action.decision_code, reason="a bulk action")
     return {
