@@ -192,6 +192,7 @@ def _leases_run_out(batch_id: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a bound for a loaded machine (RUN_SECONDS per wait); the runtime is printed
 def test_bulk_6_two_thousand_items_exactly_once_through_429_5xx_kill_and_flush(app, team, platform, tmp_path):
     """BULK-6: 2,000 pasted subjects, one approval; the platform answers 429 and 503 on
     a share of requests; every worker is killed with SIGKILL after some hundreds are
@@ -246,6 +247,7 @@ def test_bulk_6_two_thousand_items_exactly_once_through_429_5xx_kill_and_flush(a
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_bulk_7_cancel_mid_run_leaves_no_item_unknown(app, team, platform, tmp_path):
     """BULK-7: a 2,000-item batch to a slow platform, cancelled after ~300 applied:
     once in-flight items end, every item is applied, cancelled or failed (nothing not
