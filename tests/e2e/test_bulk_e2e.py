@@ -253,10 +253,8 @@ def test_bulk_7_cancel_mid_run_leaves_no_item_unknown(app, team, platform, tmp_p
     once in-flight items end, every item is applied, cancelled or failed (nothing not
     started, nothing in flight), the ledger adds up at every observation, and after
     the cancel's commit the platform sees no key but those of items already in flight."""
-    controls = pytest.importorskip(
-        "app.services.bulk.controls",
-        reason="cancel_batch (app/services/bulk/controls.py) is built by helper h4: runs once merged",
-    )
+    from app.services.bulk import controls
+
     platform.state.configure(response_delay_seconds=0.02)
     flaky = _flaky_platform(platform, every=None)  # no injected failure: records arrivals only
     batch_id, would_act = _approved_batch(team, ITEMS)
