@@ -69,5 +69,27 @@ def test_bulk_1_2_3_6_paste_dry_run_approve_as_second_reviewer_watch_progress_an
         assert request.method == "POST"
         assert "csrf_token=" in (request.post_data or "") and "reason=The+network" in (request.post_data or "")
         assert "digest=sha256" in (request.post_data or "")
+        expect(second.locator("#batch-state")).to_have_text("submitted")
+        undo_url = second.url
+        assert undo_url != batch_url
     finally:
         reviewer.close()
+
+    # BULK-8: the undo is a batch under four-eyes like the original: neither the original's
+    # maker and approver nor the undo's maker approves it; a third reviewer does, and each
+    # post is restored once
+    third = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=console)
+    try:
+        admin = third.new_page()
+        admin.set_default_timeout(20_000)
+        sign_in(admin, "admin@example.com")
+        admin.goto(undo_url)
+        admin.get_by_role("button", name="Approve 4 items").click()
+        expect(admin.locator("#batch-progress")).to_have_attribute("value", "4", timeout=60_000)
+        expect(admin.locator('#ledger [data-bucket="applied"] strong')).to_have_text("4")
+        effects = platform.state.effects
+        assert len(effects) == 8 and len({e["idempotency_key"] for e in effects}) == 8
+        assert sorted(e["reference"] for e in effects[4:]) == sorted(SUBJECTS)  # each restored once
+        assert {platform.state.content[reference] for reference in SUBJECTS} == {"visible"}
+    finally:
+        third.close()
