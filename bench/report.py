@@ -24,6 +24,14 @@ TARGETS = [
     # open it, the requests already in flight, the probes), and recovery to all applied
     ("outage_requests_during_outage", "Requests during a 30 s outage, with the breaker", "<= 20", lambda v: v <= 20),
     ("outage_recovery_seconds", "Platform recovery to all applied (s)", "—", lambda v: True),
+    # CONN-1, issue 24: held deliveries flow at the full rate once the breaker closes —
+    # (COUNT / the rate the same run sustains with no outage) / the recovery's seconds
+    (
+        "outage_recovery_ratio",
+        "Outage recovery: COUNT at the sustained rate / recovery time",
+        ">= 0.8",
+        lambda v: v >= 0.8,
+    ),
 ]
 
 
