@@ -14,7 +14,8 @@ request to the last applied, no outage) over the recovery's seconds with the bre
     python outage.py [COUNT] [OUTAGE_SECONDS]
 
     OUTAGE_ONLY=breaker   only the run with the breaker
-    OUTAGE_ONLY=ratio     only the runs without an outage and with the breaker
+    OUTAGE_ONLY=ratio     only the runs without an outage and with the breaker (saves the
+                          ratio's figures, with ``outage_ratio_count``)
     OUTAGE_VERBOSE=1      the states, wait codes and queues every 5 s
     OUTAGE_LOGS=DIR       the workers log at INFO into DIR
 """
@@ -202,9 +203,16 @@ def main() -> None:
     with_breaker = run(breaker=True)
     rate = COUNT / steady["recovery_seconds"]
     ratio = steady["recovery_seconds"] / with_breaker["recovery_seconds"]
-    if only == "ratio":
-        recovery = round(with_breaker["recovery_seconds"], 1)
-        print({"rate_per_s": round(rate, 1), "recovery_seconds": recovery, "outage_recovery_ratio": round(ratio, 3)})
+    if only == "ratio":  # saved on their own, named with the count they were measured with
+        figures = {
+            "outage_ratio_count": COUNT,
+            "outage_ratio_recovery_seconds": round(with_breaker["recovery_seconds"], 1),
+            "outage_steady_seconds": round(steady["recovery_seconds"], 1),
+            "outage_steady_rate_per_s": round(rate, 1),
+            "outage_recovery_ratio": round(ratio, 3),
+        }
+        save("outage_ratio", figures)
+        print(json.dumps(figures, indent=2))
         return
     without = run(breaker=False)
     figures = {
