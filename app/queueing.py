@@ -142,7 +142,8 @@ def discard_delivery_jobs(claimed: list[tuple]) -> int:
     Args:
         claimed: (proposal id, delivery cycle, attempt count, next_attempt_at) of
             each proposal as read before its claim; they name its jobs (tags "a",
-            "s", and "w<ms>" for a deferral).
+            "s", "w<ms>" for a deferral and "r<ms>" for a release when its
+            connection recovered: CONN-1, the release sets next_attempt_at).
 
     Returns:
         How many jobs were taken off the queue.
@@ -154,7 +155,8 @@ def discard_delivery_jobs(claimed: list[tuple]) -> int:
     for proposal_id, cycle, attempts, due in claimed:
         ids += [_job_id(proposal_id, cycle, attempts, tag) for tag in ("a", "s")]
         if due is not None:
-            ids.append(_job_id(proposal_id, cycle, attempts, f"w{int(due.timestamp() * 1000)}"))
+            ms = int(due.timestamp() * 1000)
+            ids += [_job_id(proposal_id, cycle, attempts, f"{tag}{ms}") for tag in ("w", "r")]
     try:
         with queue.connection.pipeline(transaction=False) as pipe:
             for job_id in ids:

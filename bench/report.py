@@ -35,6 +35,14 @@ TARGETS = [
         lambda v: v >= 1 / 1.15,
     ),
     ("bulk_page_ratio", "Batch page read model p50 / bare SELECT p50 (10,000 items)", "<= 2", lambda v: v <= 2),
+    # CONN-1, issue 24: held deliveries flow at the full rate once the breaker closes —
+    # (COUNT / the rate the same run sustains with no outage) / the recovery's seconds
+    (
+        "outage_recovery_ratio",
+        "Outage recovery: COUNT at the sustained rate / recovery time",
+        ">= 0.8",
+        lambda v: v >= 0.8,
+    ),
 ]
 
 

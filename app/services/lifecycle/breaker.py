@@ -32,7 +32,12 @@ from app.domain.errors import ActionError, ApiError
 from app.metrics import record_connection_transition, record_connection_wait
 from app.models import Connection, ConnectionHealth, ConnectionVersion, insert_ignore
 from app.services.lifecycle import rate_limit
-from app.services.lifecycle.connection_recovery import ENDPOINT_GONE, release_held, schedule_probe
+from app.services.lifecycle.connection_recovery import (
+    ENDPOINT_GONE,
+    release_again_after_commit,
+    release_held,
+    schedule_probe,
+)
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -154,6 +159,7 @@ def _decide_and_write(uow: UnitOfWork, connection_id: str, installation_id: str,
             _audit(uow, (connection_id, installation_id), written, change, actor)
             if written.state == health_rules.CLOSED and not written.disabled and health.state != health_rules.CLOSED:
                 release_held(uow, connection_id)  # OPS-7: the recovered platform gets them at once
+                release_again_after_commit(uow, connection_id)  # and a hold that committed just after
             elif change.transition in ("opened", "reopened") and written.next_probe_at is not None:
                 schedule_probe(uow, connection_id, written.next_probe_at)  # OPS-7: sent when due
             return written

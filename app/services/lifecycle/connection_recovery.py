@@ -13,6 +13,13 @@ When the breaker closes or an admin re-enables the endpoint, `release_held` make
 every delivery the connection held back due now: those that waited for it, and
 those whose own backoff followed a failure of the outage, so a recovered platform
 is delivered to within one probe interval, not at each proposal's next retry.
+
+A hold decided on the connection as read before it closed may commit after the
+close's release: it would wait its whole wait (a probe's lease is the request's
+timeout and 10 s more). Two looks close that gap (issue 24): the close releases once
+more after its commit (`release_again_after_commit`), and a hold or deferral looks
+at the connection again after its own commit (`connection_holds.release_if_recovered`).
+Whichever commits last sees the other.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from app.domain import connection_health as health_rules
 from app.domain.clock import utcnow
 from app.domain.proposal.delivery import BATCH_RELEASED
 from app.models import ActionProposal, ComponentVersion, ConnectionHealth, ConnectionVersion, predicates
-from app.services.uow import UnitOfWork
+from app.services.uow import UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
 P = ActionProposal
@@ -91,6 +98,24 @@ def release_held(uow: UnitOfWork, connection_id: str) -> int:
     tag = f"r{int(now.timestamp() * 1000)}"
     uow.after_commit(lambda: [enqueue_delivery(pid, cycle, count, tag=tag) for pid, cycle, count in jobs])
     return len(jobs)
+
+
+def release_again_after_commit(uow: UnitOfWork, connection_id: str) -> None:
+    """Once the close (or re-enabling) committed, release the connection's held
+    deliveries once more, in a transaction of its own (CONN-1, CONN-3; issue 24).
+
+    A hold or deferral that read the connection before it closed and committed after
+    `release_held`'s UPDATE is not seen by it (its row was still due then); this
+    second look, after the close's commit, sees it, so it does not wait out its
+    whole wait.
+    """
+
+    def again() -> None:
+        with unit_of_work() as later:
+            release_held(later, connection_id)
+            later.commit()
+
+    uow.after_commit(again)
 
 
 def schedule_probe(uow: UnitOfWork, connection_id: str, at: datetime) -> None:

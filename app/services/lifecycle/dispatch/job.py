@@ -24,6 +24,7 @@ from datetime import timedelta
 from app.domain.clock import utcnow
 from app.observability import bind
 from app.services.lifecycle import connection_holds
+from app.services.lifecycle.connection_holds import RECOVERY_ENDS
 from app.services.lifecycle.dispatch import send
 from app.services.lifecycle.dispatch.claim import Claimed, claim_batch
 from app.services.lifecycle.dispatch.record import observe
@@ -65,6 +66,8 @@ def deliver(proposal_id: str) -> DeliveryOutcome:
     if not batch:
         log.debug("nothing due for %s", proposal_id, extra={"proposal_id": proposal_id})
         return DeliveryOutcome(claimed=False, proposal_id=proposal_id)
+    held = [c.proposal_id for c in batch if isinstance(c, DeliveryOutcome) and c.error_code in RECOVERY_ENDS]
+    connection_holds.release_if_recovered(held)  # CONN-1: the connection closed as they were deferred
     sendable = [c for c in batch if isinstance(c, Claimed)]
     outcomes = send.send_and_record(sendable) if sendable else {}  # nothing to send: no empty transaction
     outcomes.update({c.proposal_id: c for c in batch if isinstance(c, DeliveryOutcome)})
