@@ -232,13 +232,12 @@ def test_bulk_3_two_reviewers_approving_at_once_approve_each_item_once(app, team
 
     make_operator(installation, "admin")  # created before the race
     results = _at_once(app, [approver("reviewer"), approver("admin")])
-    wins = [r for r in results if isinstance(r, dict)]
-    refusals = [r for r in results if isinstance(r, ApiError)]
-    assert len(wins) == 1 and len(refusals) == 1, results
-    assert refusals[0].status == 409
+    assert [r for r in results if isinstance(r, dict)] == [{"approved": 20, "skipped": 0}], results
     assert _count(ActionApproval) == 20
     run_worker(app)
     assert len(team.demo_platform.state.effects) == 20
+    loser = next(r for r in results if not isinstance(r, dict))
+    assert isinstance(loser, ApiError) and loser.status == 409, repr(loser)  # not a raw IntegrityError (a 500)
 
 
 def test_bulk_3_submitting_twice_at_once_makes_one_set_of_proposals(app, team):
@@ -252,11 +251,31 @@ def test_bulk_3_submitting_twice_at_once_makes_one_set_of_proposals(app, team):
         return submit_batch(make_operator(installation, "moderator"), batch_id, digest)
 
     results = _at_once(app, [submit, submit])
-    wins = [r for r in results if isinstance(r, str)]
-    refusals = [r for r in results if isinstance(r, ApiError)]
-    assert len(wins) == 1 and len(refusals) == 1, results
+    assert len([r for r in results if isinstance(r, str)]) == 1, results
     assert _count(P, P.bulk_batch_id == batch_id) == 20
     assert _count(Report, Report.external_id == f"bulk:{batch_id}") == 1
+    loser = next(r for r in results if not isinstance(r, str))
+    assert isinstance(loser, ApiError) and loser.status == 409, repr(loser)  # not a raw IntegrityError (a 500)
+
+
+def test_bulk_3_approve_and_reject_at_once_end_in_one_state(app, team):
+    """BULK-3: an approval and a rejection at the same moment: the batch ends either
+    running with every item approved or rejected with none sent, the other step
+    refused with a clear code."""
+    batch_id, digest = _submitted(team, [f"post:{n}" for n in range(20)])
+    installation = team.installation_id
+    make_operator(installation, "admin")
+    results = _at_once(app, [
+        lambda: approve_batch(make_operator(installation, "reviewer"), batch_id, digest),
+        lambda: reject_batch(make_operator(installation, "admin"), batch_id, digest, "not spam"),
+    ])
+    state = _batch(batch_id).state
+    approvals = _count(ActionApproval)
+    assert (state, approvals) in (("running", 20), ("rejected", 0)), (state, approvals, results)
+    run_worker(app)
+    assert len(team.demo_platform.state.effects) == (20 if state == "running" else 0)
+    loser = results[1] if state == "running" else results[0]
+    assert isinstance(loser, ApiError) and loser.status == 409, repr(loser)
 
 
 # --- Platform misbehaving -------------------------------------------------------------------
