@@ -421,3 +421,49 @@ def test_bulk_3_bad_digests_and_reasons_on_every_step_never_500_nothing_stored(a
             assert response.status_code in (303, 400, 403, 404, 409), (step, data.keys(), response.status_code)
             assert response.status_code != 303 or step in ("pause", "resume"), (step, data)
     assert _web_rows() == before and _batch(batch_id).state == "submitted"
+
+
+def test_bulk_7_four_9_a_single_retry_does_not_resend_an_item_of_a_cancelled_batch(app, httpserver):
+    """BULK-7, FOUR-9: after a cancel, the batch's maker (a reviewer too) retrying a
+    cancelled-after-sending item alone (RTRY-1) sends nothing: the item stays failed
+    or is refused, the platform sees no new request, the ledger adds up."""
+    from app.services.lifecycle.retry import retry_proposal
+
+    team = make_team(httpserver.url_for("/"))
+    script = s.Script(s.http_status(503), s.applied())
+    httpserver.expect_request("/actions/takedown", method="POST").respond_with_handler(script)
+    batch_id, digest = _submitted(team, ["post:1"], maker="reviewer2")
+    approve_batch(make_operator(team.installation_id, "reviewer"), batch_id, digest)
+    item = _items(batch_id)[0]
+    deliver(item.id)  # 503: sent once, waiting to be retried
+    cancel_batch(make_operator(team.installation_id, "reviewer"), batch_id, "wrong network")
+    item = _items(batch_id)[0]
+    assert item.state == "failed" and item.delivery_terminal
+    requests = len(script.requests)
+    try:
+        retry_proposal(item.id, payload_digest=item.payload_digest, idempotency_key="again-1",
+                       operator=make_operator(team.installation_id, "reviewer2"))
+    except ApiError:
+        pass
+    run_worker(app)
+    deliver(item.id)
+    assert len(script.requests) == requests and script.effects == {}
+    book = ledger(db.session, _batch(batch_id))
+    assert book.adds_up and book["applied"] == 0, book
+    assert _batch(batch_id).state == "cancelled"
+
+
+def test_bulk_4_a_subject_protected_after_submission_is_skipped_at_approval(app, team):
+    """BULK-2, BULK-4: a subject put on the protected list between submission and
+    approval is skipped with its code and never sent."""
+    batch_id, digest = _submitted(team, [f"post:{n}" for n in range(20)])
+    app.config["BULK_PROTECTED_SUBJECTS"] = ["post:3"]
+    result = approve_batch(make_operator(team.installation_id, "reviewer"), batch_id, digest)
+    assert result == {"approved": 19, "skipped": 1}
+    run_worker(app)
+    item = db.session.scalar(select(BulkItem).where(BulkItem.batch_id == batch_id,
+                                                    BulkItem.subject_reference == "post:3"))
+    assert item.skip_code == "bulk_subject_protected"
+    assert len(team.demo_platform.state.effects) == 19
+    book = ledger(db.session, _batch(batch_id))
+    assert book.adds_up and book["applied"] == 19 and book["skipped"] == 1, book
