@@ -163,7 +163,7 @@ def test_bulk_1_empty_selection_is_one_error_on_line_0(text):
 
 
 def test_bulk_1_too_large_input_is_one_error_on_line_0():
-    """BULK-1: over 200,000 characters nothing is read."""
+    """BULK-1: over 1,000,000 characters nothing is read."""
     text = "post:1\n" * (MAX_SELECTION_CHARS // 7 + 1)
     subjects, errors = parse_subject_list(text, cap=100_000)
     assert subjects == [] and codes(errors) == [(0, "bulk_selection_too_large")]

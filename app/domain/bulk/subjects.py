@@ -17,7 +17,7 @@ from ..evidence import REFERENCE_PATTERN
 from ..platform_kinds import PDS_ACCOUNT, PDS_RECORD
 from ..text_safety import reference_problem
 
-MAX_SELECTION_CHARS = 200_000  # a pasted list or an uploaded file, in characters
+MAX_SELECTION_CHARS = 1_000_000  # a pasted list or an uploaded file, in characters (10,000 at-uris fit)
 MAX_EXCERPT = 120  # characters of a refused line shown back
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,49}")
 INTAKE_DEFAULT_KIND = "content"  # what the intake stores when a platform sends no kind
@@ -90,6 +90,23 @@ def subject_kind(reference: str) -> str:
     return prefix if KIND_PATTERN.fullmatch(prefix) else INTAKE_DEFAULT_KIND
 
 
+def canonical_reference(reference: str) -> str:
+    """One spelling per subject (BULK-1, BULK-2): the part before the first ``:`` in
+    lower case (a scheme is case-insensitive), and an at-uri naming only an account
+    (``at://did:plc:abc``) as that account's DID. Duplicates, the protected list and
+    "already acted on" compare this form, so another spelling of a subject is the same
+    subject."""
+    text = reference.strip()
+    if text[:5].lower() == "at://":
+        rest = text[5:].rstrip("/")
+        if "/" not in rest and rest[:4].lower() == "did:":
+            text = rest
+        else:
+            return "at://" + text[5:]
+    scheme, colon, rest = text.partition(":")
+    return scheme.lower() + colon + rest
+
+
 def reference_error(reference: str) -> tuple[str, str] | None:
     """Whether the intake would refuse `reference` as a subject (BULK-1, FOUR-10).
 
@@ -133,7 +150,7 @@ def _csv_columns(line: str) -> dict[str, int] | None:
 
 def _cells(line: str) -> list[str] | None:
     try:
-        return next(csv.reader([line]), [])
+        return next(csv.reader([line], strict=True), [])
     except csv.Error:
         return None
 
@@ -163,6 +180,7 @@ class _Reader:
                 "The kind must be a lower-case word of letters, digits and underscores (at most 50), e.g. post.",
             )
             return
+        reference = canonical_reference(reference)
         first = self.first_line.setdefault(reference, number)
         if first != number:
             self.refuse(number, line, DUPLICATE, f"This subject is already named on line {first:,}.")
@@ -194,7 +212,7 @@ def parse_subject_list(text: str, *, cap: int) -> tuple[list[SubjectLine], list[
             comment) is a header with a ``reference`` column and optionally a ``kind``
             column (other columns are ignored). Blank lines and lines starting with
             ``#`` are skipped; Windows line endings and a UTF-8 byte-order mark are
-            accepted. At most 200,000 characters.
+            accepted. At most 1,000,000 characters.
         cap: the most distinct subjects one bulk action may name (the role's cap, BULK-5).
 
     Returns:

@@ -15,6 +15,7 @@ from flask import current_app
 from sqlalchemy import insert, select, update
 
 from app.domain.bulk.batch import DRIFTED, Outcome, approval_verdict, checked_reason, drift_share, drifted
+from app.domain.bulk.subjects import canonical_reference
 from app.domain.case_states import BatchMove
 from app.domain.clock import utcnow
 from app.domain.errors import ActionError, ApiError
@@ -87,12 +88,13 @@ def drift_now(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
         BulkItem.batch_id == batch.id, BulkItem.outcome == Outcome.WOULD_ACT.value).order_by(BulkItem.position)).all()
     frozen = [SourceSubject(r.subject_reference, r.kind, tuple(r.report_ids), r.line) for r in rows]
     names = {"public_reference": batch.public_reference, "maker_id": batch.maker_id, "exclude_batch_id": batch.id}
-    changed = {c.subject.reference: c.detail for c in classify_subjects(
+    changed = {canonical_reference(c.subject.reference): c.detail for c in classify_subjects(
         session, batch.installation_id, action, frozen, **names) if c.outcome != Outcome.WOULD_ACT}
     skips = _skips(session, batch, changed)
-    acting = {s.reference for s in frozen} - set(changed) - {reference for reference, _ in skips.values()}
-    acting |= _new_subjects(session, batch, action, {s.reference for s in frozen}, names)
-    return drift_share((s.reference for s in frozen), acting), skips
+    subjects = {canonical_reference(s.reference) for s in frozen}  # as proposals store them
+    acting = subjects - set(changed) - {reference for reference, _ in skips.values()}
+    acting |= _new_subjects(session, batch, action, subjects, names)
+    return drift_share(subjects, acting), skips
 
 
 def _new_subjects(session, batch: BulkBatch, action, frozen: set[str], names: dict) -> set[str]:
@@ -103,8 +105,8 @@ def _new_subjects(session, batch: BulkBatch, action, frozen: set[str], names: di
         if error.code == "bulk_selection_empty":
             return set()
         raise ApiError(409, DRIFTED, f"The selection cannot be resolved again ({error.code}); start a new dry run.") from error
-    fresh = [s for s in resolved if s.reference not in frozen]
-    return {c.subject.reference for c in classify_subjects(session, batch.installation_id, action, fresh, **names)
+    fresh = [s for s in resolved if canonical_reference(s.reference) not in frozen]
+    return {canonical_reference(c.subject.reference) for c in classify_subjects(session, batch.installation_id, action, fresh, **names)
             if c.outcome == Outcome.WOULD_ACT}
 
 
@@ -147,7 +149,7 @@ def approve_batch(operator: OperatorUser, batch_id: str, digest: str) -> dict[st
     """
     with unit_of_work() as uow:
         session = uow.session
-        batch = load_batch(session, operator, batch_id)
+        batch = load_batch(session, operator, batch_id, lock=True)
         _check_pending(session, batch, operator, digest)
         if batch.item_count > operator_cap(session, operator):
             raise ApiError(403, "bulk_selection_over_cap", "This batch is over your role's cap of items per batch.")
@@ -199,7 +201,7 @@ def reject_batch(operator: OperatorUser, batch_id: str, digest: str, reason: str
     reason = checked_reason(reason, "rejected")
     with unit_of_work() as uow:
         session = uow.session
-        batch = load_batch(session, operator, batch_id)
+        batch = load_batch(session, operator, batch_id, lock=True)
         _check_pending(session, batch, operator, digest)
         rejected = move_batch_items(session, batch.id, Move.REJECT, values={"last_error_code": "bulk_batch_rejected"})
         if not move_row(session, batch, BatchMove.REJECT, values=dict(ended_by=operator.id, finished_at=utcnow())):

@@ -54,7 +54,7 @@ def _check_control(operator: OperatorUser) -> None:
 def _moved(session, operator: OperatorUser, batch_id: str, move: BatchMove, code: str, which: str) -> BulkBatch:
     """Load the operator's batch and make its guarded `move`, or refuse with 409 `code`
     (only `which` may take it)."""
-    batch = load_batch(session, operator, batch_id)
+    batch = load_batch(session, operator, batch_id, lock=True)
     if not move_row(session, batch, move):
         raise ApiError(409, code, f"This bulk action is {batch.state}; only {which} can be {move.value}d.")
     return batch
@@ -140,7 +140,7 @@ def cancel_batch(operator: OperatorUser, batch_id: str, reason: str) -> dict[str
     reason = checked_reason(reason, "cancelled")
     with unit_of_work() as uow:
         session = uow.session
-        batch = load_batch(session, operator, batch_id)
+        batch = load_batch(session, operator, batch_id, lock=True)
         if CANCEL_ROLE not in operator.roles:
             raise ApiError(403, "bulk_cancel_refused", "Cancelling an approved bulk action needs the reviewer role.")
         if batch.maker_id == operator.id:

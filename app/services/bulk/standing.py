@@ -11,6 +11,7 @@ from flask import current_app
 from sqlalchemy import select
 
 from app.domain.bulk.batch import Standing
+from app.domain.bulk.subjects import canonical_reference
 from app.domain.states import Move, is_terminal, target
 from app.models import ActionProposal
 
@@ -22,7 +23,7 @@ APPLIED = target(Move.RECEIPT_APPLIED).value
 def protected_subjects() -> frozenset[str]:
     """``BULK_PROTECTED_SUBJECTS``: subjects never acted on in bulk (BULK-2; approval
     policies will mark them, POL-4)."""
-    return frozenset(current_app.config.get("BULK_PROTECTED_SUBJECTS") or ())
+    return frozenset(canonical_reference(ref) for ref in current_app.config.get("BULK_PROTECTED_SUBJECTS") or ())
 
 
 def standings(
@@ -31,7 +32,8 @@ def standings(
     """Each subject's `Standing` for `action_code`, by reference.
 
     Args:
-        references: the subjects' references.
+        references: the subjects' references (compared in `canonical_reference`'s
+            spelling, as `ActionProposal.target_reference` stores them).
         exclude_batch_id: a batch whose own items are not counted (its approval
             resolves its selection again while its items wait).
 
@@ -40,7 +42,9 @@ def standings(
     one not yet terminal.
     """
     protected = protected_subjects()
-    wanted = list(dict.fromkeys(references))
+    given = list(dict.fromkeys(references))
+    spelled = {reference: canonical_reference(reference) for reference in given}  # one spelling each
+    wanted = list(dict.fromkeys(spelled.values()))
     applied: dict[str, set[str]] = {}
     pending: set[str] = set()
     for start in range(0, len(wanted), CHUNK):
@@ -63,11 +67,11 @@ def standings(
     ended = _reversed(session, {pid for ids in applied.values() for pid in ids})
     return {
         reference: Standing(
-            applied=bool(applied.get(reference, set()) - ended),
-            pending=reference in pending,
-            protected=reference in protected,
+            applied=bool(applied.get(subject, set()) - ended),
+            pending=subject in pending,
+            protected=subject in protected,
         )
-        for reference in wanted
+        for reference, subject in spelled.items()
     }
 
 

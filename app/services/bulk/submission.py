@@ -50,13 +50,20 @@ from app.services.uow import Actor, unit_of_work
 CASE_NOT_DECIDABLE = "action_case_no_longer_eligible"
 
 
-def load_batch(session, operator: OperatorUser, batch_id: str) -> BulkBatch:
+def load_batch(session, operator: OperatorUser, batch_id: str, *, lock: bool = False) -> BulkBatch:
     """The batch, if it is the operator's installation's.
+
+    Args:
+        lock: hold the batch's row until the unit of work ends (a step that changes
+            it: two at once are taken one after the other, and the second sees the
+            first's result, instead of colliding on a unique key). SQLite's write lock
+            already serialises them.
 
     Raises:
         ApiError: 404 ``bulk_batch_not_found``.
     """
-    batch = session.get(BulkBatch, batch_id) if isinstance(batch_id, str) else None
+    options = {"with_for_update": True, "populate_existing": True} if lock else {}
+    batch = session.get(BulkBatch, batch_id, **options) if isinstance(batch_id, str) else None
     if batch is None or batch.installation_id != operator.installation_id:
         raise ApiError(404, "bulk_batch_not_found", "No such bulk action.")
     return batch
@@ -151,7 +158,7 @@ def submit_batch(operator: OperatorUser, batch_id: str, dry_run_digest: str) -> 
     """
     with unit_of_work() as uow:
         session = uow.session
-        batch = load_batch(session, operator, batch_id)
+        batch = load_batch(session, operator, batch_id, lock=True)
         action = _check_submittable(session, batch, operator, dry_run_digest)
         now = utcnow().replace(microsecond=utcnow().microsecond // 1000 * 1000)
         component = session.get(ComponentVersion, action.component_version_id)

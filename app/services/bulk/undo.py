@@ -180,7 +180,7 @@ def start_undo(operator: OperatorUser, batch_id: str, reason: str) -> str:
 
 def _start(uow, operator: OperatorUser, batch_id: str, reason: str) -> str:
     session = uow.session
-    original = load_batch(session, operator, batch_id)
+    original = load_batch(session, operator, batch_id, lock=True)
     _check_undoable(session, operator, original)
     config = undo_action(session, original)
     applied, not_applied = _applied_items(session, original)

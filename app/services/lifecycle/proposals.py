@@ -143,10 +143,13 @@ def proposal_values(new: NewProposal) -> dict[str, Any]:
 
 
 def target_reference(target: dict[str, Any]) -> str | None:
-    """The subject a target names (its ``reference``), kept in a column of its own so
-    "an action of this code on this subject" is an indexed question (BULK-2)."""
+    """The subject a target names (its ``reference``, in `canonical_reference`'s one
+    spelling), kept in a column of its own so "an action of this code on this subject"
+    is an indexed question (BULK-2)."""
+    from app.domain.bulk.subjects import canonical_reference
+
     reference = target.get("reference") if isinstance(target, dict) else None
-    return reference[:500] if isinstance(reference, str) else None
+    return canonical_reference(reference)[:500] if isinstance(reference, str) else None
 
 
 def insert_proposal(session, new: NewProposal) -> ActionProposal:
