@@ -7,23 +7,29 @@ one run on PostgreSQL:
   (target >= 1,000/s), against SINGLES (300) single proposals prepared the ordinary
   way in the same run (a report taken in, a decision recorded: its workflow run
   proposes): ``bulk_single_proposals_per_second``;
-* ``bulk_delivery_ratio``: after one approval, the items delivered by 2 workers (as
-  `bench/outage.py` starts them) to `bench/bulk_platform.py`, whose connection allows
-  RATE (200) requests per second (``rate_limit_per_second``, set in the bench world)
-  and which answers 429 with ``Retry-After`` on SHARE_429 (10 %) of requests. Ratio
-  = (COUNT / RATE) / seconds from the start of the approval to the last item applied
-  (target >= 1 / 1.15 = 0.87); every item must be applied exactly once on the
-  platform (distinct ``Idempotency-Key`` = effects = COUNT);
+* ``bulk_delivery_ratio`` (the timing): after one approval, the COUNT items delivered
+  by 2 workers (as `bench/outage.py` starts them) to `bench/bulk_platform.py`, whose
+  connection's ``rate_limit_per_second`` is RATE (200, set in the bench world) and
+  which allows RATE requests per second (429 with ``Retry-After`` only above it; no
+  injected 429s). Ratio = (COUNT / RATE) / seconds from the start of the approval to
+  the last item applied (target >= 1 / 1.15 = 0.87);
+* ``bulk_429_exactly_once`` (the correctness, in the same run): a second batch of
+  CHECK (2,000) other subjects, approved and delivered the same way while the
+  platform also answers 429 to SHARE_429 (10 %) of requests at random: true when
+  every item was applied in the console and on the platform exactly once per
+  ``Idempotency-Key`` (effects = distinct keys = CHECK); ``bulk_429`` keeps the
+  counts (keys, effects, repeats: a key sent again after it was applied);
 * ``bulk_page_ratio``: the batch page's read model (the ledger, `progress.ledger`,
   and the first keyset page of 50 items with their proposals' states) against a bare
   SELECT of the same rows through psycopg, p50 of 30 each. The batch page itself
   (``GET /bulk/<id>``) is built in parallel and not in this tree.
 
-    python bulk.py [COUNT] [RATE] [SHARE_429] [DELIVERY_TIMEOUT_SECONDS] [SINGLES]
+    python bulk.py [COUNT] [RATE] [SHARE_429] [DELIVERY_TIMEOUT_SECONDS] [SINGLES] [CHECK]
 
 A delivery that has not ended after DELIVERY_TIMEOUT_SECONDS is reported as it stands
 (``bulk_delivery_complete`` false, ``bulk_delivery_applied`` < COUNT; the ratio is then
-the rate reached over RATE, what the full COUNT would give at that rate). Wall-clock figures depend on what else the machine runs:
+the rate reached over RATE, what the full COUNT would give at that rate; likewise
+``bulk_429.complete`` for the second batch, whose exactly-once is then false). Wall-clock figures depend on what else the machine runs:
 ``bulk_load_average_at_start`` and the CPU seconds of this process are kept with them.
 """
 
@@ -45,6 +51,7 @@ RATE = float(sys.argv[2]) if len(sys.argv) > 2 else 200.0
 SHARE_429 = float(sys.argv[3]) if len(sys.argv) > 3 else 0.10
 TIMEOUT_SECONDS = float(sys.argv[4]) if len(sys.argv) > 4 else 900.0
 SINGLES = int(sys.argv[5]) if len(sys.argv) > 5 else 300
+CHECK = int(sys.argv[6]) if len(sys.argv) > 6 else 2_000
 WORKERS = 2
 PAGE = 50
 READS = 30
@@ -55,9 +62,18 @@ def stats(url: str) -> dict:
         return json.loads(answer.read())
 
 
+def platform_mode(url: str, share_429: float) -> None:
+    """The platform's injected share of 429s from now on, its counts started afresh."""
+    request = urllib.request.Request(f"{url}/_control", data=json.dumps({"share_429": share_429}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        answer.read()
+
+
 def seed(url: str) -> dict:
     """The demo installation (human approval) on the bench platform, its connection
-    at RATE requests per second, caps of COUNT items for moderators and reviewers."""
+    at RATE requests per second, caps of max(COUNT, CHECK) items for moderators and
+    reviewers."""
     from sqlalchemy import insert, select, update
 
     from app.demo import seed_demo
@@ -68,7 +84,7 @@ def seed(url: str) -> dict:
     installation_id = db.session.scalar(select(Installation.id))
     db.session.execute(update(ConnectionVersion).values(rate_limit_per_second=RATE))
     db.session.execute(insert(BulkCap), [
-        dict(installation_id=installation_id, role=role, max_items=COUNT) for role in ("moderator", "reviewer")])
+        dict(installation_id=installation_id, role=role, max_items=max(COUNT, CHECK)) for role in ("moderator", "reviewer")])
     db.session.commit()
 
     def operator(name: str) -> OperatorUser:
@@ -161,19 +177,59 @@ def read_model(batch_id: str) -> tuple[float, float]:
         return p50(model), p50(bare)
 
 
-def main() -> None:
-    from sqlalchemy import func, select
-
+def prepare(world: dict, action, prefix: str, count: int) -> tuple[str, str, dict]:
+    """Dry run and submit `count` pasted subjects ``post:{prefix}{n}``; the batch id,
+    its digest and the timings."""
     from app.extensions import db
-    from app.models import ActionProposal, BulkBatch
-    from app.services.bulk.actions import bulk_actions
-    from app.services.bulk.batch_approval import approve_batch
+    from app.models import BulkBatch
     from app.services.bulk.dry_runs import start_dry_run
     from app.services.bulk.submission import submit_batch
 
+    text = "\n".join(f"post:{prefix}{n}" for n in range(count))
+    started, cpu = time.perf_counter(), time.process_time()
+    batch_id = start_dry_run(world["moderator"], selection={"source": "list", "text": text},
+                             action_key=action.key, decision_code=action.decision_code, reason="bench wave")
+    timings = {"dry_run_seconds": time.perf_counter() - started, "dry_run_cpu_seconds": time.process_time() - cpu}
+    batch = db.session.get(BulkBatch, batch_id)
+    assert batch.counts["would_act"] == count, batch.counts
+    started, cpu = time.perf_counter(), time.process_time()
+    digest = submit_batch(world["moderator"], batch_id, batch.dry_run_digest)
+    timings.update(submit_seconds=time.perf_counter() - started, submit_cpu_seconds=time.process_time() - cpu)
+    return batch_id, digest, timings
+
+
+def deliver(world: dict, batch_id: str, digest: str, count: int) -> dict:
+    """Approve the batch and wait until its `count` items are applied (or the
+    timeout): seconds from the approval's start, the approval's own seconds, applied."""
+    from app.services.bulk.batch_approval import approve_batch
+
+    started, cpu = time.perf_counter(), time.process_time()
+    result = approve_batch(world["reviewer"], batch_id, digest)
+    approve = {"approve_seconds": time.perf_counter() - started, "approve_cpu_seconds": time.process_time() - cpu}
+    assert result == {"approved": count, "skipped": 0}, result
+    applied, shown = 0, time.perf_counter()
+    while time.perf_counter() - started < TIMEOUT_SECONDS:
+        applied = applied_count(batch_id)
+        if applied == count:
+            break
+        if time.perf_counter() - shown >= 10:
+            shown = time.perf_counter()
+            print(f"  {shown - started:5.1f} s: {applied} applied", flush=True)
+        time.sleep(0.25)
+    return {**approve, "seconds": time.perf_counter() - started, "applied": applied}
+
+
+PLATFORM_KEYS = ("requests", "rate_limited", "over_rate", "injected", "applied", "repeats", "distinct_keys", "effects",
+                 "max_requests_in_a_second")
+
+
+def main() -> None:
+    from app.extensions import db
+    from app.services.bulk.actions import bulk_actions
+
     port = free_port()
     platform = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "bulk_platform.py"), str(port), str(SHARE_429), "1"],
+        [sys.executable, str(ROOT / "bench" / "bulk_platform.py"), str(port), "0", "1", str(RATE)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     wait_for_port(port)
@@ -181,7 +237,7 @@ def main() -> None:
     env = {**os.environ, "DATABASE_URL": BENCH_DB, "REDIS_URL": BENCH_REDIS, "EGRESS_ALLOW_PRIVATE": "1",
            "LOG_LEVEL": "ERROR", "INSTANCE_PATH": str(ROOT / "bench" / "out" / "worker")}
     workers: list[subprocess.Popen] = []
-    figures: dict = {"bulk_count": COUNT, "bulk_rate_limit_per_second": RATE, "bulk_share_429": SHARE_429,
+    figures: dict = {"bulk_count": COUNT, "bulk_rate_limit_per_second": RATE, "bulk_platform_allows_per_second": RATE,
                      "bulk_workers": WORKERS}
     try:
         app = bench_app()
@@ -191,58 +247,50 @@ def main() -> None:
             figures["bulk_single_proposals_per_second"] = round(single_proposals(world), 1)
             action = next(a for a in bulk_actions(db.session, world["installation_id"])
                           if a.decision_code == "remove_content")
-            text = "\n".join(f"post:b{n}" for n in range(COUNT))
             figures["bulk_load_average_at_start"] = round(os.getloadavg()[0], 1)
-            started, cpu = time.perf_counter(), time.process_time()
-            batch_id = start_dry_run(world["moderator"], selection={"source": "list", "text": text},
-                                     action_key=action.key, decision_code=action.decision_code, reason="bench wave")
-            figures["bulk_dry_run_seconds"] = round(time.perf_counter() - started, 2)
-            figures["bulk_dry_run_cpu_seconds"] = round(time.process_time() - cpu, 2)  # this process only
-            batch = db.session.get(BulkBatch, batch_id)
-            assert batch.counts["would_act"] == COUNT, batch.counts
-            print(f"dry run: {figures['bulk_dry_run_seconds']} s", flush=True)
-            started, cpu = time.perf_counter(), time.process_time()
-            digest = submit_batch(world["moderator"], batch_id, batch.dry_run_digest)
-            seconds = time.perf_counter() - started
-            figures["bulk_submit_cpu_seconds"] = round(time.process_time() - cpu, 2)
-            made = db.session.scalar(select(func.count()).select_from(ActionProposal).where(
-                ActionProposal.bulk_batch_id == batch_id))
-            assert made == COUNT, f"{made} proposals"
-            figures["bulk_submit_seconds"] = round(seconds, 2)
-            figures["bulk_proposals_per_second"] = round(COUNT / seconds, 1)
-            print(f"submit: {seconds:.2f} s, {COUNT / seconds:.0f}/s", flush=True)
+            batch_id, digest, timings = prepare(world, action, "b", COUNT)
+            figures["bulk_dry_run_seconds"] = round(timings["dry_run_seconds"], 2)
+            figures["bulk_dry_run_cpu_seconds"] = round(timings["dry_run_cpu_seconds"], 2)  # this process only
+            figures["bulk_submit_seconds"] = round(timings["submit_seconds"], 2)
+            figures["bulk_submit_cpu_seconds"] = round(timings["submit_cpu_seconds"], 2)
+            figures["bulk_proposals_per_second"] = round(COUNT / timings["submit_seconds"], 1)
+            print(f"dry run: {figures['bulk_dry_run_seconds']} s; submit: {figures['bulk_submit_seconds']} s", flush=True)
             settle()  # the planner's statistics, as autovacuum would have them (not timed)
             for n in range(WORKERS):  # long-running, with RQ's scheduler; the first runs the sweeps
                 args = [sys.executable, str(ROOT / "worker.py")] + ([] if n == 0 else ["--no-cron"])
                 workers.append(subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                                 stderr=subprocess.DEVNULL))
             time.sleep(3)  # the workers start (not timed)
-            started = time.perf_counter()
-            result = approve_batch(world["reviewer"], batch_id, digest)
-            figures["bulk_approve_seconds"] = round(time.perf_counter() - started, 2)
-            assert result == {"approved": COUNT, "skipped": 0}, result
-            applied, shown = 0, time.perf_counter()
-            while time.perf_counter() - started < TIMEOUT_SECONDS:
-                applied = applied_count(batch_id)
-                if applied == COUNT:
-                    break
-                if time.perf_counter() - shown >= 10:
-                    shown = time.perf_counter()
-                    print(f"  {shown - started:5.1f} s: {applied} applied", flush=True)
-                time.sleep(0.25)
-            seconds = time.perf_counter() - started
+            # (a) the timing: a platform that allows RATE per second, no injected 429s
+            platform_mode(url, 0.0)
+            figures["bulk_load_average_at_approval"] = round(os.getloadavg()[0], 1)
+            done = deliver(world, batch_id, digest, COUNT)
             seen = stats(url)
-            figures["bulk_delivery_seconds"] = round(seconds, 1)
-            figures["bulk_delivery_applied"] = applied
-            figures["bulk_delivery_complete"] = applied == COUNT
+            figures["bulk_approve_seconds"] = round(done["approve_seconds"], 2)
+            figures["bulk_approve_cpu_seconds"] = round(done["approve_cpu_seconds"], 2)
+            figures["bulk_delivery_seconds"] = round(done["seconds"], 1)
+            figures["bulk_delivery_applied"] = done["applied"]
+            figures["bulk_delivery_complete"] = done["applied"] == COUNT
             # (COUNT / RATE) / seconds when all were applied; else the same at the rate reached
-            figures["bulk_delivery_ratio"] = round((applied / RATE) / seconds, 3)
-            figures["bulk_platform"] = {k: seen[k] for k in ("requests", "rate_limited", "applied", "repeats",
-                                                             "distinct_keys", "effects", "max_requests_in_a_second")}
-            print(f"delivery: {applied} applied in {seconds:.1f} s; platform {figures['bulk_platform']}", flush=True)
+            figures["bulk_delivery_ratio"] = round((done["applied"] / RATE) / done["seconds"], 3)
+            figures["bulk_platform"] = {k: seen[k] for k in PLATFORM_KEYS}
+            print(f"delivery: {done['applied']} applied in {done['seconds']:.1f} s; platform {figures['bulk_platform']}",
+                  flush=True)
             # once per key on the platform; when stopped early, items sent whose outcome
             # was not yet committed count on the platform's side only
-            assert seen["effects"] == applied if applied == COUNT else seen["effects"] >= applied, seen
+            assert seen["effects"] == done["applied"] if figures["bulk_delivery_complete"] else seen["effects"] >= done["applied"], seen
+            # (b) the correctness: CHECK other subjects, 429s injected on SHARE_429 of requests
+            check_id, check_digest, _ = prepare(world, action, "c", CHECK)
+            settle()
+            platform_mode(url, SHARE_429)
+            done = deliver(world, check_id, check_digest, CHECK)
+            seen = stats(url)
+            once = done["applied"] == CHECK and seen["effects"] == seen["distinct_keys"] == CHECK
+            figures["bulk_429_exactly_once"] = once
+            figures["bulk_429"] = {"items": CHECK, "share_429": SHARE_429, "complete": done["applied"] == CHECK,
+                                   "console_applied": done["applied"], "seconds": round(done["seconds"], 1),
+                                   "keys": seen["distinct_keys"], **{k: seen[k] for k in PLATFORM_KEYS}}
+            print(f"429 check: {figures['bulk_429']}", flush=True)
             stop_workers(workers)  # the page's reads are timed on a quiet machine
             model_ms, bare_ms = read_model(batch_id)
             figures.update(bulk_page_model_p50_ms=round(model_ms, 2), bulk_page_bare_p50_ms=round(bare_ms, 2),

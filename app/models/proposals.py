@@ -176,6 +176,7 @@ def move_batch_items(
     ids: list[str] | None = None,
     values: dict[str, Any] | None = None,
     where: tuple = (),
+    then: Move | None = None,
 ) -> int:
     """Apply a move to a bulk batch's items at once (BULK-3, BULK-4, BULK-7): one
     conditional UPDATE (per 500 ids when `ids` names some), guarded on the move's
@@ -187,12 +188,22 @@ def move_batch_items(
         values: other columns to set.
         where: extra SQLAlchemy conditions every moved row must also meet (a
             pause holds only waiting items, a cancel fails only items sent before).
+        then: a second move made in the same UPDATE, from the first's target state
+            (approve, then enqueue: one write of the rows instead of two).
 
     Returns:
         How many moved.
+
+    Raises:
+        ValueError: `then` does not start where `move` ends (a programming error).
     """
     table = ActionProposal
-    written = {"state": target(move).value, "updated_at": utcnow(), **(values or {})}
+    end = target(move)
+    if then is not None:
+        if end not in sources(then):
+            raise ValueError(f"{then.value} does not start from {end.value}")
+        end = target(then)
+    written = {"state": end.value, "updated_at": utcnow(), **(values or {})}
     guard = (table.bulk_batch_id == batch_id, table.state.in_([s.value for s in sources(move)]), *where)
     chunks = [None] if ids is None else [ids[i : i + 500] for i in range(0, len(ids), 500)]
     moved = 0

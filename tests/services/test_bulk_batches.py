@@ -7,8 +7,9 @@ import pytest
 from sqlalchemy import func, select
 
 from app.domain.errors import ApiError
+from app.domain.states import Move
 from app.extensions import db
-from app.models import ActionApproval, ActionProposal, AuditEvent, BulkBatch, BulkItem, Decision, Report
+from app.models import ActionApproval, ActionProposal, AuditEvent, BulkBatch, BulkItem, Decision, Report, move_batch_items
 from app.services.bulk.actions import bulk_actions
 from app.services.bulk.batch_approval import approve_batch, reject_batch
 from app.services.bulk.dry_runs import SelectionRefused, start_dry_run
@@ -168,6 +169,34 @@ def test_bulk_4_within_the_drift_a_changed_item_is_skipped_with_its_code(app, te
     db.session.rollback()  # a fresh read: the worker committed in its own session
     book = ledger(db.session, db.session.get(BulkBatch, batch.id))
     assert book.adds_up and (book["applied"], book["skipped"]) == (19, 1)
+
+
+def test_bulk_4_a_subject_protected_since_the_dry_run_is_skipped_the_rest_queued(app, team):
+    """BULK-4: the frozen subjects are classified again by where they stand (their
+    mapping is not re-run): one protected since is skipped with its code; the others
+    get one approval each and are queued in the same write."""
+    batch, digest = submitted(team, "\n".join(f"post:{n}" for n in range(1, 21)))
+    app.config["BULK_PROTECTED_SUBJECTS"] = ["post:3"]
+    try:
+        result = approve_batch(make_operator(team.installation_id, "reviewer"), batch.id, digest)
+    finally:
+        app.config["BULK_PROTECTED_SUBJECTS"] = []
+    assert result == {"approved": 19, "skipped": 1}
+    skipped = db.session.scalar(select(BulkItem).where(BulkItem.batch_id == batch.id, BulkItem.skip_code.is_not(None)))
+    assert (skipped.subject_reference, skipped.skip_code) == ("post:3", "bulk_subject_protected")
+    states = dict(db.session.execute(select(ActionProposal.state, func.count()).where(
+        ActionProposal.bulk_batch_id == batch.id).group_by(ActionProposal.state)).all())
+    assert states == {"queued": 19, "cancelled": 1}
+    approvals = db.session.scalar(select(func.count()).select_from(ActionApproval).join(
+        ActionProposal, ActionProposal.id == ActionApproval.proposal_id).where(ActionProposal.bulk_batch_id == batch.id))
+    assert approvals == 19
+
+
+def test_bulk_3_two_moves_in_one_write_must_chain():
+    """BULK-3: approve-then-enqueue in one UPDATE; a second move that does not start
+    where the first ends is refused before anything is written."""
+    with pytest.raises(ValueError):
+        move_batch_items(None, "blk_x", Move.APPROVE, then=Move.CLAIM)
 
 
 def test_bulk_9_reports_about_one_subject_are_decided_together(app, team):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from flask import current_app
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 
 from app.domain.bulk.batch import DRIFTED, Outcome, approval_verdict, checked_reason, drift_share, drifted
 from app.domain.bulk.subjects import canonical_reference
@@ -32,6 +32,7 @@ from app.models import (
     move_row,
     new_id,
 )
+from app.models.statements import insert_rows
 from app.queueing import enqueue_deliveries
 from app.services.bulk.actions import load_action
 from app.services.bulk.dry_runs import classify_subjects, operator_cap, resolve_selection
@@ -41,6 +42,7 @@ from app.services.cases.snapshot import report_snapshots
 from app.services.uow import Actor, unit_of_work
 
 P = ActionProposal
+SNAPSHOT_CHUNK = 1000  # report ids per snapshot query (a report-selected batch names one per item)
 
 
 def batch_makers(session, batch: BulkBatch) -> set[str]:
@@ -72,10 +74,11 @@ def drift_now(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
     """How far the batch's selection drifted since its dry run, and the items it now
     skips (BULK-4). Reads only.
 
-    The frozen subjects are classified again (applied, under way or protected since,
-    or refused by the action now) and their proposals' preconditions checked; the
-    selection is resolved again for subjects that would be new (a report that
-    arrived since). Drift = the subjects in one set and not the other, over the
+    The frozen subjects are classified again by where they stand (applied, under
+    way or protected since: their action is the one checked by `load_action`, and
+    their proposals exist with their payloads, so their mapping is not run again)
+    and their proposals' preconditions checked; the selection is resolved again for
+    subjects that would be new (a report that arrived since), each fully classified. Drift = the subjects in one set and not the other, over the
     frozen count. An undo's items are fixed when it is made (BULK-8): no drift.
 
     Returns:
@@ -89,7 +92,7 @@ def drift_now(session, batch: BulkBatch) -> tuple[float, dict[str, str]]:
     frozen = [SourceSubject(r.subject_reference, r.kind, tuple(r.report_ids), r.line) for r in rows]
     names = {"public_reference": batch.public_reference, "maker_id": batch.maker_id, "exclude_batch_id": batch.id}
     changed = {canonical_reference(c.subject.reference): c.detail for c in classify_subjects(
-        session, batch.installation_id, action, frozen, **names) if c.outcome != Outcome.WOULD_ACT}
+        session, batch.installation_id, action, frozen, mapping=False, **names) if c.outcome != Outcome.WOULD_ACT}
     skips = _skips(session, batch, changed)
     subjects = {canonical_reference(s.reference) for s in frozen}  # as proposals store them
     acting = subjects - set(changed) - {reference for reference, _ in skips.values()}
@@ -116,7 +119,10 @@ def _skips(session, batch: BulkBatch, changed: dict[str, str]) -> dict[str, tupl
     PRE code)."""
     rows = session.execute(select(P.id, P.report_id, P.preconditions, P.target_reference).where(
         P.bulk_batch_id == batch.id, P.state == "approval_required")).all()
-    snapshots = report_snapshots(session, [row.report_id for row in rows])
+    report_ids = sorted({row.report_id for row in rows})
+    snapshots = {}
+    for start in range(0, len(report_ids), SNAPSHOT_CHUNK):
+        snapshots.update(report_snapshots(session, report_ids[start : start + SNAPSHOT_CHUNK]))
     skips = {}
     for row in rows:
         if row.target_reference in changed:
@@ -172,13 +178,12 @@ def approve_batch(operator: OperatorUser, batch_id: str, digest: str) -> dict[st
         approved = session.execute(select(P.id, P.payload_digest, P.delivery_cycle, P.delivery_attempt_count).where(
             P.bulk_batch_id == batch.id, P.state == "approval_required")).all()
         if approved:
-            session.execute(insert(ActionApproval), [
+            insert_rows(session, ActionApproval, [
                 dict(id=new_id("apv"), installation_id=batch.installation_id, proposal_id=row.id, task_id=None,
                      approver_id=operator.id, payload_digest=row.payload_digest, decision="approved",
                      reason=f"bulk {batch.public_reference}", idempotency_key=f"bulk:{batch.id}:{row.id}"[:200], created_at=now)
                 for row in approved])
-        move_batch_items(session, batch.id, Move.APPROVE)
-        move_batch_items(session, batch.id, Move.ENQUEUE_APPROVED, values={"next_attempt_at": now})
+        move_batch_items(session, batch.id, Move.APPROVE, then=Move.ENQUEUE_APPROVED, values={"next_attempt_at": now})
         if not move_row(session, batch, BatchMove.APPROVE, values=dict(approved_by=operator.id, approved_at=now,
                                                                        drift_share=share)):
             raise ApiError(409, "bulk_batch_not_pending", "This bulk action changed meanwhile; reload it.")

@@ -114,13 +114,21 @@ def dry_run_case(public_reference: str, decision_code: str, maker_id: str) -> It
 
 def classify_subjects(
     session, installation_id: str, action: BulkAction, subjects: list[SourceSubject], *,
-    public_reference: str, maker_id: str, exclude_batch_id: str | None = None,
+    public_reference: str, maker_id: str, exclude_batch_id: str | None = None, mapping: bool = True,
 ) -> list[Classified]:
     """Each subject's dry-run outcome (BULK-2): whether the action's mapping and
-    component accept it, and where it stands (applied, under way, protected)."""
-    component = session.get(ComponentVersion, action.component_version_id)
+    component accept it, and where it stands (applied, under way, protected).
+
+    Args:
+        mapping: False to classify by standing only, for subjects the same action
+            already accepted (a submitted batch's items, whose proposals exist with
+            their payloads: BULK-4 re-checks where they stand, not their mapping).
+    """
     found = standings(session, installation_id, action.action_code, [s.reference for s in subjects],
                       exclude_batch_id=exclude_batch_id)
+    if not mapping:
+        return [Classified(s, *classify(found[s.reference])) for s in subjects]
+    component = session.get(ComponentVersion, action.component_version_id)
     case = dry_run_case(public_reference, action.decision_code, maker_id)
     run = {"id": "", "workflow_version_id": action.workflow_version_id, "decision_id": "", "created_at": iso(utcnow())}
     classified = []
