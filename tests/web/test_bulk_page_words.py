@@ -68,3 +68,73 @@ def test_bulk_7_a_paused_batch_says_nothing_is_sent(app, client, team):
     assert "Paused — nothing is sent until resumed" in live
     assert "per second" not in live and "s left" not in live
     assert csrf_of(live)
+
+
+def _finished_and_undone(app, team) -> tuple[str, str]:
+    """A finished batch of three posts (made by reviewer2, approved by reviewer) and
+    its undo started by an admin; returns (original id, undo id)."""
+    from app.models import BulkBatch
+    from app.services.bulk.actions import bulk_actions
+    from app.services.bulk.batch_approval import approve_batch
+    from app.services.bulk.dry_runs import start_dry_run
+    from app.services.bulk.submission import submit_batch
+    from app.services.bulk.undo import start_undo
+
+    from ..builders import make_operator, run_worker
+
+    maker = make_operator(team.installation_id, "reviewer2")
+    action = bulk_actions(db.session, team.installation_id)[0]
+    batch_id = start_dry_run(maker, selection={"source": "list", "text": "post:1\npost:2\npost:3"},
+                             action_key=action.key, decision_code=action.decision_code, reason="spam network")
+    digest = submit_batch(maker, batch_id, db.session.get(BulkBatch, batch_id).dry_run_digest)
+    approve_batch(make_operator(team.installation_id, "reviewer"), batch_id, digest)
+    run_worker(app)
+    undo_id = start_undo(make_operator(team.installation_id, "admin"), batch_id, "a false positive")
+    db.session.rollback()
+    return batch_id, undo_id
+
+
+def _reference(batch_id: str) -> str:
+    from app.models import BulkBatch
+
+    db.session.rollback()
+    return db.session.get(BulkBatch, batch_id).public_reference
+
+
+def test_bulk_8_the_undo_and_its_original_name_each_other_and_undo_is_not_offered_twice(app, client, team):
+    """BULK-8: the undo links its original by B-reference, the original says "Undone
+    by" its undo and offers no second undo, and its items read as on their proposal
+    page (REV-4)."""
+    original, undo = _finished_and_undone(app, team)
+    sign_in(client, team, "moderator")
+    html = client.get(f"/bulk/{undo}").get_data(as_text=True)
+    assert f'<a href="/bulk/{original}">{_reference(original)}</a>' in html and "the batch it undoes" not in html
+    html = client.get(f"/bulk/{original}").get_data(as_text=True)
+    assert f'<a href="/bulk/{undo}">{_reference(undo)}</a>' in html and "Undone by" in html
+    assert "Undo this batch" not in html
+    assert html.count("being undone by") == 3  # as the proposal page says it (REV-4)
+    proposal = _item_proposal(original)
+    assert "being undone by" in client.get(f"/proposals/{proposal}").get_data(as_text=True)
+
+
+def test_bulk_8_the_undo_refusal_says_who_may_not_approve_it(app, client, team):
+    """BULK-8, FOUR-1: the original's approver reads why an undo is not theirs to approve."""
+    _, undo = _finished_and_undone(app, team)
+    sign_in(client, team, "reviewer")
+    html = client.get(f"/bulk/{undo}").get_data(as_text=True)
+    assert "You cannot approve or reject this batch." in html
+    assert "started this undo, or started or approved the batch it undoes" in html
+    assert "made a decision in it" not in html
+
+
+def test_bulk_9_bulk_status_takes_the_public_reference_and_names_the_undo(app, team):
+    """BULK-9: `flask bulk-status B-XXXX` works as the id does and prints the undo."""
+    original, undo = _finished_and_undone(app, team)
+    runner = app.test_cli_runner()
+    by_reference = runner.invoke(args=["bulk-status", _reference(original)])
+    assert by_reference.exit_code == 0, by_reference.output
+    assert f"Undone by {_reference(undo)}" in by_reference.output
+    by_id = runner.invoke(args=["bulk-status", original])
+    assert by_id.exit_code == 0 and by_id.output == by_reference.output
+    missing = runner.invoke(args=["bulk-status", "B-NOPE"])
+    assert missing.exit_code == 1 and "bulk_batch_not_found" in missing.output

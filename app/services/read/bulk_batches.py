@@ -25,7 +25,7 @@ from app.extensions import db
 from app.models import ActionProposal, BulkBatch, BulkItem, OperatorUser, ReportEvidence
 from app.services.bulk.progress import ledger
 from app.services.read.pagination import decode_cursor, encode_cursor
-from app.services.read.review import newest_evidence
+from app.services.read.review import newest_evidence, undo_marks
 
 P = ActionProposal
 PAGE_SIZE = 50
@@ -33,6 +33,7 @@ ITEM_PAGE_SIZE = 50
 RATE_WINDOW_SECONDS = 60
 FINISHED = frozenset({BatchState.COMPLETED, BatchState.CANCELLED, BatchState.REJECTED, BatchState.EXPIRED})
 LIVE = frozenset({BatchState.RUNNING, BatchState.PAUSED})  # the page polls while the batch is one of these
+UNDO_GONE = frozenset({BatchState.REJECTED, BatchState.EXPIRED, BatchState.CANCELLED})  # an undo no longer standing
 CONTROL_ROLES = ("moderator", "reviewer", "admin")  # who sees pause, resume, cancel (the service decides)
 
 
@@ -139,7 +140,9 @@ class BatchDetail:
     progress: Progress
     drift: Drift | None
     offers: BatchOffers
-    undone_by: list[tuple[str, str]]  # (id, public reference) of undo batches of this one
+    undone_by: list[tuple[str, str]]  # (id, public reference) of undo batches of this one still standing
+    undoes_reference: str | None = None  # the public reference of the batch this undo undoes
+    undo: dict[str, Any] = field(default_factory=dict)  # proposal id -> UndoMark of the page's items (REV-4)
     now: Any = None
 
     @property
@@ -284,7 +287,7 @@ def drift_of(batch: BulkBatch, limit: float) -> Drift:
     return Drift(share, limit, dict(skipped.values()))
 
 
-def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None) -> BatchOffers:
+def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None, undone: bool = False) -> BatchOffers:
     now = utcnow()
     state = batch.state
     submit = decide = pause = resume = cancel = undo = Offer()
@@ -298,7 +301,7 @@ def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None) -
         else:
             submit = Offer(True, True)
     if state == BatchState.SUBMITTED and makers is not None:
-        verdict = approval_verdict(operator.id, operator.roles, makers)
+        verdict = approval_verdict(operator.id, operator.roles, makers, undo=batch.kind == "undo")
         if not verdict:
             decide = Offer(True, False, verdict.reason)
         elif batch.expires_at <= now:
@@ -309,7 +312,8 @@ def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None) -
         pause = Offer(state == BatchState.RUNNING, True)
         resume = Offer(state == BatchState.PAUSED, True)
         cancel = Offer(state in LIVE, True)
-        undo = Offer(batch.kind == "enforce" and state in (BatchState.COMPLETED, BatchState.CANCELLED), True)
+        undo = Offer(batch.kind == "enforce" and not undone and state in (BatchState.COMPLETED, BatchState.CANCELLED),
+                     True)
     return BatchOffers(submit, decide, pause, resume, cancel, undo)
 
 
@@ -365,9 +369,11 @@ def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, dr
 
         makers = batch_makers(db.session, batch)
     items, next_after = _items(batch, position)
-    undone_by = [tuple(row) for row in db.session.execute(
-        select(BulkBatch.id, BulkBatch.public_reference).where(BulkBatch.undoes_batch_id == batch.id)
-        .order_by(BulkBatch.created_at)).all()]
+    undone_by = [(id, reference) for id, reference, state in db.session.execute(
+        select(BulkBatch.id, BulkBatch.public_reference, BulkBatch.state).where(BulkBatch.undoes_batch_id == batch.id)
+        .order_by(BulkBatch.created_at)).all() if state not in UNDO_GONE]
+    undoes_reference = db.session.scalar(select(BulkBatch.public_reference).where(
+        BulkBatch.id == batch.undoes_batch_id)) if batch.undoes_batch_id else None
     drift = drift_of(batch, drift_limit) if with_drift and batch.state == BatchState.SUBMITTED else None
     return BatchDetail(
         batch=batch,
@@ -378,8 +384,10 @@ def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, dr
         next_after=next_after,
         progress=progress_of(batch),
         drift=drift,
-        offers=_offers(batch, operator, makers),
+        offers=_offers(batch, operator, makers, undone=bool(undone_by)),
         undone_by=undone_by,
+        undoes_reference=undoes_reference,
+        undo=undo_marks(i.proposal_id for i in items if i.proposal_id),
         now=utcnow(),
     )
 
