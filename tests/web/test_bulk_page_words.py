@@ -138,3 +138,29 @@ def test_bulk_9_bulk_status_takes_the_public_reference_and_names_the_undo(app, t
     assert by_id.exit_code == 0 and by_id.output == by_reference.output
     missing = runner.invoke(args=["bulk-status", "B-NOPE"])
     assert missing.exit_code == 1 and "bulk_batch_not_found" in missing.output
+
+
+def test_bulk_1_the_action_choice_and_the_batch_page_read_as_words(app, client, team):
+    """BULK-1, REV-3: the action select shows the decision's and the action's labels and
+    the workflow's name (the value stays the key); the batch page names the decision
+    by its label and an undo's selection by the batch it undoes."""
+    import re
+
+    from app.domain.labels import label_for
+    from app.models import BulkBatch, WorkflowDefinition
+    from app.services.bulk.actions import bulk_actions
+
+    action = bulk_actions(db.session, team.installation_id)[0]
+    name = db.session.scalar(select(WorkflowDefinition.name))
+    words = f"{label_for({}, 'decision', action.decision_code)} → {label_for({}, 'action', action.action_code)} ({name})"
+    sign_in(client, team, "moderator")
+    html = client.get("/bulk/new").get_data(as_text=True)
+    option = re.search(rf'<option (?:selected )?value="{re.escape(action.key)}\|{action.decision_code}">([^<]*)</option>', html)
+    assert option and option.group(1) == words.replace("&", "&amp;"), option and option.group(1)
+    assert "wfv_" not in option.group(1) and "node " not in option.group(1)
+    original, undo = _finished_and_undone(app, team)
+    page = client.get(f"/bulk/{original}").get_data(as_text=True)
+    decision = db.session.get(BulkBatch, original).decision_code
+    assert f"<dt>Decision</dt><dd>{label_for({}, 'decision', decision)}" in page
+    page = client.get(f"/bulk/{undo}").get_data(as_text=True)
+    assert f"<dt>Selection</dt><dd>Undo of {_reference(original)}" in page
