@@ -164,3 +164,21 @@ def test_bulk_1_the_action_choice_and_the_batch_page_read_as_words(app, client, 
     assert f"<dt>Decision</dt><dd>{label_for({}, 'decision', decision)}" in page
     page = client.get(f"/bulk/{undo}").get_data(as_text=True)
     assert f"<dt>Selection</dt><dd>Undo of {_reference(original)}" in page
+
+
+def test_bulk_1_the_new_form_shows_the_chosen_sources_fields_and_wraps(app, client, team):
+    """BULK-1: each source's fields are marked with their source so the stylesheet shows
+    only the chosen one (CSS :has(); without it every section shows), and the filter's
+    fields wrap inside the card instead of overflowing it."""
+    import re
+
+    sign_in(client, team, "moderator")
+    html = client.get("/bulk/new").get_data(as_text=True)
+    sources = re.findall(r'<input[^>]*name="source"[^>]*value="([a-z]+)"', html)
+    assert set(sources) == {"list", "upload", "reports", "author"}
+    assert sorted(re.findall(r'<fieldset class="source-fields" data-source="([a-z]+)"', html)) == sorted(sources)
+    css = client.get("/static/console.css").get_data(as_text=True)
+    for source in sources:
+        assert (f'#bulk-new:has(input[name="source"][value="{source}"]:checked) '
+                f'.source-fields:not([data-source="{source}"])') in css
+    assert re.search(r"\.source-fields \{[^}]*flex-wrap: wrap", css)
