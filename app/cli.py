@@ -254,17 +254,26 @@ def register_cli(app: Flask) -> None:
     @app.cli.command("bulk-status")
     @click.argument("batch_id")
     def bulk_status(batch_id: str) -> None:
-        """Show a bulk batch (reference, state, action, maker, approver, digest) and its
-        ledger: each bucket, the total and whether it adds up (BULK-6, BULK-9)."""
+        """Show a bulk batch, named by its id or its public reference (B-XXXX, of any
+        installation): reference, state, action, maker, approver, digest, its undo,
+        and its ledger: each bucket, the total and whether it adds up (BULK-6, BULK-9)."""
+        from sqlalchemy import or_, select
+
         from .domain.bulk.batch import LEDGER
         from .extensions import db
         from .models import BulkBatch, OperatorUser
         from .services.bulk.progress import ledger
 
-        batch = db.session.get(BulkBatch, batch_id)
-        if batch is None:
+        found = db.session.scalars(select(BulkBatch).where(
+            or_(BulkBatch.id == batch_id, BulkBatch.public_reference == batch_id)).limit(3)).all()
+        if len(found) > 1:
+            where = ", ".join(f"{b.id} (installation {b.installation_id})" for b in found)
+            click.echo(f"bulk_batch_ambiguous: {batch_id!r} names several batches: {where}; give the id", err=True)
+            sys.exit(1)
+        if not found:
             click.echo(f"bulk_batch_not_found: no bulk batch {batch_id!r}", err=True)
             sys.exit(1)
+        batch = found[0]
 
         def who(operator_id: str | None) -> str:
             operator = db.session.get(OperatorUser, operator_id) if operator_id else None
@@ -274,6 +283,13 @@ def register_cli(app: Flask) -> None:
         click.echo(f"  action {batch.action_code} decision {batch.decision_code}")
         click.echo(f"  maker {who(batch.maker_id)}\n  approver {who(batch.approved_by)}")
         click.echo(f"  digest {batch.batch_digest or '-'}\n  dry run digest {batch.dry_run_digest}")
+        if batch.undoes_batch_id:
+            original = db.session.get(BulkBatch, batch.undoes_batch_id)
+            click.echo(f"  undoes {original.public_reference if original else batch.undoes_batch_id}")
+        for undo in db.session.scalars(select(BulkBatch).where(BulkBatch.undoes_batch_id == batch.id)
+                                       .order_by(BulkBatch.created_at)):
+            standing = undo.state not in ("rejected", "expired", "cancelled")
+            click.echo(f"  {'Undone by' if standing else 'undo'} {undo.public_reference} ({undo.state})")
         book = ledger(db.session, batch)
         click.echo("ledger:")
         for name in LEDGER:

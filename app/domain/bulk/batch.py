@@ -113,11 +113,17 @@ def cap_problem(count: int, cap: int) -> str | None:
     return "bulk_selection_over_cap" if count > cap else None
 
 
-def approval_verdict(approver_id: str, roles: Iterable[str], makers: Iterable[str | None]) -> Verdict:
+def approval_verdict(approver_id: str, roles: Iterable[str], makers: Iterable[str | None], *,
+                     undo: bool = False) -> Verdict:
     """Whether an operator may approve or reject a batch (BULK-3, FOUR-1): a reviewer
-    who made neither the batch nor the decision of any of its items."""
+    who made neither the batch nor the decision of any of its items; for an undo
+    (BULK-8, `undo` True) also not the maker or approver of the batch it undoes, and
+    the refusal says so."""
     verdict = approver_verdict(approver_id, roles, makers)
     if not verdict and approver_id in set(makers):
+        if undo:
+            return Verdict(False, "You started this undo, or started or approved the batch it undoes; "
+                                  "a reviewer who did neither must check it.")
         return Verdict(False, "You started this bulk action or made a decision in it; a second reviewer must check it.")
     return verdict
 

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.domain.errors import ActionError, ApiError
-from app.models import ComponentVersion, WorkflowVersion
+from app.models import ComponentVersion, WorkflowDefinition, WorkflowVersion
 from app.services.cases.reports import active_versions
 from app.services.lifecycle.action_targets import load_action_component
 
@@ -29,6 +29,7 @@ class BulkAction:
         key: ``{workflow_version_id}:{node_id}``, what the form names.
         node: the action node ({config, input_mapping}).
         authority_mode: the workflow version's authority (PREP-1).
+        label: the technical description (codes and ids), for logs and JSON.
     """
 
     workflow_version_id: str
@@ -37,6 +38,7 @@ class BulkAction:
     node: dict[str, Any]
     authority_mode: str
     label: str
+    workflow_name: str = ""  # the workflow's name (WorkflowDefinition.name), for the words people read
 
     @property
     def key(self) -> str:
@@ -81,13 +83,15 @@ def bulk_actions(session: Session, installation_id: str) -> list[BulkAction]:
         if version.authority_mode in ("off", "shadow"):
             continue
         codes = (version.graph.get("trigger") or {}).get("decision_codes") or []
+        definition = session.get(WorkflowDefinition, version.definition_id)
         for node_id, node in _action_nodes(version):
             component = session.get(ComponentVersion, node["config"]["component_version_id"])
             if component is None or component.retired_at is not None:
                 continue
             for code in codes:
                 label = f"{code} → {node['config'].get('action_code', node_id)} (workflow {version.id}, node {node_id})"
-                choices.append(BulkAction(version.id, node_id, code, node, version.authority_mode, label))
+                choices.append(BulkAction(version.id, node_id, code, node, version.authority_mode, label,
+                                          definition.name if definition is not None else ""))
     return choices
 
 

@@ -65,7 +65,7 @@ def _check_pending(session, batch: BulkBatch, operator: OperatorUser, digest: st
         raise ApiError(409, "bulk_batch_digest_mismatch", "This is not the batch you reviewed; reload it.")
     if batch.expires_at <= utcnow():
         raise ApiError(409, "bulk_batch_expired", "This batch's authorization expired; start a new dry run.")
-    verdict = approval_verdict(operator.id, operator.roles, batch_makers(session, batch))
+    verdict = approval_verdict(operator.id, operator.roles, batch_makers(session, batch), undo=batch.kind == "undo")
     if not verdict:
         raise ApiError(403, "bulk_approval_refused", verdict.reason)
 

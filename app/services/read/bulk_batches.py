@@ -1,7 +1,7 @@
 """What the console shows of bulk batches (SPEC BULK-2, BULK-3, BULK-4, BULK-6).
 
 The list of batches (keyset, newest first) and one batch: its dry-run counts with
-samples (and the evidence of sampled items selected through reports), its items a
+samples (and the newest evidence of each sampled subject), its items a
 page at a time with their proposals' states and receipts, its ledger with the rate
 and the time left, and for a submitted batch the drift since its dry run, resolved
 again read-only. Every function runs a fixed number of queries, whatever the number
@@ -25,7 +25,7 @@ from app.extensions import db
 from app.models import ActionProposal, BulkBatch, BulkItem, OperatorUser, ReportEvidence
 from app.services.bulk.progress import ledger
 from app.services.read.pagination import decode_cursor, encode_cursor
-from app.services.read.review import evidence_by_report
+from app.services.read.review import newest_evidence, undo_marks
 
 P = ActionProposal
 PAGE_SIZE = 50
@@ -33,6 +33,7 @@ ITEM_PAGE_SIZE = 50
 RATE_WINDOW_SECONDS = 60
 FINISHED = frozenset({BatchState.COMPLETED, BatchState.CANCELLED, BatchState.REJECTED, BatchState.EXPIRED})
 LIVE = frozenset({BatchState.RUNNING, BatchState.PAUSED})  # the page polls while the batch is one of these
+UNDO_GONE = frozenset({BatchState.REJECTED, BatchState.EXPIRED, BatchState.CANCELLED})  # an undo no longer standing
 CONTROL_ROLES = ("moderator", "reviewer", "admin")  # who sees pause, resume, cancel (the service decides)
 
 
@@ -83,13 +84,14 @@ class ItemRow:
 
 @dataclass(frozen=True)
 class Sample:
-    """A sampled item of one outcome, with the evidence of its first report (if any)."""
+    """A sampled item of one outcome, with the newest evidence sent for its subject (if any)."""
 
     position: int
     subject_reference: str
     kind: str
     detail: str | None
     evidence: list[ReportEvidence] = field(default_factory=list)
+    report_reference: str | None = None  # the public reference of the evidence's report
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,9 @@ class BatchDetail:
     progress: Progress
     drift: Drift | None
     offers: BatchOffers
-    undone_by: list[tuple[str, str]]  # (id, public reference) of undo batches of this one
+    undone_by: list[tuple[str, str]]  # (id, public reference) of undo batches of this one still standing
+    undoes_reference: str | None = None  # the public reference of the batch this undo undoes
+    undo: dict[str, Any] = field(default_factory=dict)  # proposal id -> UndoMark of the page's items (REV-4)
     now: Any = None
 
     @property
@@ -200,26 +204,25 @@ def list_batches(operator: OperatorUser, after: str | None = None) -> BatchPage:
 
 def _samples(batch: BulkBatch) -> dict[str, list[Sample]]:
     """Up to `SAMPLE_SIZE` items of each outcome, first by position (one query), and
-    the evidence of sampled would-act items selected through reports (one more)."""
+    for each sampled would-act subject the newest evidence the platform sent for it,
+    from any report of the installation, however the subject was selected (one more)."""
     rank = func.row_number().over(partition_by=BulkItem.outcome, order_by=BulkItem.position).label("rank")
     inner = (
-        select(BulkItem.outcome, BulkItem.position, BulkItem.subject_reference, BulkItem.kind, BulkItem.detail,
-               BulkItem.report_ids, rank)
+        select(BulkItem.outcome, BulkItem.position, BulkItem.subject_reference, BulkItem.kind, BulkItem.detail, rank)
         .where(BulkItem.batch_id == batch.id)
         .subquery()
     )
     rows = db.session.execute(
         select(inner).where(inner.c.rank <= SAMPLE_SIZE).order_by(inner.c.outcome, inner.c.position)
     ).all()
-    first_reports = {row.position: row.report_ids[0] for row in rows
-                     if row.outcome == Outcome.WOULD_ACT.value and row.report_ids}
-    evidence = evidence_by_report(first_reports.values()) if first_reports else {}
+    acting = [row.subject_reference for row in rows if row.outcome == Outcome.WOULD_ACT.value]
+    evidence = newest_evidence(batch.installation_id, acting)
     samples: dict[str, list[Sample]] = {outcome.value: [] for outcome in Outcome}
     for row in rows:
-        shown = evidence.get(first_reports.get(row.position), [])
-        own = [e for e in shown if e.target_reference == row.subject_reference]
+        found = evidence.get(row.subject_reference) if row.outcome == Outcome.WOULD_ACT.value else None
         samples.setdefault(row.outcome, []).append(
-            Sample(row.position, row.subject_reference, row.kind, row.detail, own or shown))
+            Sample(row.position, row.subject_reference, row.kind, row.detail,
+                   [found[0]] if found else [], found[1] if found else None))
     return samples
 
 
@@ -284,7 +287,7 @@ def drift_of(batch: BulkBatch, limit: float) -> Drift:
     return Drift(share, limit, dict(skipped.values()))
 
 
-def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None) -> BatchOffers:
+def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None, undone: bool = False) -> BatchOffers:
     now = utcnow()
     state = batch.state
     submit = decide = pause = resume = cancel = undo = Offer()
@@ -298,7 +301,7 @@ def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None) -
         else:
             submit = Offer(True, True)
     if state == BatchState.SUBMITTED and makers is not None:
-        verdict = approval_verdict(operator.id, operator.roles, makers)
+        verdict = approval_verdict(operator.id, operator.roles, makers, undo=batch.kind == "undo")
         if not verdict:
             decide = Offer(True, False, verdict.reason)
         elif batch.expires_at <= now:
@@ -309,7 +312,8 @@ def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None) -
         pause = Offer(state == BatchState.RUNNING, True)
         resume = Offer(state == BatchState.PAUSED, True)
         cancel = Offer(state in LIVE, True)
-        undo = Offer(batch.kind == "enforce" and state in (BatchState.COMPLETED, BatchState.CANCELLED), True)
+        undo = Offer(batch.kind == "enforce" and not undone and state in (BatchState.COMPLETED, BatchState.CANCELLED),
+                     True)
     return BatchOffers(submit, decide, pause, resume, cancel, undo)
 
 
@@ -321,6 +325,13 @@ def batch_digest_of(operator: OperatorUser, batch_id: str) -> tuple[bool, str | 
     row = db.session.execute(select(BulkBatch.batch_digest).where(
         BulkBatch.id == batch_id, BulkBatch.installation_id == operator.installation_id)).first()
     return (row is not None), (row[0] if row is not None else None)
+
+
+def public_reference_of(operator: OperatorUser, batch_id: str) -> str | None:
+    """The public reference (``B-XXXX``) of a batch of the operator's installation, or
+    None (one query)."""
+    return db.session.scalar(select(BulkBatch.public_reference).where(
+        BulkBatch.id == batch_id, BulkBatch.installation_id == operator.installation_id))
 
 
 def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, drift_limit: float = 0.10,
@@ -358,9 +369,11 @@ def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, dr
 
         makers = batch_makers(db.session, batch)
     items, next_after = _items(batch, position)
-    undone_by = [tuple(row) for row in db.session.execute(
-        select(BulkBatch.id, BulkBatch.public_reference).where(BulkBatch.undoes_batch_id == batch.id)
-        .order_by(BulkBatch.created_at)).all()]
+    undone_by = [(id, reference) for id, reference, state in db.session.execute(
+        select(BulkBatch.id, BulkBatch.public_reference, BulkBatch.state).where(BulkBatch.undoes_batch_id == batch.id)
+        .order_by(BulkBatch.created_at)).all() if state not in UNDO_GONE]
+    undoes_reference = db.session.scalar(select(BulkBatch.public_reference).where(
+        BulkBatch.id == batch.undoes_batch_id)) if batch.undoes_batch_id else None
     drift = drift_of(batch, drift_limit) if with_drift and batch.state == BatchState.SUBMITTED else None
     return BatchDetail(
         batch=batch,
@@ -371,8 +384,10 @@ def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, dr
         next_after=next_after,
         progress=progress_of(batch),
         drift=drift,
-        offers=_offers(batch, operator, makers),
+        offers=_offers(batch, operator, makers, undone=bool(undone_by)),
         undone_by=undone_by,
+        undoes_reference=undoes_reference,
+        undo=undo_marks(i.proposal_id for i in items if i.proposal_id),
         now=utcnow(),
     )
 

@@ -47,6 +47,36 @@ def evidence_by_report(report_ids: Iterable[str]) -> dict[str, list[ReportEviden
     return by_report
 
 
+def newest_evidence(installation_id: str, references: Iterable[str]) -> dict[str, tuple[ReportEvidence, str]]:
+    """The newest evidence the platform sent for each subject (BULK-3, REV-1), from any
+    report of the installation, with that report's public reference (one query).
+
+    Args:
+        installation_id: the operator's installation.
+        references: subject references (``post:1001``); unknown ones are left out.
+
+    Returns:
+        {reference: (evidence row, report public reference)}.
+    """
+    wanted = set(references)
+    if not wanted:
+        return {}
+    rank = func.row_number().over(partition_by=ReportEvidence.target_reference,
+                                  order_by=(ReportEvidence.created_at.desc(), ReportEvidence.id.desc())).label("rank")
+    inner = (
+        select(ReportEvidence.id.label("evidence_id"), Report.public_reference.label("report_reference"), rank)
+        .join(Report, Report.id == ReportEvidence.report_id)
+        .where(ReportEvidence.installation_id == installation_id, ReportEvidence.target_reference.in_(wanted))
+        .subquery()
+    )
+    rows = db.session.execute(
+        select(ReportEvidence, inner.c.report_reference)
+        .join(inner, inner.c.evidence_id == ReportEvidence.id)
+        .where(inner.c.rank == 1)
+    ).all()
+    return {row.target_reference: (row, reference) for row, reference in rows}
+
+
 # -- undone actions (REV-4) ------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -278,23 +308,32 @@ class Review:
     subject: Subject
 
 
-def review_of(installation_id: str, report_id: str, proposal_ids: Iterable[str] = ()) -> Review:
+def review_of(installation_id: str, report_id: str, proposal_ids: Iterable[str] = (),
+              subject_reference: str | None = None) -> Review:
     """Everything beside the decision on a report, proposal or appeal page (REV-1, REV-2, REV-4).
 
     Args:
         installation_id: the operator's installation.
         report_id: the report the page is about.
         proposal_ids: proposals the page lists (their undo marks come too).
+        subject_reference: the subject when it is not the report's target (a bulk
+            item, proposed on its batch's case report, BULK-3): the evidence is the
+            newest the platform sent for it and the history is about it.
 
     Returns:
         The report's evidence, its subject history and the undo marks of the
         page's proposals and of the history's (a fixed number of queries).
     """
-    targets = db.session.scalars(
-        select(ReportTarget).where(ReportTarget.report_id == report_id).order_by(ReportTarget.position)
-    ).all()
-    evidence = evidence_by_report([report_id]).get(report_id, [])
-    subject = subject_of(targets, evidence)
+    if subject_reference:
+        found = newest_evidence(installation_id, [subject_reference]).get(subject_reference)
+        evidence = [found[0]] if found else []
+        subject = Subject([subject_reference], sorted({e.author_reference for e in evidence if e.author_reference}))
+    else:
+        targets = db.session.scalars(
+            select(ReportTarget).where(ReportTarget.report_id == report_id).order_by(ReportTarget.position)
+        ).all()
+        evidence = evidence_by_report([report_id]).get(report_id, [])
+        subject = subject_of(targets, evidence)
     history = subject_history(installation_id, report_id, subject)
     shown = set(proposal_ids) | {p.id for entry in history for p in entry.proposals}
     return Review(evidence, history, undo_marks(shown), subject)

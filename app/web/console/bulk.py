@@ -14,6 +14,7 @@ from app.services.bulk.actions import bulk_actions
 from app.services.bulk.dry_runs import SelectionRefused, start_dry_run
 from app.services.read import bulk_batches as reads
 from app.web.errors import raise_for_json
+from app.web.labels import label
 
 from ..decorators import role_required
 from .blueprint import bp
@@ -39,9 +40,16 @@ def bulk_list():
     return render_template("bulk/list.html", page=page, next_url=next_url)
 
 
+def _action_words(action) -> str:
+    """What the operator reads for a choice (REV-3): the decision's and the action's
+    labels and the workflow's name, e.g. "Remove content → Take down (Enforcement)"."""
+    words = f"{label('decision', action.decision_code)} → {label('action', action.action_code)}"
+    return f"{words} ({action.workflow_name})" if action.workflow_name else words
+
+
 def _new_form(formdata=None) -> BulkNewForm:
     form = BulkNewForm(formdata=formdata)
-    form.action.choices = [(f"{a.key}|{a.decision_code}", a.label)
+    form.action.choices = [(f"{a.key}|{a.decision_code}", _action_words(a))
                            for a in bulk_actions(db.session, current_user.installation_id)]
     return form
 

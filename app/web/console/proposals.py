@@ -15,6 +15,7 @@ from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.retry import retry_proposal
 from app.services.lifecycle.cancel_scheduled import cancel_scheduled
 from app.services.lifecycle.reversals import propose_change
+from app.services.read import bulk_batches as bulk_reads
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
 from app.services.read.approving import approving
@@ -93,9 +94,11 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
     retry_form = retry_form or _retry_form(detail)
     if compensation_form is None and detail.offers.compensate:
         compensation_form = _compensation_form(detail)
-    review = reviews.review_of(current_user.installation_id, p.report_id, [p.id])
+    subject = (p.target_reference or (p.target or {}).get("reference")) if p.bulk_batch_id else None
+    review = reviews.review_of(current_user.installation_id, p.report_id, [p.id], subject_reference=subject)
     return render_template(
         "proposals/detail.html",
+        bulk_reference=bulk_reads.public_reference_of(current_user, p.bulk_batch_id) if p.bulk_batch_id else None,
         **_temporary_context(detail),
         d=detail,
         review=review,
