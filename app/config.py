@@ -127,6 +127,8 @@ class Config:
         # Bulk enforcement (BULK-2, BULK-4): how long a dry run stands, how far a batch's
         # selection may drift before its approval, and the subjects never acted on in bulk
         self.BULK_DRY_RUN_SECONDS = int(os.environ.get("BULK_DRY_RUN_SECONDS", "3600"))
+        # how long a moderator holds a subject they claimed in the queue (QUEUE-2)
+        self.QUEUE_CLAIM_SECONDS = int(os.environ.get("QUEUE_CLAIM_SECONDS", "900"))
         self.BULK_DRIFT_SHARE = float(os.environ.get("BULK_DRIFT_SHARE", "0.10"))
         self.BULK_PROTECTED_SUBJECTS = os.environ.get("BULK_PROTECTED_SUBJECTS", "").replace(",", " ").split()
         self.SWEEP_INTERVAL_SECONDS = int(os.environ.get("SWEEP_INTERVAL_SECONDS", "15"))

@@ -41,6 +41,7 @@ FAMILIES = [
     "CONN",
     "PLAT",
     "BULK",
+    "QUEUE",
 ]
 BUILT = FAMILIES  # every family is built (docs/rules.md, Status)
 RULE_ID = re.compile(r"\b(" + "|".join(FAMILIES) + r")-(\d+)\b")

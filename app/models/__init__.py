@@ -22,6 +22,7 @@ from .proposals import (
     move_loaded,
     move_proposal,
 )
+from .queue import ReportSubject, claim_active_sql, claim_blocks_sql, overdue_sql, queue_targets
 from .tenancy import Installation, OperatorInvitation, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
@@ -59,6 +60,7 @@ __all__ = [
     "Queue",
     "Report",
     "ReportEvidence",
+    "ReportSubject",
     "ReportTarget",
     "StepRun",
     "SweepRun",
@@ -67,6 +69,8 @@ __all__ = [
     "WorkflowEventInbox",
     "WorkflowRun",
     "WorkflowVersion",
+    "claim_active_sql",
+    "claim_blocks_sql",
     "insert_ignore",
     "move_batch_items",
     "move_by_id",
@@ -75,5 +79,7 @@ __all__ = [
     "move_proposal",
     "move_row",
     "new_id",
+    "overdue_sql",
+    "queue_targets",
     "take_run",
 ]

@@ -26,6 +26,7 @@ class Report(Base):
         UniqueConstraint("integration_id", "external_id"),
         UniqueConstraint("installation_id", "public_reference"),
         Index("ix_reports_list", "installation_id", "created_at", "id"),
+        Index("ix_reports_subject", "subject_id", "state", "created_at"),
     )
 
     id: Mapped[str] = id_column("rep")
@@ -37,7 +38,12 @@ class Report(Base):
     state: Mapped[str] = mapped_column(String(20), default=ReportState.OPEN.value)  # moves: case_states.REPORT
     policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     category: Mapped[str] = mapped_column(String(100), default="")
+    reason: Mapped[str] = mapped_column(String(100), default="")  # the reporter's reason, e.g. spam
     summary: Mapped[str] = mapped_column(Text, default="")
+    # the queue's row for its first target (QUEUE-1); None for a bulk batch's own case
+    subject_id: Mapped[str | None] = mapped_column(ForeignKey("report_subjects.id"), nullable=True)
+    # who opened it in the console for a subject nobody reported (a proactive action)
+    opened_by_id: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 

@@ -68,4 +68,6 @@ class Queue(Base):
     installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     slug: Mapped[str] = mapped_column(String(100))
+    # time-to-decide target in seconds: the queue shows what waited longer (QUEUE-4)
+    decide_within_seconds: Mapped[int | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = created_at_column()

@@ -21,6 +21,7 @@ class Section:
 
 
 SECTIONS = (
+    Section("console.queue", "Queue", "console.queue"),
     Section("console.proposals", "Proposals", "console.proposal"),
     Section("console.tasks", "Approval tasks", "console.tasks"),
     Section("console.reports", "Reports", "console.report"),

@@ -42,6 +42,7 @@ from app.services.bulk.actions import BulkAction, load_action
 from app.services.bulk.dry_runs import operator_cap
 from app.services.bulk.item_proposals import ItemCase, item_proposal, mapped_item
 from app.services.cases.snapshot import decision_json, report_json
+from app.services.cases.queue_subjects import refresh_subjects
 from app.services.lifecycle.action_targets import destination_of
 from app.services.lifecycle.prepare import temporary_plan
 from app.services.lifecycle.proposals import proposal_values
@@ -136,7 +137,9 @@ def _decide_reports(session, batch: BulkBatch, report_ids: list[str], operator: 
             for rid in ids]
     if rows:
         session.execute(insert(Decision), rows)
-    reports = {r.id: report_json(r) for r in session.scalars(select(Report).where(Report.id.in_(ids)))} if ids else {}
+    loaded = session.scalars(select(Report).where(Report.id.in_(ids))).all() if ids else []
+    refresh_subjects(session, [report.subject_id for report in loaded], now)  # they leave the queue (QUEUE-1)
+    reports = {r.id: report_json(r) for r in loaded}
     decisions = {row["report_id"]: decision_json(Decision(**row)) for row in rows}
     return _Cases(reports, decisions, set(report_ids) - moved)
 

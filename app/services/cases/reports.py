@@ -22,12 +22,14 @@ from app.models import (
     OperatorUser,
     Queue,
     Report,
+    ReportSubject,
     ReportTarget,
     WorkflowDefinition,
     WorkflowVersion,
     move_row,
 )
 from app.services.cases.evidence_store import parse_target_evidence, resent_differs, store_evidence, stored_digests
+from app.services.cases.queue_subjects import ensure_decidable_by, refresh_subjects, subject_for
 from app.services.lifecycle.runs import create_run
 from app.services.uow import Actor, unit_of_work
 
@@ -42,6 +44,26 @@ def _public_reference() -> str:
 class DecisionResult:
     decision_id: str
     run_ids: list[str]
+
+
+def _checked_input(decision_code: str, rationale: str | None, idempotency_key: str | None) -> str:
+    """The rationale, stripped, once the decision's fields are valid (400 otherwise)."""
+    if not isinstance(decision_code, str) or not CODE_PATTERN.match(decision_code):
+        raise ApiError(400, "decision_code_invalid", "Choose a decision code (lower_snake_case).", "decision_code")
+    rationale = (rationale or "").strip()
+    if len(rationale) > 5000:
+        raise ApiError(400, "decision_rationale_invalid", "The rationale is limited to 5,000 characters.", "rationale")
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200):
+        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
+    return rationale
+
+
+def _prior(session, audit_key: str | None, target_id: str, what: str) -> AuditEvent | None:
+    """The audit row of a request answered before under the same idempotency key."""
+    prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == audit_key)) if audit_key else None
+    if prior is not None and prior.target_id != target_id:
+        raise ApiError(409, "idempotency_key_reused", f"This idempotency key was used for another {what}.")
+    return prior
 
 
 def record_decision(
@@ -64,73 +86,148 @@ def record_decision(
         ApiError: 404 ``report_not_found``; 400 ``decision_code_invalid`` /
             ``decision_rationale_invalid`` / ``idempotency_key_invalid``; 409
             ``report_not_decidable`` when the report is appealed or closed, 409
-            ``report_decision_conflict`` when another decision landed at the same moment.
+            ``subject_claimed`` while another moderator holds its subject (QUEUE-2),
+            409 ``report_decision_conflict`` when another decision landed at the same moment.
     """
-    if not isinstance(decision_code, str) or not CODE_PATTERN.match(decision_code):
-        raise ApiError(400, "decision_code_invalid", "Choose a decision code (lower_snake_case).", "decision_code")
-    rationale = (rationale or "").strip()
-    if len(rationale) > 5000:
-        raise ApiError(400, "decision_rationale_invalid", "The rationale is limited to 5,000 characters.", "rationale")
-    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200):
-        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
+    rationale = _checked_input(decision_code, rationale, idempotency_key)
     with unit_of_work() as uow:
         session = uow.session
         report = session.get(Report, report_id)
         if report is None or report.installation_id != operator.installation_id:
             raise ApiError(404, "report_not_found", "No such report.")
         audit_key = f"decision-recorded:{operator.id}:{idempotency_key}" if idempotency_key else None
-        prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == audit_key)) if audit_key else None
+        prior = _prior(session, audit_key, report.id, "report")
         if prior is not None:
-            if prior.target_id != report.id:
-                raise ApiError(409, "idempotency_key_reused", "This idempotency key was used for another report.")
             return DecisionResult(prior.details["decision_id"], [])
+        now = utcnow()
+        ensure_decidable_by(session, report.subject_id, operator, now)
         if not move_row(session, report, ReportMove.DECIDE):  # open or decided, and no appeal filed meanwhile
             raise ApiError(409, "report_not_decidable", f"The report is {report.state}; it cannot take a new decision.")
-        now = utcnow()
-        seq = (session.scalar(select(func.max(Decision.seq)).where(Decision.report_id == report.id)) or 0) + 1
-        decision = Decision(
-            installation_id=report.installation_id,
+        decision = _decide(uow, report, decision_code, rationale, operator, now, audit_key=audit_key)
+        run_ids = _start_runs(uow, report, decision)
+        refresh_subjects(session, [report.subject_id], now)
+        result = DecisionResult(decision.id, run_ids)
+        _commit_decision(uow)
+    return result
+
+
+def _commit_decision(uow) -> None:
+    try:
+        uow.commit()
+    except IntegrityError as error:  # the same report's sequence number was taken a moment ago
+        raise ApiError(
+            409,
+            "report_decision_conflict",
+            "Another decision on this report was recorded at the same moment. Reload the report.",
+        ) from error
+
+
+def _decide(uow, report: Report, decision_code: str, rationale: str, operator: OperatorUser, now, *,
+            audit_key: str | None, decided_with: Report | None = None) -> Decision:
+    """One decision row on a report that has just moved to decided, audited."""
+    session = uow.session
+    seq = (session.scalar(select(func.max(Decision.seq)).where(Decision.report_id == report.id)) or 0) + 1
+    decision = Decision(
+        installation_id=report.installation_id,
+        report_id=report.id,
+        seq=seq,
+        decision_code=decision_code,
+        maker_id=operator.id,
+        rationale=rationale,
+        policy_version_id=report.policy_version_id,
+        created_at=now,
+    )
+    session.add(decision)
+    session.flush()
+    details = {"decision_id": decision.id, "decision_code": decision_code, "rationale": rationale}
+    if decided_with is not None:  # enforced once, through the subject's first open report (QUEUE-3)
+        details["decided_with"] = decided_with.public_reference
+    uow.audit(
+        report.installation_id,
+        audit_key or f"decision-recorded:{decision.id}",
+        "report.decided",
+        Actor("operator", operator.id),
+        "report",
+        report.id,
+        details,
+    )
+    return decision
+
+
+def _start_runs(uow, report: Report, decision: Decision) -> list[str]:
+    """Start the workflows the decision's code triggers."""
+    runs = [
+        create_run(
+            uow,
+            version=version,
             report_id=report.id,
-            seq=seq,
-            decision_code=decision_code,
-            maker_id=operator.id,
-            rationale=rationale,
-            policy_version_id=report.policy_version_id,
-            created_at=now,
+            trigger_key=f"decision:{decision.id}",
+            decision_id=decision.id,
         )
-        session.add(decision)
-        session.flush()
-        uow.audit(
-            report.installation_id,
-            audit_key or f"decision-recorded:{decision.id}",
-            "report.decided",
-            Actor("operator", operator.id),
-            "report",
-            report.id,
-            {"decision_id": decision.id, "decision_code": decision_code, "rationale": rationale},
-        )
-        runs = [
-            create_run(
-                uow,
-                version=version,
-                report_id=report.id,
-                trigger_key=f"decision:{decision.id}",
-                decision_id=decision.id,
-            )
-            for version in active_versions(session, report.installation_id)
-            if triggered_by(version.graph, decision_code)
-        ]
-        decision_id = decision.id
-        run_ids = [run.id for run in runs if run is not None]
-        try:
-            uow.commit()
-        except IntegrityError as error:  # the same report's sequence number was taken a moment ago
-            raise ApiError(
-                409,
-                "report_decision_conflict",
-                "Another decision on this report was recorded at the same moment. Reload the report.",
-            ) from error
-    return DecisionResult(decision_id, run_ids)
+        for version in active_versions(uow.session, report.installation_id)
+        if triggered_by(version.graph, decision.decision_code)
+    ]
+    return [run.id for run in runs if run is not None]
+
+
+@dataclass(frozen=True)
+class SubjectDecisionResult:
+    decision_id: str  # the decision that is enforced (on the subject's first open report)
+    run_ids: list[str]
+    report_ids: list[str]  # every report decided, the enforced one first
+
+
+def decide_subject(
+    subject_id: str, *, decision_code: str, rationale: str, operator: OperatorUser, idempotency_key: str | None = None
+) -> SubjectDecisionResult:
+    """Decide a subject: every open report about it takes the decision together, each
+    recorded with its own decision row and audit event; the workflows start once, on
+    the subject's oldest open report, so one action is proposed, not one per report
+    (SPEC QUEUE-3). The subject leaves the queue and its claim ends.
+
+    Args:
+        subject_id: a queue subject of the operator's installation.
+        decision_code, rationale, idempotency_key: as for `record_decision`.
+
+    Raises:
+        ApiError: as `record_decision`, and 404 ``subject_not_found``, 409
+            ``subject_not_open`` when no report about it is open (QUEUE-2 for
+            ``subject_claimed``).
+    """
+    rationale = _checked_input(decision_code, rationale, idempotency_key)
+    with unit_of_work() as uow:
+        session = uow.session
+        subject = session.scalar(select(ReportSubject).where(
+            ReportSubject.id == subject_id, ReportSubject.installation_id == operator.installation_id))
+        if subject is None:
+            raise ApiError(404, "subject_not_found", "No such subject in the queue.")
+        audit_key = f"subject-decided:{operator.id}:{idempotency_key}" if idempotency_key else None
+        prior = _prior(session, audit_key, subject.id, "subject")
+        if prior is not None:
+            return SubjectDecisionResult(prior.details["decision_id"], [], prior.details["report_ids"])
+        now = utcnow()
+        ensure_decidable_by(session, subject.id, operator, now)
+        reports = session.scalars(
+            select(Report).where(Report.subject_id == subject.id, Report.state == ReportState.OPEN.value)
+            .order_by(Report.created_at, Report.id)
+        ).all()
+        decided = [report for report in reports if move_row(session, report, ReportMove.DECIDE)]
+        if not decided:
+            raise ApiError(409, "subject_not_open", "No report about this subject is open; nothing to decide.")
+        first = decided[0]
+        enforced = _decide(uow, first, decision_code, rationale, operator, now, audit_key=None)
+        for report in decided[1:]:
+            _decide(uow, report, decision_code, rationale, operator, now, audit_key=None, decided_with=first)
+        run_ids = _start_runs(uow, first, enforced)
+        report_ids = [report.id for report in decided]
+        refresh_subjects(session, [subject.id], now)
+        uow.audit(subject.installation_id, audit_key or f"subject-decided:{enforced.id}", "queue.subject_decided",
+                  Actor("operator", operator.id), "report_subject", subject.id,
+                  {"decision_id": enforced.id, "decision_code": decision_code, "report_ids": report_ids,
+                   "reference": subject.reference})
+        result = SubjectDecisionResult(enforced.id, run_ids, report_ids)
+        _commit_decision(uow)
+    return result
 
 
 def active_versions(session, installation_id: str) -> list[WorkflowVersion]:
@@ -203,16 +300,22 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
             )
             if queue_id is None:
                 raise ApiError(404, "queue_not_found", "No queue with that slug.", "queue")
+        now = utcnow()
+        subject = subject_for(session, integration.installation_id, value["targets"][0]["reference"], now)
         report = Report(
             installation_id=integration.installation_id,
             integration_id=integration.id,
+            subject_id=subject.id,
             queue_id=queue_id,
             external_id=value["external_id"],
             public_reference=_public_reference(),
             state=ReportState.OPEN,
             policy_version_id=value.get("policy_version_id"),
             category=value.get("category") or "",
+            reason=value.get("reason") or "",
             summary=value.get("summary") or "",
+            created_at=now,
+            updated_at=now,
         )
         session.add(report)
         session.flush()
@@ -232,6 +335,8 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
                 summary["evidence_digest"] = store_evidence(session, row, item).evidence_digest
             digests.append(summary.get("evidence_digest"))
             audited.append(summary)
+        session.flush()
+        refresh_subjects(session, [subject.id], now)
         uow.audit(
             report.installation_id,
             f"report-received:{integration.id}:{report.external_id}",

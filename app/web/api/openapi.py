@@ -151,6 +151,11 @@ def openapi_document() -> dict:
                         "external_id": {"type": "string", "minLength": 1, "maxLength": 200, REFERENCE: True},
                         "queue": {"type": ["string", "null"], "maxLength": 100},
                         "category": {"type": ["string", "null"], "maxLength": 100},
+                        "reason": {
+                            "type": ["string", "null"],
+                            "maxLength": 100,
+                            "description": "The reporter's reason, e.g. spam; the queue filters by it (QUEUE-1).",
+                        },
                         "summary": {"type": ["string", "null"], "maxLength": 5000},
                         "policy_version_id": {"type": ["string", "null"], "maxLength": 200},
                         "targets": {
