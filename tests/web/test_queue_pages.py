@@ -23,9 +23,9 @@ def _form_token(html: str) -> str:
     return re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', html).group(1)
 
 
-def test_the_queue_lists_subjects_in_words_and_keeps_the_filter_QUEUE_1(app, client, world):
-    """QUEUE-1: one row per subject, named by what it is, reasons as words, its count;
-    the filter form keeps its values and the next page link keeps the filter."""
+def test_the_queue_lists_subjects_in_words_and_keeps_the_filter_QUEUE_1_QUEUE_6(app, client, world):
+    """QUEUE-1: one row per subject, reasons as words, its count; the filter form keeps
+    its values. QUEUE-6: the subject is named by what it is (an account, its author)."""
     seed_queue_demo()
     login(client, "moderator@example.com")
     page = client.get("/queue?q=goalline&sort=most&assigned=unassigned").get_data(as_text=True)

@@ -42,7 +42,7 @@ def _email_key() -> str:
 )
 def login():
     if current_user.is_authenticated:
-        return redirect(url_for("console.proposals"))
+        return redirect(url_for("console.index"))
     form = LoginForm()
     error = None
     if form.validate_on_submit():

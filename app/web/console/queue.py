@@ -60,6 +60,8 @@ def _claim_answer(subject_id: str, change):
         message = change()
     except ApiError as error:
         raise_for_json(error)
+        if error.status == 404:  # not this installation's subject: as for any other page
+            raise
         if is_htmx():
             return render_template("errors/_fragment.html", error=error), error.status
         flash(error.message, "error")
@@ -136,4 +138,6 @@ def queue_decide(subject_id: str):
 @role_required(*QUEUE_ROLES)
 def queue_form_reloaded(subject_id: str):
     """A reload of a form's address shows the subject, not 405."""
+    if subject_row(current_user, subject_id) is None:
+        abort(404)
     return redirect(url_for("console.queue_subject", subject_id=subject_id), code=303)
