@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sqlalchemy import select
 
+from app.demo import DEMO_PASSWORD
 from app.domain.errors import ApiError
 from app.domain.landing import landing_endpoint
 from app.domain.time_targets import parse_target, target_words
@@ -37,7 +40,10 @@ def test_each_role_lands_on_its_own_work_QUEUE_5(roles, endpoint):
 ])
 def test_signing_in_lands_by_role_QUEUE_5(app, client, world, email, path):
     """QUEUE-5: after signing in, "/" (and /login when signed in) sends each to their work."""
-    token = login(client, email)
+    page = client.get("/login").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', page).group(1)
+    signed = client.post("/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token})
+    assert signed.status_code == 303 and signed.headers["Location"] == "/"
     response = client.get("/")
     assert response.status_code == 302 and response.headers["Location"].endswith(path)
     assert client.get("/login").headers["Location"].endswith("/")
@@ -80,7 +86,8 @@ def test_one_admin_sets_a_queue_target_on_the_page_QUEUE_4(app, client, world):
     assert client.post("/admin/queues", data={"csrf_token": token, "queue": "nope", "target": "1h"}).status_code == 404
     logout(client, token)
     token = login(client, "moderator@example.com")
-    assert client.post("/admin/queues", data={"csrf_token": token, "queue": "general", "target": "1h"}).status_code == 403
+    refused = client.post("/admin/queues", data={"csrf_token": token, "queue": "general", "target": "1h"})
+    assert refused.status_code == 403
 
 
 def test_the_queue_target_command_QUEUE_4(app, world):

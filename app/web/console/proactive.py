@@ -15,7 +15,8 @@ from app.web.forms import ConsoleForm
 from ..decorators import role_required
 from .blueprint import bp
 
-KINDS = [("post", "Post"), ("user", "Account"), ("comment", "Comment"), ("record", "Record"), ("content", "Other content")]
+KINDS = [("post", "Post"), ("user", "Account"), ("comment", "Comment"), ("record", "Record"),
+         ("content", "Other content")]
 
 
 class OpenReportForm(ConsoleForm):
