@@ -191,3 +191,17 @@ def test_a_moderator_reports_a_subject_nobody_reported(app, client, world):
     logout(client, token)
     token = login(client, "reviewer@example.com")
     assert client.get("/reports/new").status_code == 403
+
+
+def test_the_demo_gives_the_queue_something_real_QUEUE_4(app, world):
+    """QUEUE-1, QUEUE-4: `flask demo`'s queue has an account with 30 reports, reasons,
+    authors, a General queue with a four-hour target and subjects past it; seeded once."""
+    from app.domain.queue import QueueFilter, QueueSort
+    from app.services.read.queue_pages import queue_page
+
+    assert seed_queue_demo() is True and seed_queue_demo() is False
+    page = queue_page(world.user("moderator"), QueueFilter(sort=QueueSort.MOST))
+    busiest = page.rows[0]
+    assert (busiest.reference, busiest.open_count, busiest.author_name) == (BUSY_ACCOUNT, 30, "goalline_greg")
+    assert busiest.overdue and busiest.queue_name == "General" and len(busiest.reasons) == 3
+    assert page.overdue_count == 3 and len(page.rows) >= 10
