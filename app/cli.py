@@ -179,6 +179,26 @@ def register_cli(app: Flask) -> None:
         click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
         click.echo("It applies when a second admin approves it at /admin/changes.")
 
+    @app.cli.command("queue-target")
+    @click.argument("queue_slug")
+    @click.argument("target")
+    @click.option("--installation", "installation_slug", required=True)
+    @click.option("--admin", "admin_email", required=True, help="e-mail of the admin setting it")
+    def queue_target(queue_slug: str, target: str, installation_slug: str, admin_email: str) -> None:
+        """Set QUEUE_SLUG's time to decide to TARGET (90m, 4h, 2d; "" for none), SPEC
+        QUEUE-4. A target changes no action, so it applies at once (audited)."""
+        from .domain.errors import ApiError
+        from .domain.time_targets import target_words
+        from .services.admin.queue_targets import set_queue_target
+        from .services.admin.token_changes import cli_proposer
+
+        try:
+            seconds = set_queue_target(cli_proposer(installation_slug, admin_email), queue_slug, target)
+        except ApiError as error:
+            click.echo(f"{error.code}: {error.message}", err=True)
+            sys.exit(1)
+        click.echo(f"Queue {queue_slug}: {target_words(seconds)} to decide.")
+
     @app.cli.command("revoke-integration-token")
     @click.argument("token_id")
     def revoke_integration_token(token_id: str) -> None:

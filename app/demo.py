@@ -37,7 +37,9 @@ from app.models import (
 )
 from app.services.admin.integrations import issue_token
 from app.services.admin.operators import create_operator
+from app.domain.clock import utcnow
 from app.services.cases.evidence_store import store_evidence
+from app.services.cases.queue_subjects import refresh_subjects, subject_for
 from app.services.uow import Actor, unit_of_work
 
 DEMO_PASSWORD = "demo-password-1"
@@ -313,7 +315,9 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
                 state="open",
                 policy_version_id="policy-2026-11",
                 category="harassment",
+                reason="harassment",
                 summary=f"Users reported {ref} for harassment.",
+                subject_id=subject_for(s, iid, ref, utcnow()).id,  # its row in the queue (QUEUE-1)
             )
             s.add(report)
             s.flush()
@@ -323,6 +327,7 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             evidence = demo_evidence(ref, platform_url)  # what the platform sends with its reports (REV-1)
             if evidence:
                 store_evidence(s, target, parse_evidence(evidence))
+            refresh_subjects(s, [report.subject_id])
         uow.audit(
             iid,
             f"demo-seeded:{iid}",
@@ -475,6 +480,9 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
     console_url = f"http://127.0.0.1:{console_port}"
     secrets_file = Path(app.instance_path) / "demo-secrets.json"
     demo_secrets = seed_demo(platform_url)
+    from app.demo_queue import seed_queue_demo
+
+    seed_queue_demo()
     if demo_secrets.console_token:
         secrets_file.write_text(json.dumps(demo_secrets.__dict__))
     saved = json.loads(secrets_file.read_text()) if secrets_file.exists() else demo_secrets.__dict__

@@ -46,7 +46,7 @@
     });
   }
 
-  // -- keyboard: j/k move through a list's rows, Enter opens, / filters, d digest, ? help --
+  // -- keyboard: j/k move through a list's rows, Enter opens, / filters, c claims, d digest or decision, ? help --
   var current = null;
   function rows() {
     var table = document.querySelector("table[data-keys=rows]");
@@ -86,9 +86,14 @@
       var field = document.querySelector("form[data-keys=filter] input:not([type=checkbox]), form[data-keys=filter] select");
       if (field) { field.focus(); } else { handled = false; }
     }
-    else if (event.key === "d") {
-      var digest = document.getElementById("payload_digest");
+    else if (event.key === "d") {  // an action's digest, or a queue subject's decision
+      var digest = document.getElementById("payload_digest") || document.querySelector("form[data-keys=decision] select");
       if (digest) { digest.focus(); } else { handled = false; }
+    }
+    else if (event.key === "c") {  // claim (or release) the current queue row, or the subject on its page
+      var scope = current && current.isConnected ? current : document.getElementById("claim");
+      var button = scope && scope.querySelector("button[data-key=claim]");
+      if (button) { button.click(); } else { handled = false; }
     }
     else if (event.key === "?") { toggleHelp(); }
     else { handled = false; }
@@ -98,6 +103,10 @@
   document.addEventListener("DOMContentLoaded", function () { localise(document); enableCopy(document); });
   document.addEventListener("htmx:afterSwap", function (event) {
     var root = event.detail.target.parentNode || document;
+    if (current && !current.isConnected && current.id) {  // a swapped row keeps the keyboard's place
+      current = document.getElementById(current.id);
+      if (current) { current.classList.add("kb-current"); current.querySelector("a[href]").focus(); }
+    }
     localise(root);
     enableCopy(root);
   });

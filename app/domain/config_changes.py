@@ -105,6 +105,10 @@ SINGLE_ADMIN_WRITES: dict[str, str] = {
     "cli:config-break-glass": (
         "The one documented way round four-eyes (FOUR-2): it needs a reason and writes a config.break_glass row."
     ),
+    "admin.queue_target_set": (
+        "A queue's time to decide only marks subjects overdue (QUEUE-4); it changes no action, recipient or role."
+    ),
+    "cli:queue-target": "A queue's time to decide only marks subjects overdue (QUEUE-4); it changes no action.",
     "cli:create-admin": (
         "Bootstrap from the server: the first admin of an installation, when no second admin exists; "
         "recorded as the system."

@@ -25,6 +25,9 @@ KINDS: dict[str, str] = {
     "task_state": "Approval task states",
     "approval_mode": "Approval modes",
     "authority_mode": "Workflow authority",
+    "subject_kind": "Kinds of reported subject",
+    "report_reason": "Report reasons",
+    "report_category": "Report categories",
 }
 
 DEFAULT_LABELS: dict[str, dict[str, str]] = {
@@ -77,6 +80,13 @@ DEFAULT_LABELS: dict[str, dict[str, str]] = {
         "assist": "Assist — the workflow proposes, people decide",
         "bounded_auto": "Bounded automation — it acts within budgets",
     },
+    # The queue names a subject by what it is (QUEUE-1, QUEUE-6).
+    "subject_kind": {
+        "user": "Account", "account": "Account", "post": "Post", "record": "Record", "comment": "Comment",
+        "content": "Content",
+    },
+    "report_reason": {"spam": "Spam", "harassment": "Harassment", "hate": "Hateful conduct", "other": "Other"},
+    "report_category": {"abuse": "Abuse", "illegal_content": "Illegal content"},
 }
 
 MAX_LABEL = 100

@@ -17,7 +17,7 @@ def sign_in(page, email):
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(DEMO_PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Action proposals")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()  # landed by role (QUEUE-5)
 
 
 def sign_out(page):

@@ -18,6 +18,7 @@ from app.models import (
     Connection,
     HumanTask,
     IntegrationToken,
+    ReportSubject,
     WorkflowDefinition,
 )
 from app.services.admin.budgets import change_budget_limit
@@ -82,6 +83,16 @@ ROUTES = [
     ("POST", "/bulk/{batch_id}/reject", {"reviewer"}),
     *[("POST", f"/bulk/{{batch_id}}/{step}", {"moderator", "reviewer", "admin"}) for step in
       ("pause", "resume", "cancel", "undo")],
+    ("GET", "/queue", ALL),  # QUEUE-1..4
+    ("GET", "/queue/{subject_id}", ALL),
+    *[("GET", f"/queue/{{subject_id}}/{step}", ALL) for step in ("claim", "release", "decision")],  # reloads
+    ("POST", "/queue/{subject_id}/claim", {"moderator"}),
+    ("POST", "/queue/{subject_id}/release", {"moderator"}),  # not held: a notice, no 500
+    ("POST", "/queue/{subject_id}/decision", {"moderator"}),  # without a decision: 400
+    ("GET", "/reports/new", {"moderator"}),  # a proactive report
+    ("POST", "/reports/new", {"moderator"}),  # without its fields: 400, nothing stored
+    ("GET", "/admin/queues", {"admin", "auditor"}),  # QUEUE-4 targets
+    ("POST", "/admin/queues", {"admin"}),  # without a queue: 400
     ("GET", "/admin/", {"admin", "auditor"}),
     ("GET", "/admin/integrations", {"admin", "auditor"}),
     ("POST", "/admin/integrations", {"admin"}),
@@ -193,6 +204,7 @@ def ids_of(world, platform_url) -> dict[str, str]:
         "operator_id": victim.id,
         "change_id": raise_limit.change_id,
         "bulk_batch_id": bulk_batch_id,
+        "subject_id": one(select(ReportSubject.id).where(ReportSubject.installation_id == iid)),
     }
 
 

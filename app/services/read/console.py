@@ -338,6 +338,9 @@ def report_detail(operator: OperatorUser, report_id: str) -> ReportDetail | None
     if report is None:
         return None
     makers = {d.maker_id: d.maker.display_name for d in report.decisions}
+    if report.opened_by_id:  # a report opened in the console names who opened it (issue 25)
+        opener = db.session.get(OperatorUser, report.opened_by_id)
+        makers[report.opened_by_id] = opener.display_name if opener else report.opened_by_id
     return ReportDetail(
         report,
         list(report.targets),

@@ -19,10 +19,10 @@ from .forms import InvitationForm, LoginForm
 def _safe_next(target: str | None) -> str:
     """Only same-site paths: never redirect to another host after login."""
     if not target:
-        return url_for("console.proposals")
+        return url_for("console.index")  # landed by role (QUEUE-5)
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
-        return url_for("console.proposals")
+        return url_for("console.index")  # landed by role (QUEUE-5)
     return target
 
 
@@ -42,7 +42,7 @@ def _email_key() -> str:
 )
 def login():
     if current_user.is_authenticated:
-        return redirect(url_for("console.proposals"))
+        return redirect(url_for("console.index"))
     form = LoginForm()
     error = None
     if form.validate_on_submit():

@@ -6,6 +6,7 @@ from flask import abort, current_app, flash, redirect, render_template, request,
 from flask_login import current_user
 
 from app.domain.errors import ApiError
+from app.domain.landing import landing_endpoint
 from app.domain.proposal import temporary as temporary_rules
 from app.domain.proposal.offers import CHANGE_ROLES, OPERATOR_ROLES
 from app.domain.states import ProposalState
@@ -47,7 +48,8 @@ def _filters() -> readmodels.ProposalFilters:
 @bp.route("/")
 @role_required()
 def index():
-    return redirect(url_for("console.proposals"))
+    """Each role lands on its own work (QUEUE-5)."""
+    return redirect(url_for(landing_endpoint(current_user.roles)))
 
 
 @bp.route("/proposals")
