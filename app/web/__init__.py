@@ -126,6 +126,9 @@ def register_web(app: Flask) -> None:
 
     register_labels(app)
     register_navigation(app)
+    from .templating import register_templating
+
+    register_templating(app)  # macro imports that find the cached module fast
 
     @app.after_request
     def _headers(response):

@@ -31,6 +31,7 @@ from app.extensions import db
 from app.models import OperatorUser, Queue, Report, ReportSubject, claim_active_sql, overdue_sql, queue_targets
 
 S = ReportSubject
+HOLDER = aliased(OperatorUser)  # built once: aliases are pure and costly to build per request
 OVERDUE_COUNT_LIMIT = 1000  # counted up to here, then shown as "1,000+"
 
 
@@ -129,7 +130,7 @@ def queue_page(operator: OperatorUser, wanted: QueueFilter, cursor: str | None =
     queues = session.execute(select(Queue.slug, Queue.name, Queue.id).where(
         Queue.installation_id == operator.installation_id).order_by(Queue.name)).all()
     queue_ids = {slug: queue_id for slug, _name, queue_id in queues}
-    holder = aliased(OperatorUser)
+    holder = HOLDER
     query = (
         select(S, Queue.name, Queue.decide_within_seconds, holder.display_name)
         .outerjoin(Queue, Queue.id == S.queue_id)
