@@ -16,6 +16,8 @@ def seed_queue(installation_id: str, integration_id: str, queue_id: str, reports
     from app.models import Report, ReportSubject, ReportTarget
 
     subjects = max(1, min(subjects, reports))
+    db.session.commit()
+    db.session.remove()  # no read transaction of ours holds SQLite's WAL back from checkpoints
     start = utcnow() - timedelta(days=30)
     per_subject = reports // subjects
     subject_rows = []
@@ -85,3 +87,9 @@ def seed_queue(installation_id: str, integration_id: str, queue_id: str, reports
             for j in range(0, len(report_rows), CHUNK):
                 conn.execute(Report.__table__.insert(), report_rows[j : j + CHUNK])
                 conn.execute(ReportTarget.__table__.insert(), target_rows[j : j + CHUNK])
+    if db.engine.dialect.name == "sqlite":
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    else:
+        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE")
