@@ -89,10 +89,11 @@ def seed(app) -> str:
                 )
             uow.commit()
         queue_id = db.session.scalar(select(Queue.id).where(Queue.installation_id == proposal.installation_id))
+        proposal_id, installation_id = proposal.id, proposal.installation_id
         started = time.perf_counter()
-        seed_queue(proposal.installation_id, integration_id, queue_id, REPORTS, SUBJECTS)
+        seed_queue(installation_id, integration_id, queue_id, REPORTS, SUBJECTS)
         print(f"seeded {REPORTS} reports about {SUBJECTS} subjects in {time.perf_counter() - started:.0f} s")
-        return proposal.id
+        return proposal_id
 
 
 def gunicorn(app_path: str, port: int, env: dict) -> subprocess.Popen:
