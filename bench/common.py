@@ -29,21 +29,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_app():
-    """The console app on the benchmark database and Redis (schema migrated fresh)."""
+def bench_app(url: str = BENCH_DB):
+    """The console app on the benchmark database (`url`: PostgreSQL, or an SQLite
+    file, which is deleted first) and Redis, with the schema migrated fresh."""
     from flask_migrate import upgrade
     from sqlalchemy import create_engine, text
 
-    engine = create_engine(BENCH_DB)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+    else:
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
     from app import create_app
 
     app = create_app(
         {
-            "SQLALCHEMY_DATABASE_URI": BENCH_DB,
+            "SQLALCHEMY_DATABASE_URI": url,
             "REDIS_URL": BENCH_REDIS,
             "CONFIGURE_LOGGING": False,
             "EGRESS_ALLOW_PRIVATE": True,

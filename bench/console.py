@@ -1,6 +1,13 @@
 """Console latency under gunicorn: the proposal page with 50 attempts and 200 audit
-rows, and the proposals list, against a bare route rendering a template of the same
-size, served the same way in the same run. p50 of sequential requests."""
+rows, the approval tasks page, the queue with REPORTS reports (1,000,000 by default)
+and the proposals list, each against a bare route rendering a template of the same
+size, served the same way in the same run. Sequential requests, each page's request
+alternating with its bare twin's (so a loaded machine slows both alike); p50 and p95.
+
+    python console.py [REQUESTS] [REPORTS]
+
+SQLite file bench/out/console.sqlite by default; BENCH_CONSOLE_DATABASE_URL
+chooses another database (PostgreSQL: its public schema is dropped first)."""
 
 from __future__ import annotations
 
@@ -13,9 +20,14 @@ import sys
 import time
 
 import requests
-from common import BENCH_DB, BENCH_REDIS, ROOT, bench_app, free_port, save, wait_for_port
+import psutil
+from common import BENCH_REDIS, ROOT, bench_app, free_port, save, wait_for_port
+from queue_seed import seed_queue
 
 REQUESTS = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+REPORTS = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+SUBJECTS = max(1, REPORTS // 10)  # 100,000 subjects at a million reports
+DB = os.environ.get("BENCH_CONSOLE_DATABASE_URL", f"sqlite:///{ROOT / 'bench' / 'out' / 'console.sqlite'}")
 
 
 def seed(app) -> str:
@@ -25,7 +37,14 @@ def seed(app) -> str:
     from app.demo import seed_demo
     from app.domain.clock import utcnow
     from app.extensions import db
-    from app.models import ActionProposal, ConnectionAttempt, ConnectionVersion, Integration, OperatorUser
+    from app.models import (
+        ActionProposal,
+        ConnectionAttempt,
+        ConnectionVersion,
+        Integration,
+        OperatorUser,
+        Queue,
+    )
     from app.services.cases.reports import intake_report, record_decision
     from app.services.uow import Actor, unit_of_work
 
@@ -69,7 +88,12 @@ def seed(app) -> str:
                     {"attempt_number": i, "error_code": "x"},
                 )
             uow.commit()
-        return proposal.id
+        queue_id = db.session.scalar(select(Queue.id).where(Queue.installation_id == proposal.installation_id))
+        proposal_id, installation_id = proposal.id, proposal.installation_id
+        started = time.perf_counter()
+        seed_queue(installation_id, integration_id, queue_id, REPORTS, SUBJECTS)
+        print(f"seeded {REPORTS} reports about {SUBJECTS} subjects in {time.perf_counter() - started:.0f} s")
+        return proposal_id
 
 
 def gunicorn(app_path: str, port: int, env: dict) -> subprocess.Popen:
@@ -95,24 +119,42 @@ def gunicorn(app_path: str, port: int, env: dict) -> subprocess.Popen:
     return process
 
 
-def p50(session: requests.Session, url: str) -> tuple[float, int]:
-    times, size = [], 0
+def timed(session: requests.Session, url: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    response = session.get(url)
+    elapsed = (time.perf_counter() - started) * 1000
+    assert response.status_code == 200, (url, response.status_code)
+    return elapsed, len(response.content)
+
+
+def p95(times: list[float]) -> float:
+    return statistics.quantiles(times, n=20, method="inclusive")[18]
+
+
+def against_bare(session, url: str, bare_session, bare_base: str) -> dict[str, float]:
+    """The page and the bare route of its size, requests alternating: p50 and p95 of each (ms)."""
     for _ in range(10):  # warm up every gunicorn process
-        session.get(url)
+        _, size = timed(session, url)
+        timed(bare_session, f"{bare_base}/bare/{size}")
+    page, bare = [], []
     for _ in range(REQUESTS):
-        started = time.perf_counter()
-        response = session.get(url)
-        times.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200, (url, response.status_code)
-        size = len(response.content)
-    return statistics.median(times), size
+        elapsed, size = timed(session, url)
+        page.append(elapsed)
+        bare.append(timed(bare_session, f"{bare_base}/bare/{size}")[0])
+    return {
+        "p50_ms": statistics.median(page),
+        "p95_ms": p95(page),
+        "bare_p50_ms": statistics.median(bare),
+        "bare_p95_ms": p95(bare),
+        "page_bytes": size,
+    }
 
 
 def main() -> None:
-    app = bench_app()
+    app = bench_app(DB)
     proposal_id = seed(app)
     env = {
-        "DATABASE_URL": BENCH_DB,
+        "DATABASE_URL": DB,
         "REDIS_URL": BENCH_REDIS,
         "LOG_LEVEL": "WARNING",
         "WEB_CONCURRENCY": "2",
@@ -123,6 +165,8 @@ def main() -> None:
     console_port, bare_port = free_port(), free_port()
     console = gunicorn("app:create_app()", console_port, env)
     bare = gunicorn("bench.bare_app:create_app()", bare_port, {"PYTHONPATH": str(ROOT)})
+    load_before = os.getloadavg()
+    psutil.cpu_percent()
     try:
         session = requests.Session()
         base = f"http://127.0.0.1:{console_port}"
@@ -131,26 +175,35 @@ def main() -> None:
             f"{base}/login",
             data={"email": "bench-reviewer@example.com", "password": "demo-password-1", "csrf_token": token},
         )
-        detail_ms, detail_size = p50(session, f"{base}/proposals/{proposal_id}")
-        list_ms, list_size = p50(session, f"{base}/proposals")
-        bare_session = requests.Session()
-        bare_detail_ms, _ = p50(bare_session, f"http://127.0.0.1:{bare_port}/bare/{detail_size}")
-        bare_list_ms, _ = p50(bare_session, f"http://127.0.0.1:{bare_port}/bare/{list_size}")
+        pages = {
+            "detail": f"/proposals/{proposal_id}",
+            "task": "/tasks",
+            "queue": "/queue",
+            "list": "/proposals",
+        }
+        bare_session, bare_base = requests.Session(), f"http://127.0.0.1:{bare_port}"
+        measured = {name: against_bare(session, base + path, bare_session, bare_base) for name, path in pages.items()}
     finally:
         for process in (console, bare):
             process.terminate()
             process.wait(timeout=30)
-    figures = {
-        "detail_p50_ms": round(detail_ms, 2),
-        "detail_bare_p50_ms": round(bare_detail_ms, 2),
-        "detail_p50_ratio": round(detail_ms / bare_detail_ms, 2),
-        "detail_page_bytes": detail_size,
-        "list_p50_ms": round(list_ms, 2),
-        "list_bare_p50_ms": round(bare_list_ms, 2),
-        "list_p50_ratio": round(list_ms / bare_list_ms, 2),
-        "list_page_bytes": list_size,
-        "latency_requests": REQUESTS,
-    }
+    figures = {"latency_requests": REQUESTS, "queue_reports": REPORTS, "queue_subjects": SUBJECTS}
+    for name, m in measured.items():
+        figures.update(
+            {
+                f"{name}_p50_ms": round(m["p50_ms"], 2),
+                f"{name}_p95_ms": round(m["p95_ms"], 2),
+                f"{name}_bare_p50_ms": round(m["bare_p50_ms"], 2),
+                f"{name}_bare_p95_ms": round(m["bare_p95_ms"], 2),
+                f"{name}_p50_ratio": round(m["p50_ms"] / m["bare_p50_ms"], 2),
+                f"{name}_p95_ratio": round(m["p95_ms"] / m["bare_p95_ms"], 2),
+                f"{name}_page_bytes": m["page_bytes"],
+            }
+        )
+    # how loaded the shared machine was while measuring (the ratios are against the same run)
+    figures["console_load_average"] = [round(x, 2) for x in (*load_before, *os.getloadavg())]
+    figures["console_cpu_busy_percent"] = round(psutil.cpu_percent(), 1)
+    figures["console_database"] = DB.split(":", 1)[0]
     save("console", figures)
     print(json.dumps(figures, indent=2))
 

@@ -15,8 +15,17 @@ TARGETS = [
         ">= 0.7",
         lambda v: v >= 0.7,
     ),
-    ("detail_p50_ratio", "Proposal page p50 / bare route p50", "<= 2", lambda v: v <= 2),
-    ("list_p50_ratio", "Proposals list p50 / bare route p50", "<= 2", lambda v: v <= 2),
+    # issue 25: each console page against the bare route of its size, same run, p50 and p95
+    *(
+        (f"{page}_{q}_ratio", f"{title} {q} / bare route {q}", "<= 2", lambda v: v <= 2)
+        for page, title in (
+            ("detail", "Proposal page (50 attempts, 200 audit rows)"),
+            ("task", "Approval tasks page"),
+            ("queue", "Queue (`queue_reports` reports)"),
+            ("list", "Proposals list"),
+        )
+        for q in ("p50", "p95")
+    ),
     ("deep_page_ratio", "Page 1,000 / first page (1M rows)", "<= 1.5", lambda v: v <= 1.5),
     ("sweep_uses_index", "Due-delivery sweep uses an index", "true", lambda v: v is True),
     ("worker_peak_rss_mb", "Worker peak RSS (MB)", "<= 150", lambda v: v <= 150),

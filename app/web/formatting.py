@@ -13,6 +13,12 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+def bidi_text(value) -> Markup:
+    """``<bdi>value</bdi>`` with `value` escaped: platform text isolated from the page's
+    direction (FOUR-10). The `platform_text` of templates/_macros/platform.html."""
+    return Markup("<bdi>{}</bdi>").format(value)
+
+
 def time_tag(value) -> Markup:
     """A <time> element: UTC in the page, the operator's local time once console.js runs."""
     if value is None:

@@ -18,3 +18,13 @@ class ConsoleForm(FlaskForm):
             if formdata is _Auto:
                 return request.form if request.method in ("POST", "PUT", "PATCH", "DELETE") and request.form else None
             return formdata
+
+        def render_field(self, field, render_kw):
+            """A field's HTML; the CSRF field's, rendered once per form (a list renders the
+            same hidden input in every row's form, and WTForms' attribute rendering is slow)."""
+            if field.type != "CSRFTokenField" or render_kw:
+                return super().render_field(field, render_kw)
+            rendered = getattr(field, "_rendered", None)
+            if rendered is None:
+                rendered = field._rendered = super().render_field(field, render_kw)
+            return rendered

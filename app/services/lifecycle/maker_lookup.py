@@ -152,8 +152,11 @@ def _run_decision():
     return select(WorkflowRun.decision_id).where(WorkflowRun.id == P.run_id).correlate(P).scalar_subquery()
 
 
+TRIGGER = aliased(Decision)  # built once (pure; costly to build per request)
+
+
 def _trigger_seq():
-    Trigger = aliased(Decision)
+    Trigger = TRIGGER
     return (
         select(Trigger.seq)
         .join(WorkflowRun, WorkflowRun.decision_id == Trigger.id)

@@ -116,11 +116,12 @@ def list_proposals(
         created_at, id = position
         # A row-value comparison: the database walks the (created_at, id) index from the cursor.
         query = query.where(tuple_(P.created_at, P.id) < tuple_(created_at, id))
-    query = query.options(joinedload(P.report, innerjoin=True))
-    proposals = db.session.scalars(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
-    more = len(proposals) > limit
-    proposals = proposals[:limit]
-    rows = [{"proposal": p, "report_reference": p.report.public_reference} for p in proposals]
+    # the report's reference only (not the whole report row, which the list never shows)
+    query = query.add_columns(Report.public_reference).join(Report, Report.id == P.report_id)
+    found = db.session.execute(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
+    more = len(found) > limit
+    rows = [{"proposal": p, "report_reference": reference} for p, reference in found[:limit]]
+    proposals = [row["proposal"] for row in rows]
     last = proposals[-1] if proposals and more else None
     queues = db.session.execute(
         select(Queue.id, Queue.name).where(Queue.installation_id == operator.installation_id).order_by(Queue.name)
@@ -275,16 +276,15 @@ def open_tasks(operator: OperatorUser, limit: int = 200, task_id: str | None = N
     """Open and claimed approval tasks, soonest due first, with the claimant's name."""
     query = select(HumanTask).where(HumanTask.installation_id == operator.installation_id)
     query = query.where(HumanTask.id == task_id) if task_id else query.where(HumanTask.state.in_(OPEN_TASK_STATES))
+    # the proposal and the claimant come with the task (one query; each loaded once)
     query = query.options(joinedload(HumanTask.proposal), joinedload(HumanTask.assignee))
-    tasks = db.session.scalars(query.order_by(HumanTask.due_at, HumanTask.id).limit(limit)).all()
-    proposals = {p.id: p for p in db.session.scalars(select(P).where(P.id.in_({t.action_proposal_id for t in tasks})))}
-    facts = maker_facts(db.session, proposals.values())
-    names = operator_names(t.assigned_operator_id for t in tasks)
+    tasks = db.session.scalars(query.order_by(HumanTask.due_at, HumanTask.id).limit(limit)).unique().all()
+    facts = maker_facts(db.session, [t.proposal for t in tasks if t.proposal is not None])
     return [
         {
             "task": t,
-            "proposal": proposals.get(t.action_proposal_id),
-            "assignee": names.get(t.assigned_operator_id),
+            "proposal": t.proposal,
+            "assignee": t.assignee.display_name if t.assignee else None,
             # FOUR-1: a maker's queue shows the task as not theirs to decide
             "claim": claim_offer(t.state, operator.id, operator.roles, facts.get(t.action_proposal_id, NO_FACTS)),
             "release": release_offer(t.state, t.assigned_operator_id, operator.id),

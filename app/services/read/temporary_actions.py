@@ -18,6 +18,7 @@ from app.extensions import db
 from app.models import ActionProposal
 
 P = ActionProposal
+ORIGINAL = aliased(P)  # built once (pure; costly to build per request)
 LIMIT = 50
 SOON_SECONDS = 24 * 3600
 PENDING = sorted(AWAITING_RESULT)  # not ended: waiting, or being sent
@@ -75,7 +76,7 @@ def temporary_view(proposal: ActionProposal) -> TemporaryView | None:
 def active_temporary_actions(installation_id: str, limit: int = LIMIT) -> list[tuple[ActionProposal, ActionProposal]]:
     """(temporary action, its scheduled reversal) for every action in force, ending soonest
     first (one query)."""
-    Original = aliased(ActionProposal)
+    Original = ORIGINAL
     rows = db.session.execute(
         select(Original, P)
         .join(P, P.reverses_proposal_id == Original.id)
