@@ -27,6 +27,8 @@ OTHER_SUBJECTS = (
     ("user:7004", "user:7004", "spam_bot_4000", "Follow for free crypto", 3, 2),
 )
 
+QUEUE_DEMO_REPORTS = BUSY_REPORTS + sum(subject[4] for subject in OTHER_SUBJECTS)  # 45
+
 
 def _intake(integration_id: str, external_id: str, reference: str, reason: str, evidence: dict) -> str:
     return intake_report({

@@ -21,7 +21,7 @@ TARGETS = [
         for page, title in (
             ("detail", "Proposal page (50 attempts, 200 audit rows)"),
             ("task", "Approval tasks page"),
-            ("queue", "Queue (`queue_reports` reports)"),
+            ("queue", "Queue at a million reports (`queue_reports`)"),
             ("list", "Proposals list"),
         )
         for q in ("p50", "p95")

@@ -17,6 +17,7 @@ import requests
 from sqlalchemy import create_engine, text
 
 from app.demo import DEMO_PASSWORD
+from app.demo_queue import QUEUE_DEMO_REPORTS
 
 from ..processes import eventually
 from .test_production import free_port
@@ -161,7 +162,8 @@ def test_the_demo_command_runs_readme_walkthrough_stops_everything_and_restarts(
     seeded = [
         demo.query(f"SELECT count(*) FROM {table}")[0] for table in ("installations", "operator_users", "reports")
     ]
-    assert seeded == [1, 6, 6]  # six operators: the demo has a second admin (FOUR-2)
+    # six operators: the demo has a second admin (FOUR-2); six reports of the tour, and the queue's (issue 25)
+    assert seeded == [1, 6, 6 + QUEUE_DEMO_REPORTS]
 
     demo.start()
     assert [

@@ -205,3 +205,23 @@ def test_the_demo_gives_the_queue_something_real_QUEUE_4(app, world):
     assert (busiest.reference, busiest.open_count, busiest.author_name) == (BUSY_ACCOUNT, 30, "goalline_greg")
     assert busiest.overdue and busiest.queue_name == "General" and len(busiest.reasons) == 3
     assert page.overdue_count == 3 and len(page.rows) >= 10
+
+
+def test_a_proactive_report_names_its_platform_when_there_are_several(app, client, world):
+    """Issue 25: with two platforms the form asks which (integration_required in words
+    when left out); with one chosen, the report is that platform's."""
+    from app.models import Integration
+    from app.services.uow import unit_of_work
+
+    with unit_of_work() as uow:
+        uow.session.add(Integration(installation_id=world.installation_id, name="Second platform", slug="second"))
+        uow.commit()
+    second = db.session.scalar(select(Integration.id).where(Integration.slug == "second"))
+    token = login(client, "moderator@example.com")
+    assert 'name="integration_id"' in client.get("/reports/new").get_data(as_text=True)
+    fields = {"csrf_token": token, "reference": "post:77", "kind": "post", "summary": "Seen while reviewing"}
+    refused = client.post("/reports/new", data={**fields, "integration_id": ""})
+    assert refused.status_code == 400 and "Choose the platform the subject is on." in refused.get_data(as_text=True)
+    assert client.post("/reports/new", data={**fields, "integration_id": second}).status_code == 303
+    db.session.rollback()
+    assert db.session.scalar(select(Report.integration_id).where(Report.external_id.like("console:%"))) == second
