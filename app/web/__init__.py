@@ -118,6 +118,9 @@ def register_web(app: Flask) -> None:
     app.jinja_env.globals["can_move"] = can_move
     app.jinja_env.globals.update(ReportMove=ReportMove, AppealMove=AppealMove)
     app.jinja_env.globals["OPEN_CORRECTION_STATES"] = OPEN_CORRECTION_STATES
+    from app.domain.failures import failure_words
+
+    app.jinja_env.globals["failure_words"] = failure_words  # failures in words (QUEUE-6)
     from app.domain.proposal.temporary import format_duration
 
     app.jinja_env.filters["duration"] = format_duration  # "7 days", "3 minutes" (TEMP-1)

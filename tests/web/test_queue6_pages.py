@@ -1,0 +1,108 @@
+"""QUEUE-6: a proposal page leads with its state and the next step; failures are given
+in words with the platform's status and an escaped excerpt of its answer; a delivery
+that will be retried can be retried now, within its cycle's attempts."""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import func, select
+
+from app.domain.clock import utcnow
+from app.domain.failures import EXCERPT_CHARS, body_excerpt, failure_words
+from app.domain.proposal.lead import proposal_lead
+from app.extensions import db
+from app.models import AuditEvent, ConnectionAttempt
+
+from ..builders import login, make_proposal, reload, run_worker
+from ..conftest import CSRF_PATTERN
+
+
+def _csrf(page: str) -> str:
+    match = CSRF_PATTERN.search(page)
+    return (match.group(1) or match.group(2)) if match else ""
+
+
+def _page(client, team, proposal, who: str = "reviewer") -> str:
+    login(client, team.user(who).email)
+    return client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+
+
+def test_failure_words_and_excerpt_rules_QUEUE_6():
+    """QUEUE-6: every delivery code has a sentence (a new code reads as words, never
+    bare); the excerpt is bounded, folded to one line, and kept as text."""
+    for code in ("platform_client_error", "platform_server_error", "connection_failed", "connection_timeout",
+                 "platform_request_timeout", "platform_rate_limited", "tls_certificate_invalid"):
+        assert "_" not in failure_words(code) and failure_words(code).endswith(".")
+    assert failure_words("some_new_code") == "Some new code."
+    assert failure_words(None) is None
+    assert body_excerpt(b"") is None and body_excerpt(None) is None
+    assert body_excerpt(b'{"error":\n  "bad\\u0000"}\x00') == '{"error": "bad\\u0000"}'
+    long = body_excerpt(("é" * 1000).encode())
+    assert len(long) == EXCERPT_CHARS and long.endswith("…")
+    assert body_excerpt(b"\xff\xfe<b>") == "\ufffd\ufffd<b>"  # escaped where shown, not here
+
+
+def test_lead_rule_names_who_acts_QUEUE_6():
+    """QUEUE-6: the lead offers the viewer's own action only."""
+    assert proposal_lead("approval_required", False, can_decide=True).action == "decide"
+    assert proposal_lead("approval_required", False).action is None
+    assert proposal_lead("failed", False, can_retry_now=True).action == "retry_now"
+    assert proposal_lead("failed", True, can_retry=True).headline == "Delivery failed for good."
+    assert proposal_lead("queued", False, accepted=True).headline.startswith("Accepted by the platform")
+
+
+def test_failed_page_leads_with_state_and_says_what_platform_answered_QUEUE_6(app, client, team):
+    """QUEUE-6: a delivery refused for good (400) leads the page with "Delivery failed
+    for good" before the facts; the failure reads in words with HTTP 400 and the start
+    of the platform's answer, escaped; the code only in small print."""
+    proposal = make_proposal(team, state="failed", attempts=1, terminal=True)
+    row = db.session.scalar(select(ConnectionAttempt).where(ConnectionAttempt.proposal_id == proposal.id))
+    assert row.response_status == 400 and "scripted_failure" in row.response_excerpt
+    page = _page(client, team, proposal)
+    lead = page.index('id="lead"')
+    assert lead < page.index('id="payload-digest"') and lead < page.index('id="live"')
+    assert "Delivery failed for good." in page[lead : lead + 600]
+    assert "The platform refused the request as wrong" in page
+    assert "The platform answered HTTP 400: <q class=\"excerpt\">{&#34;error&#34;:&#34;scripted_failure&#34;}</q>" in page
+    assert '<small class="code">platform_client_error</small>' in page
+    assert "<code>platform_client_error</code>" not in page
+
+
+def test_retry_now_starts_the_next_attempt_within_the_cycle_QUEUE_6(app, client, team):
+    """QUEUE-6 (RTRY): "Retry now" on a failed delivery that will be retried makes it
+    due at once, audited, without a new cycle; the worker then delivers it; a replay of
+    the form retries nothing twice; once applied there is nothing to retry (409)."""
+    proposal = make_proposal(team, state="failed", attempts=1, terminal=False)
+    assert reload(proposal).next_attempt_at > utcnow()
+    page = _page(client, team, proposal)
+    lead = page[page.index('id="lead"') :]
+    assert "Delivery failed; it will be retried." in lead[:800] and "Retry now" in lead[:2000]
+    key = re.search(r'name="idempotency_key" value="([^"]+)"', lead).group(1)
+    form = {"csrf_token": _csrf(page), "idempotency_key": key}
+    answer = client.post(f"/proposals/{proposal.id}/retry-now", data=form)
+    assert answer.status_code == 303
+    row = reload(proposal)
+    assert row.next_attempt_at <= utcnow() and (row.delivery_cycle, row.delivery_attempt_count) == (1, 1)
+    assert client.post(f"/proposals/{proposal.id}/retry-now", data=form).status_code == 303  # replay
+    audits = db.session.scalar(select(func.count()).select_from(AuditEvent).where(
+        AuditEvent.target_id == proposal.id, AuditEvent.action == "action.retry_now_requested"))
+    assert audits == 1
+    run_worker(app)
+    assert reload(proposal).state == "applied" and reload(proposal).delivery_attempt_count == 2
+    page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+    assert "Retry now" not in page and "Applied on the platform." in page
+    form["idempotency_key"] = "another-key"
+    refused = client.post(f"/proposals/{proposal.id}/retry-now", data=form)
+    assert refused.status_code == 409 and "can be retried now" in refused.get_data(as_text=True)
+
+
+def test_moderator_cannot_retry_now_QUEUE_6(app, client, team):
+    """QUEUE-6: only those who may retry deliveries see and use "Retry now"."""
+    proposal = make_proposal(team, state="failed", attempts=1, terminal=False)
+    page = _page(client, team, proposal, who="moderator")
+    assert "Retry now" not in page
+    answer = client.post(f"/proposals/{proposal.id}/retry-now",
+                         data={"csrf_token": _csrf(page), "idempotency_key": "k1"})
+    assert answer.status_code == 403
+    assert reload(proposal).next_attempt_at > utcnow()
