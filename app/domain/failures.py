@@ -87,3 +87,20 @@ def body_excerpt(body: bytes | None, limit: int = EXCERPT_CHARS) -> str | None:
     if not text:
         return None
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+CONNECTION_EVENTS: dict[str, str] = {
+    "connection.opened": "its breaker opened after repeated failures; deliveries wait for a probe",
+    "connection.probe_started": "a probe is testing it",
+    "connection.closed": "it answers again; deliveries resume",
+    "connection.reopened": "the probe failed; deliveries keep waiting",
+    "connection.paused": "it asked for a pause; deliveries wait",
+    "connection.disabled": "its endpoint was disabled; deliveries wait for an admin",
+    "connection.re_enabled": "an admin re-enabled its endpoint",
+}
+
+
+def connection_event_words(action: str) -> str:
+    """A connection's health transition in words (QUEUE-6, CONN-1), e.g.
+    ``connection.opened`` → "its breaker opened after repeated failures; …"."""
+    return CONNECTION_EVENTS.get(action, action.rpartition(".")[2].replace("_", " "))

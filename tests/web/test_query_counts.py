@@ -133,8 +133,9 @@ def test_lists_do_not_grow_with_rows(app, client, world):
         "/proposals?mine=1": 7,
         "/tasks": 10,  # tasks with their proposals, assignees, makers' facts, evidence, decisions (FOUR-5)
         "/reports": 4,  # and the active temporary actions with their reversals (TEMP-2)
-        "/operations": 9,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
-        # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4)
+        "/operations": 10,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
+        # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4),
+        # the deliveries retrying (QUEUE-6)
     }
 
 

@@ -106,3 +106,59 @@ def test_moderator_cannot_retry_now_QUEUE_6(app, client, team):
                          data={"csrf_token": _csrf(page), "idempotency_key": "k1"})
     assert answer.status_code == 403
     assert reload(proposal).next_attempt_at > utcnow()
+
+
+def test_account_action_names_the_account_everywhere_QUEUE_6(app, client, world, platform):
+    """QUEUE-6: a suspension names the account (its name and reference), not the post
+    it was reported through: in the page's title, the proposals list, the report page
+    and Operations' lists; one query names a whole page's subjects."""
+    from app.models import ReportEvidence
+    from app.services.lifecycle.dispatch import deliver
+
+    from ..builders import approve, decide_report
+
+    suspension = decide_report(world, 0, code="suspend_account")
+    evidence = db.session.scalar(select(ReportEvidence).where(ReportEvidence.report_id == suspension.report_id))
+    post, account, name = evidence.target_reference, evidence.author_reference, evidence.author_name
+    assert suspension.target["reference"] == post and account and name
+    title = f"Suspend the account {name} ({account})"
+    login(client, "reviewer@example.com")
+    page = client.get(f"/proposals/{suspension.id}").get_data(as_text=True)
+    h1 = page[page.index("<h1>") : page.index("</h1>")]
+    assert title in h1 and f"<title>{title}" in page
+    listed = client.get("/proposals").get_data(as_text=True)
+    assert f"the account <strong>{name}</strong> (<code>{account}</code>)" in listed
+    report = client.get(f"/reports/{suspension.report_id}").get_data(as_text=True)
+    assert f"the account <strong>{name}</strong>" in report
+    platform.state.configure(fail_next=1, fail_status=503)
+    approve(world, suspension)
+    assert deliver(suspension.id).state == "failed"
+    operations = client.get("/operations").get_data(as_text=True)
+    retrying = operations[operations.index('id="retrying"') :]
+    retrying = retrying[: retrying.index("</table>")]
+    assert f"the account <strong>{name}</strong>" in retrying and "attempt 1 of at most 8" in retrying
+    assert "The platform had an error of its own" in retrying and 'class="countdown"' in retrying
+    assert "Nothing is stuck." not in operations
+
+
+def test_live_panel_brings_the_end_time_without_reload_QUEUE_6(app, client, world, platform):
+    """QUEUE-6: after approval the self-updating delivery panel also sends the lead and the
+    temporary panel (htmx out-of-band), so the end time and its ticking countdown show
+    without a reload; the "this page follows it" notice is marked to go once it ended."""
+    from app.services.lifecycle.dispatch import deliver
+
+    from ..builders import decide_report
+
+    suspension = decide_report(world, 0, code="suspend_account")
+    login(client, "reviewer@example.com")
+    page = client.get(f"/proposals/{suspension.id}").get_data(as_text=True)
+    form = {"csrf_token": _csrf(page), "decision": "approved", "payload_digest": suspension.payload_digest,
+            "idempotency_key": re.search(r'id="idempotency_key" name="idempotency_key" type="hidden" value="([^"]+)"', page).group(1)}
+    answer = client.post(f"/proposals/{suspension.id}/decision", data=form, follow_redirects=True)
+    assert 'class="notice notice-follows"' in answer.get_data(as_text=True)
+    assert deliver(suspension.id).state == "applied"
+    live = client.get(f"/proposals/{suspension.id}/live", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert 'id="lead"' in live and live.count('hx-swap-oob="true"') == 2
+    temporary = live[live.index('id="temporary"') :]
+    assert 'data-state="scheduled"' in temporary and 'class="countdown" data-expires=' in temporary
+    assert "Applied on the platform." in live and 'data-terminal="true"' in live
