@@ -59,7 +59,7 @@ def proposal_lead(
     if state == "applying":
         return Lead("wait", "Being sent to the platform now.", "This page shows the answer as soon as it arrives.")
     if state == "failed" and is_waiting(state, delivery_terminal):
-        return Lead("wait", "Delivery failed; it will be retried.", "The console tries again at the next attempt time.",
+        return Lead("wait", "Delivery failed; it will be retried.", "The console tries again by itself.",
                     "retry_now" if can_retry_now else None)
     if is_dead_letter(state, delivery_terminal):
         return Lead("bad", "Delivery failed for good.", "Nothing more is sent unless an operator retries it (a new delivery cycle).",
