@@ -162,3 +162,31 @@ def test_live_panel_brings_the_end_time_without_reload_QUEUE_6(app, client, worl
     temporary = live[live.index('id="temporary"') :]
     assert 'data-state="scheduled"' in temporary and 'class="countdown" data-expires=' in temporary
     assert "Applied on the platform." in live and 'data-terminal="true"' in live
+
+
+def test_appeal_page_leads_with_its_state_and_what_is_left_QUEUE_6(app, client, world, platform):
+    """QUEUE-6: an open appeal says who decides it (the contested decision's maker
+    cannot); once reversed, how many corrections wait; once carried out, nothing."""
+    from app.services.cases.appeals import decide_appeal
+
+    from ..builders import appeal_through_api, approve, decide_report, proposal_of
+
+    approve(world, decide_report(world))
+    run_worker(app)
+    appeal_id = appeal_through_api(client, world)
+
+    def lead(who: str) -> str:
+        login(client, f"{who}@example.com")
+        page = client.get(f"/appeals/{appeal_id}").get_data(as_text=True)
+        client.post("/logout", data={"csrf_token": _csrf(page)})
+        start = page.index('id="lead"')
+        assert start < page.index('class="facts"')
+        return page[start : page.index("</section>", start)]
+
+    assert "Waiting for your decision." in lead("reviewer2") and 'href="#decide-h"' in lead("reviewer2")
+    assert "Waiting for a decision." in lead("moderator")
+    decide_appeal(appeal_id, outcome="reversed", rationale="satire", operator=world.user("reviewer2"))
+    assert "Decided: reversed. 1 correction waits to be carried out." in lead("reviewer")
+    approve(world, proposal_of(world.report_ids[0]), reviewer="admin")
+    run_worker(app)
+    assert "Decided: reversed. Its corrections are carried out." in lead("reviewer")

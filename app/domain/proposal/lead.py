@@ -73,3 +73,38 @@ def proposal_lead(
     if state == "cancelled":
         return Lead("info", "Cancelled; nothing was sent.", "Nothing more happens.")
     return Lead("info", state.replace("_", " ").capitalize() + ".", "")
+
+
+def appeal_lead(
+    state: str,
+    *,
+    outcome: str | None = None,
+    open_corrections: int = 0,
+    can_decide: bool = False,
+    refusal: str = "",
+) -> Lead:
+    """The lead of an appeal page (QUEUE-6).
+
+    Args:
+        state: the appeal's state (``open`` or ``decided``).
+        outcome: the latest appeal decision's outcome (``upheld``, ``modified``,
+            ``reversed``), when decided.
+        open_corrections: corrections not yet carried out (pending or proposed).
+        can_decide: the viewer may decide the appeal now.
+        refusal: why the viewer may not decide it (shown as the next step).
+
+    Returns:
+        A `Lead`; its action is ``decide`` only when the viewer can decide.
+    """
+    if state == "open":
+        if can_decide:
+            return Lead("wait", "Waiting for your decision.", "Choose an outcome below and give your rationale.", "decide")
+        return Lead("wait", "Waiting for a decision.", refusal or "An appeals reviewer decides it.")
+    if outcome == "upheld":
+        return Lead("ok", "Decided: upheld. The original decision stands.", "Nothing more to do.")
+    words = {"modified": "modified", "reversed": "reversed"}.get(outcome or "", "decided")
+    if open_corrections:
+        many = "corrections wait" if open_corrections > 1 else "correction waits"
+        return Lead("wait", f"Decided: {words}. {open_corrections} {many} to be carried out.",
+                    "A reviewer other than the appeal's decider approves each correction below.")
+    return Lead("ok", f"Decided: {words}. Its corrections are carried out.", "Nothing more to do.")
