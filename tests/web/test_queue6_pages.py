@@ -162,6 +162,7 @@ def test_live_panel_brings_the_end_time_without_reload_QUEUE_6(app, client, worl
     temporary = live[live.index('id="temporary"') :]
     assert 'data-state="scheduled"' in temporary and 'class="countdown" data-expires=' in temporary
     assert "Applied on the platform." in live and 'data-terminal="true"' in live
+    assert 'id="lead-ends"' in live and "then its planned reversal ends it" in live
 
 
 def test_appeal_page_leads_with_its_state_and_what_is_left_QUEUE_6(app, client, world, platform):
