@@ -23,6 +23,7 @@ SEARCH_MAX = 200
 CLAIM_SECONDS_DEFAULT = 15 * 60
 CLAIM_SECONDS_MAX = 8 * 3600
 PREVIEW_CHARACTERS = 280
+SEARCHED_SUMMARIES = 20  # the latest reports' summaries a search reads
 
 
 class SubjectState(StrEnum):
@@ -248,6 +249,7 @@ class ReportFacts:
     content_text: str | None
     author_reference: str | None
     author_name: str | None
+    report_id: str = ""  # breaks ties between reports of the same moment
 
 
 @dataclass(frozen=True)
@@ -278,46 +280,75 @@ def words(text: str) -> list[str]:
     return [word for word in (text or "").split("|") if word]
 
 
-def summarize(reference: str, facts: list[ReportFacts]) -> SubjectSummary:
-    """The subject's row from its reports (QUEUE-1): open and total counts, the age of
-    the oldest open report (or, once none is open, the latest report's time, so the
-    keyset order stays total), the queue of its oldest open report, the reasons and
-    categories of its open reports (of all when none is open), and a preview and author
-    from its latest report that carries them.
+@dataclass(frozen=True)
+class SubjectAggregate:
+    """What a subject's row is made from, over all its reports; `aggregate` computes
+    it from the reports in Python, `app.models.queue.aggregate_sql` in SQL."""
 
-    Args:
-        reference: the subject in its one spelling.
-        facts: its reports, at least one.
-    """
-    ordered = sorted(facts, key=lambda fact: fact.created_at)
+    open_count: int
+    report_count: int
+    oldest_open_at: datetime | None
+    first_at: datetime
+    last_at: datetime
+    queue_id: str | None  # of the oldest open report, else of the latest
+    categories: frozenset[str]  # of the open reports, else of all
+    reasons: frozenset[str]
+    latest_text: tuple[str | None, str | None, str | None] | None  # (content, author ref, author name)
+    latest_summary: str  # the latest non-empty summary
+    summaries: tuple[str, ...]  # the latest SEARCHED_SUMMARIES, oldest first
+
+
+def aggregate(facts: list[ReportFacts]) -> SubjectAggregate:
+    """The aggregate of a subject's reports (at least one), ordered by arrival."""
+    ordered = sorted(facts, key=lambda fact: (fact.created_at, fact.report_id))
     open_reports = [fact for fact in ordered if fact.open]
     counted = open_reports or ordered
     latest_text = next((f for f in reversed(ordered) if f.content_text or f.author_reference), None)
-    preview = (latest_text.content_text or "") if latest_text else ""
-    if not preview:
-        preview = next((f.summary for f in reversed(ordered) if f.summary), "")
-    author_reference = latest_text.author_reference if latest_text else None
-    author_name = latest_text.author_name if latest_text else None
-    preview = preview[:PREVIEW_CHARACTERS]
-    search = " ".join(
-        part for part in [reference, author_reference or "", author_name or "", preview,
-                          *(f.summary for f in ordered[-20:])] if part
-    )
-    return SubjectSummary(
-        state=SubjectState.OPEN if open_reports else SubjectState.DONE,
+    return SubjectAggregate(
         open_count=len(open_reports),
         report_count=len(ordered),
-        waiting_since=open_reports[0].created_at if open_reports else ordered[-1].created_at,
-        first_reported_at=ordered[0].created_at,
-        last_reported_at=ordered[-1].created_at,
+        oldest_open_at=open_reports[0].created_at if open_reports else None,
+        first_at=ordered[0].created_at,
+        last_at=ordered[-1].created_at,
         queue_id=(open_reports[0] if open_reports else ordered[-1]).queue_id,
-        categories=delimited(f.category for f in counted),
-        reasons=delimited(f.reason for f in counted),
+        categories=frozenset(f.category for f in counted if f.category),
+        reasons=frozenset(f.reason for f in counted if f.reason),
+        latest_text=(latest_text.content_text, latest_text.author_reference, latest_text.author_name)
+        if latest_text else None,
+        latest_summary=next((f.summary for f in reversed(ordered) if f.summary), ""),
+        summaries=tuple(f.summary for f in ordered[-SEARCHED_SUMMARIES:] if f.summary),
+    )
+
+
+def summary_of(reference: str, totals: SubjectAggregate) -> SubjectSummary:
+    """The subject's row (QUEUE-1): open and total counts, the age of the oldest open
+    report (or, once none is open, the latest report's time, so the keyset order
+    stays total), the queue of its oldest open report, the reasons and categories of
+    its open reports (of all when none is open), and a preview and author from its
+    latest report that carries them (else its latest summary)."""
+    content, author_reference, author_name = totals.latest_text or (None, None, None)
+    preview = (content or totals.latest_summary)[:PREVIEW_CHARACTERS]
+    searched = [reference, author_reference or "", author_name or "", preview, *totals.summaries]
+    return SubjectSummary(
+        state=SubjectState.OPEN if totals.open_count else SubjectState.DONE,
+        open_count=totals.open_count,
+        report_count=totals.report_count,
+        waiting_since=totals.oldest_open_at or totals.last_at,
+        first_reported_at=totals.first_at,
+        last_reported_at=totals.last_at,
+        queue_id=totals.queue_id,
+        categories=delimited(totals.categories),
+        reasons=delimited(totals.reasons),
         preview=preview,
         author_reference=author_reference,
         author_name=author_name,
-        search_text=search.lower()[:4000],
+        search_text=" ".join(part for part in searched if part).lower()[:4000],
     )
+
+
+def summarize(reference: str, facts: list[ReportFacts]) -> SubjectSummary:
+    """The subject's row from its reports (at least one): `summary_of(aggregate)`."""
+    return summary_of(reference, aggregate(facts))
 
 
 def without_search(queue_filter: QueueFilter) -> QueueFilter:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, and_, false, or_, select
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, and_, case, false, func, or_, select
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.domain.queue import SubjectState
+from app.domain.queue import SEARCHED_SUMMARIES, SubjectAggregate, SubjectState
 
 from .base import Base, UTCDateTime, created_at_column, id_column, related, updated_at_column
 from .integrations import Queue
@@ -89,3 +89,48 @@ def queue_targets(session, installation_id: str) -> dict[str, int]:
     rows = session.execute(select(Queue.id, Queue.decide_within_seconds).where(
         Queue.installation_id == installation_id, Queue.decide_within_seconds.is_not(None)))
     return {queue_id: seconds for queue_id, seconds in rows}
+
+
+def aggregate_sql(session, subject_id: str) -> SubjectAggregate | None:
+    """`domain.queue.aggregate` computed by the database (QUEUE-1): a handful of
+    indexed queries whose cost barely grows with the subject's reports, where the
+    domain's version reads every report. None for a subject without reports."""
+    from .cases import Report, ReportTarget
+    from .evidence import ReportEvidence
+
+    R = Report
+    mine = R.subject_id == subject_id
+    is_open = R.state == "open"
+    totals = session.execute(select(
+        func.count(), func.count(case((is_open, 1))), func.min(R.created_at), func.max(R.created_at),
+    ).where(mine)).one()
+    count, open_count, first_at, last_at = totals
+    if not count:
+        return None
+    newest = (R.created_at.desc(), R.id.desc())
+    oldest_open = session.execute(select(R.created_at, R.queue_id).where(mine, is_open)
+                                  .order_by(R.created_at, R.id).limit(1)).first()
+    queue_id = oldest_open.queue_id if oldest_open else session.scalar(select(R.queue_id).where(mine).order_by(*newest).limit(1))
+    counted = [mine, is_open] if open_count else [mine]
+    labels = session.execute(select(R.category, R.reason).where(*counted).distinct()).all()
+    latest_text = session.execute(
+        select(ReportEvidence.content_text, ReportEvidence.author_reference, ReportEvidence.author_name)
+        .select_from(R)
+        .join(ReportTarget, (ReportTarget.report_id == R.id) & (ReportTarget.position == 0))
+        .join(ReportEvidence, ReportEvidence.report_target_id == ReportTarget.id)
+        .where(mine, or_(func.coalesce(ReportEvidence.content_text, "") != "",
+                         func.coalesce(ReportEvidence.author_reference, "") != ""))
+        .order_by(*newest).limit(1)
+    ).first()
+    latest_summary = session.scalar(select(R.summary).where(mine, R.summary != "").order_by(*newest).limit(1))
+    summaries = session.scalars(select(R.summary).where(mine).order_by(*newest).limit(SEARCHED_SUMMARIES)).all()
+    return SubjectAggregate(
+        open_count=open_count, report_count=count,
+        oldest_open_at=oldest_open.created_at if oldest_open else None, first_at=first_at, last_at=last_at,
+        queue_id=queue_id,
+        categories=frozenset(category for category, _ in labels if category),
+        reasons=frozenset(reason for _, reason in labels if reason),
+        latest_text=tuple(latest_text) if latest_text else None,
+        latest_summary=latest_summary or "",
+        summaries=tuple(summary for summary in reversed(summaries) if summary),
+    )

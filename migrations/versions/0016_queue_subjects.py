@@ -93,7 +93,7 @@ def _group_existing_reports() -> None:
     now = datetime.now(UTC)
     for number, ((installation_id, reference), reports) in enumerate(sorted(groups.items())):
         facts = [ReportFacts(_moment(r.created_at), r.state == "open", r.queue_id, r.category or "", "",
-                             r.summary or "", r.content_text, r.author_reference, r.author_name) for r in reports]
+                             r.summary or "", r.content_text, r.author_reference, r.author_name, r.id) for r in reports]
         summary = summarize(reference, facts)
         subject_id = f"sub_m{number:09d}"
         bind.execute(sa.text(

@@ -52,3 +52,43 @@ def test_overdue_matches_its_sql_twin_QUEUE_4(app):
     assert late == {r.id for r in rows if is_overdue(r.state, r.waiting_since, queues[r.queue_id], now)}
     assert len(late) == 2
     assert db.session.scalars(select(ReportSubject.id).where(overdue_sql(now, {}))).all() == []
+
+
+def test_the_subject_aggregate_matches_its_sql_twin_QUEUE_1(app):
+    """QUEUE-1: the subject row the database computes is the one the domain computes
+    from every report (states, ties in time, empty texts, many summaries)."""
+    import random
+
+    from app.domain.queue import ReportFacts, aggregate
+    from app.models import Report, ReportEvidence, ReportTarget
+    from app.models.queue import aggregate_sql
+    from app.services.cases.reports import intake_report
+
+    team = make_team()
+    other = Queue(installation_id=team.installation_id, name="Other", slug="other")
+    db.session.add(other)
+    db.session.commit()
+    chance = random.Random(25)
+    base = utcnow() - timedelta(days=1)
+    for n in range(40):
+        evidence = chance.choice([None, {"content_text": f"text {n}"}, {"author_reference": "user:9",
+                                                                          "author_name": f"name{n}"}])
+        target = {"reference": "post:agg", **({"evidence": evidence} if evidence else {})}
+        intake_report({"external_id": f"agg-{n}", "targets": [target], "queue": chance.choice(["general", "other"]),
+                       "category": chance.choice(["", "spam", "abuse"]), "reason": chance.choice(["", "r1", "r2"]),
+                       "summary": chance.choice(["", f"summary {n}"])}, team.integration_id)
+    db.session.rollback()
+    reports = db.session.scalars(select(Report)).all()
+    for report in reports:  # some share a moment; some are decided
+        report.created_at = base + timedelta(minutes=chance.randrange(10))
+        report.state = chance.choice(["open", "decided"])
+    db.session.commit()
+    subject_id = reports[0].subject_id
+    facts = []
+    for report in db.session.scalars(select(Report)).all():
+        found = db.session.scalar(select(ReportEvidence).join(ReportTarget, ReportTarget.id == ReportEvidence.report_target_id)
+                                  .where(ReportTarget.report_id == report.id, ReportTarget.position == 0))
+        facts.append(ReportFacts(report.created_at, report.state == "open", report.queue_id, report.category,
+                                 report.reason, report.summary, found and found.content_text,
+                                 found and found.author_reference, found and found.author_name, report.id))
+    assert aggregate_sql(db.session, subject_id) == aggregate(facts)

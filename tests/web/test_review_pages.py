@@ -261,12 +261,13 @@ def test_a_report_decision_without_a_choice_is_refused(app, client, world):
 
 
 ROLE_SECTIONS = {
-    "moderator@example.com": {"Proposals", "Reports", "Appeals", "Bulk"},
-    "reviewer@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations"},
-    "admin@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
-    "auditor@example.com": {"Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
+    "moderator@example.com": {"Queue", "Proposals", "Reports", "Appeals", "Bulk"},
+    "reviewer@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations"},
+    "admin@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
+    "auditor@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
 }
 ALL_SECTIONS = {
+    "Queue": "/queue",  # QUEUE-1: every role reads it, moderators work it
     "Proposals": "/proposals",
     "Approval tasks": "/tasks",
     "Reports": "/reports",

@@ -70,6 +70,7 @@ ROUTES = [
     ("GET", "/operations", {"reviewer", "admin", "auditor"}),
     ("GET", "/operations/dead-letters/retry", {"reviewer", "admin", "auditor"}),
     ("POST", "/operations/dead-letters/retry", {"reviewer", "admin"}),  # without the digest: 400
+    ("GET", "/queue", ALL),  # QUEUE-1
     ("GET", "/bulk", ALL),  # BULK-1..8
     ("GET", "/bulk/new", {"moderator"}),
     ("POST", "/bulk/new", {"moderator"}),  # without its fields: 400, nothing stored

@@ -24,13 +24,16 @@ def ledger(session, batch: BulkBatch) -> Ledger:
     return ledger_of(session.execute(ledger_rows(BulkItem.batch_id == batch.id)).all(), batch.item_count)
 
 
-def ledger_rows(*where):
+def ledger_rows(*where, by_batch: bool = False):
     """The grouped SELECT a ledger is read from (BULK-6): (state, terminal, sent 0/1,
     skip code, count) over the acting items `where` selects (of one batch, or of
-    every unfinished batch for the metrics); `ledger_of` buckets them."""
+    every unfinished batch for the metrics); `ledger_of` buckets them. With
+    `by_batch`, each row starts with its batch id (a list of batches, one query)."""
     sent = case((P.delivery_attempt_count > 0, 1), else_=0)
+    keys = [BulkItem.batch_id] if by_batch else []
     return (
         select(
+            *keys,
             func.coalesce(P.state, literal("cancelled")),
             func.coalesce(P.delivery_terminal, literal(True)),
             func.coalesce(sent, 0),
@@ -40,7 +43,7 @@ def ledger_rows(*where):
         .select_from(BulkItem)
         .outerjoin(P, P.id == BulkItem.proposal_id)
         .where(BulkItem.outcome == "would_act", *where)
-        .group_by(P.state, P.delivery_terminal, sent, BulkItem.skip_code)
+        .group_by(*keys, P.state, P.delivery_terminal, sent, BulkItem.skip_code)
     )
 
 

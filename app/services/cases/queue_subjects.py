@@ -1,9 +1,10 @@
 """The queue's subject rows: kept in step with their reports, claimed by one
 moderator at a time, and decided as one (SPEC QUEUE-1, QUEUE-2, QUEUE-3).
 
-A subject's row is recomputed from its reports by `app.domain.queue.summarize` in the
-transaction that adds or decides one of them, under a lock on the row, so two reports
-arriving at once are both counted.
+A subject's row is recomputed from its reports (`app.models.queue.aggregate_sql`, the SQL
+twin of `app.domain.queue.aggregate`, then `summary_of`) in the transaction that adds or
+decides one of them, under a lock on the row, so two reports arriving at once are both
+counted.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from sqlalchemy import select, update
 from app.domain.bulk.subjects import canonical_reference, subject_kind
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
-from app.domain.queue import ReportFacts, SubjectState, claim_active, claim_blocks, claim_until, summarize
-from app.models import OperatorUser, Report, ReportEvidence, ReportSubject, ReportTarget, claim_blocks_sql, insert_ignore
+from app.domain.queue import SubjectState, claim_active, claim_blocks, claim_until, summary_of
+from app.models import OperatorUser, ReportSubject, claim_blocks_sql, insert_ignore
+from app.models.queue import aggregate_sql
 from app.models.base import new_id
 from app.services.uow import Actor, unit_of_work
 
@@ -38,19 +40,6 @@ def subject_for(session, installation_id: str, reference: str, now: datetime) ->
         ReportSubject.installation_id == installation_id, ReportSubject.reference == canonical))
 
 
-def report_facts(session, subject_id: str) -> list[ReportFacts]:
-    """What each of the subject's reports adds to its row (domain.queue.summarize)."""
-    rows = session.execute(
-        select(Report.created_at, Report.state, Report.queue_id, Report.category, Report.reason, Report.summary,
-               ReportEvidence.content_text, ReportEvidence.author_reference, ReportEvidence.author_name)
-        .join(ReportTarget, (ReportTarget.report_id == Report.id) & (ReportTarget.position == 0))
-        .outerjoin(ReportEvidence, ReportEvidence.report_target_id == ReportTarget.id)
-        .where(Report.subject_id == subject_id)
-    ).all()
-    return [ReportFacts(row.created_at, row.state == "open", row.queue_id, row.category or "", row.reason or "",
-                        row.summary or "", row.content_text, row.author_reference, row.author_name) for row in rows]
-
-
 def refresh_subjects(session, subject_ids, now: datetime | None = None) -> None:
     """Recompute each subject's row from its reports (QUEUE-1), locking the rows in
     id order (no deadlock between two refreshes). Call after the reports changed and
@@ -59,10 +48,10 @@ def refresh_subjects(session, subject_ids, now: datetime | None = None) -> None:
     now = now or utcnow()
     for subject_id in sorted({sid for sid in subject_ids if sid}):
         subject = session.scalar(select(ReportSubject).where(ReportSubject.id == subject_id).with_for_update())
-        facts = report_facts(session, subject_id)
-        if subject is None or not facts:
+        totals = aggregate_sql(session, subject_id)
+        if subject is None or totals is None:
             continue
-        summary = summarize(subject.reference, facts)
+        summary = summary_of(subject.reference, totals)
         for name, value in vars(summary).items():
             setattr(subject, name, value.value if isinstance(value, SubjectState) else value)
         if summary.state is SubjectState.DONE:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select, tuple_
+from sqlalchemy import func, select, tuple_
 
 from app.domain.bulk.batch import SAMPLE_SIZE, Ledger, Outcome, approval_verdict, ledger_of
 from app.domain.case_states import BatchState
@@ -23,7 +23,7 @@ from app.domain.errors import ApiError
 from app.domain.states import EFFECTIVE_STATES
 from app.extensions import db
 from app.models import ActionProposal, BulkBatch, BulkItem, OperatorUser, ReportEvidence
-from app.services.bulk.progress import ledger
+from app.services.bulk.progress import ledger, ledger_rows
 from app.services.read.pagination import decode_cursor, encode_cursor
 from app.services.read.review import newest_evidence, undo_marks
 
@@ -157,16 +157,9 @@ class BatchDetail:
 def _ledgers(batches: list[BulkBatch]) -> dict[str, Ledger]:
     """Each listed batch's ledger in one grouped query (progress.ledger, for many)."""
     ids = [b.id for b in batches if b.batch_digest is not None]
-    sent = case((P.delivery_attempt_count > 0, 1), else_=0)
     grouped: dict[str, list] = {}
     if ids:
-        rows = db.session.execute(
-            select(BulkItem.batch_id, func.coalesce(P.state, "cancelled"), func.coalesce(P.delivery_terminal, True),
-                   func.coalesce(sent, 0), BulkItem.skip_code, func.count())
-            .select_from(BulkItem).outerjoin(P, P.id == BulkItem.proposal_id)
-            .where(BulkItem.batch_id.in_(ids), BulkItem.outcome == Outcome.WOULD_ACT.value)
-            .group_by(BulkItem.batch_id, P.state, P.delivery_terminal, sent, BulkItem.skip_code)
-        ).all()
+        rows = db.session.execute(ledger_rows(BulkItem.batch_id.in_(ids), by_batch=True)).all()
         for batch_id, state, terminal, attempts, skip, count in rows:
             grouped.setdefault(batch_id, []).append((state, bool(terminal), attempts, skip, count))
     return {b.id: ledger_of(grouped.get(b.id, []), b.item_count if b.batch_digest else 0) for b in batches}

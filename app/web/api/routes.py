@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from flask import g, jsonify, request
+from flask import g, jsonify
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
 from app.domain.clock import iso
-from app.domain.digests import DuplicateKey, decode_json, json_problem
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
@@ -13,6 +12,7 @@ from app.services.cases.reports import intake_report
 from app.services.lifecycle.receipt_intake import ResultToken, accept_async_result
 
 from ..decorators import integration_required
+from ..json_input import request_json
 from .blueprint import bp
 from .contract import check_body
 from .openapi import openapi_document
@@ -28,19 +28,7 @@ def json_body(operation_id: str):
         ApiError: 415 ``unsupported_media_type``; 400 ``invalid_json`` (also for an
             object that names a key twice); the contract's refusals (`check_body`).
     """
-    if not request.is_json:
-        raise ApiError(415, "unsupported_media_type", "Send Content-Type: application/json.")
-    try:
-        body = decode_json(request.get_data(cache=True))
-    except DuplicateKey as error:  # one object saying two things (API-1)
-        raise ApiError(400, "invalid_json", f"The body cannot be accepted: {error}.") from None
-    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or absurdly deep nesting
-        body = None
-    if body is None:
-        raise ApiError(400, "invalid_json", "The body is not valid JSON.")
-    problem = json_problem(body)
-    if problem:
-        raise ApiError(400, "invalid_json", f"The body cannot be accepted: {problem}.")
+    body = request_json()
     check_body(operation_id, body)
     return body
 

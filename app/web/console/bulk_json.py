@@ -20,13 +20,13 @@ from flask import jsonify, request
 from flask_login import current_user
 
 from app.domain.clock import iso
-from app.domain.digests import DuplicateKey, decode_json, json_problem
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import BulkBatch
 from app.services.bulk import batch_approval, batch_items, dry_runs, progress, submission
 
 from ..decorators import role_required
+from ..json_input import request_json
 from .blueprint import bp
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
@@ -65,19 +65,9 @@ def json_object(*required: str) -> dict[str, Any]:
             an object, a key named twice, a value the console does not store);
             400 ``field_missing`` naming the first missing key.
     """
-    if not request.is_json:
-        raise ApiError(415, "unsupported_media_type", "Send Content-Type: application/json.")
-    try:
-        body = decode_json(request.get_data(cache=True))
-    except DuplicateKey as error:
-        raise ApiError(400, "invalid_json", f"The body cannot be accepted: {error}.") from None
-    except (ValueError, RecursionError):
-        body = None
+    body = request_json()
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "The body is not a JSON object.")
-    problem = json_problem(body)
-    if problem:
-        raise ApiError(400, "invalid_json", f"The body cannot be accepted: {problem}.")
     for key in required:
         if key not in body:
             raise ApiError(400, "field_missing", f"The body needs {key}.", key)
