@@ -7,13 +7,26 @@
       var when = new Date(el.getAttribute("datetime"));
       if (!isNaN(when)) { el.textContent = when.toLocaleString(); }
     });
+    localiseCountdowns(root);
+  }
+  function localiseCountdowns(root) {
     root.querySelectorAll(".countdown[data-expires]").forEach(function (el) {
       var seconds = Math.round((new Date(el.dataset.expires) - new Date()) / 1000);
       if (isNaN(seconds)) { return; }
       if (seconds <= 0) { el.textContent = el.dataset.done || "(expired)"; return; }
       var d = Math.floor(seconds / 86400), h = Math.floor((seconds % 86400) / 3600), m = Math.floor((seconds % 3600) / 60);
+      if (seconds < 120) { el.textContent = "(in " + seconds + " s)"; return; }
       el.textContent = "(in " + (d ? d + " d " : "") + (h ? h + " h " : "") + (d ? "" : m + " min") + ")";
     });
+  }
+  // QUEUE-6: the countdowns tick; a "this page follows it" notice goes once the
+  // delivery panel says nothing more will happen (its data-terminal).
+  setInterval(function () { localiseCountdowns(document); }, 1000);
+  function dropFollowNotices() {
+    var live = document.getElementById("live");
+    if (live && live.dataset.terminal === "true") {
+      document.querySelectorAll(".notice-follows").forEach(function (el) { el.remove(); });
+    }
   }
   function flash(html) {
     var region = document.getElementById("flash");
@@ -100,7 +113,7 @@
     if (handled) { event.preventDefault(); }
   });
 
-  document.addEventListener("DOMContentLoaded", function () { localise(document); enableCopy(document); });
+  document.addEventListener("DOMContentLoaded", function () { localise(document); enableCopy(document); dropFollowNotices(); });
   document.addEventListener("htmx:afterSwap", function (event) {
     var root = event.detail.target.parentNode || document;
     if (current && !current.isConnected && current.id) {  // a swapped row keeps the keyboard's place
@@ -109,7 +122,9 @@
     }
     localise(root);
     enableCopy(root);
+    dropFollowNotices();
   });
+  document.addEventListener("htmx:oobAfterSwap", function () { localise(document); });
   document.addEventListener("htmx:afterRequest", function (event) {
     if (event.detail.successful) { flash(""); }
   });

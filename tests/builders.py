@@ -704,3 +704,12 @@ def time_reaches(proposal) -> None:
 
     past = utcnow() - timedelta(seconds=1)
     set_row(ActionProposal, proposal.id, not_before=past, next_attempt_at=past)
+
+
+def appeal_through_api(client, world: World, external_id: str = "demo-report-1", statement: str = "satire") -> str:
+    """The platform files an appeal on a report through the API; returns its id."""
+    return client.post(
+        "/api/v1/appeals",
+        headers={"Authorization": f"Bearer {world.console_token}"},
+        json={"report_external_id": external_id, "statement": statement},
+    ).get_json()["appeal_id"]

@@ -48,6 +48,9 @@ class ConnectionAttempt(Base):
     error_code: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # A short reason in words, e.g. the TLS verifier's ("self-signed certificate").
     detail: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # The start of the platform's answer to an error status, as text (QUEUE-6:
+    # `domain.failures.body_excerpt`, at most 300 characters); escaped where shown.
+    response_excerpt: Mapped[str | None] = mapped_column(String(300), nullable=True)
     started_at: Mapped[datetime] = created_at_column()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     duration_ms: Mapped[int | None] = mapped_column(nullable=True)

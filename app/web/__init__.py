@@ -120,6 +120,15 @@ def register_web(app: Flask) -> None:
     app.jinja_env.globals["can_move"] = can_move
     app.jinja_env.globals.update(ReportMove=ReportMove, AppealMove=AppealMove)
     app.jinja_env.globals["OPEN_CORRECTION_STATES"] = OPEN_CORRECTION_STATES
+    from app.domain.failures import connection_event_words, failure_words
+
+    app.jinja_env.globals["failure_words"] = failure_words  # failures in words (QUEUE-6)
+    app.jinja_env.globals["connection_event_words"] = connection_event_words
+    from app.domain.subject_names import action_title
+    from app.services.read.named_subjects import subject_names
+
+    app.jinja_env.globals["subject_names"] = subject_names  # once per page: one query (QUEUE-6)
+    app.jinja_env.globals["action_title"] = action_title
     from app.domain.proposal.temporary import format_duration
 
     app.jinja_env.filters["duration"] = format_duration  # "7 days", "3 minutes" (TEMP-1)

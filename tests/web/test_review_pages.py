@@ -13,6 +13,7 @@ from app.extensions import db
 from app.models import ActionProposal, AuditEvent, CodeLabel, HumanTask, HumanTaskClaim
 
 from ..builders import (
+    appeal_through_api,
     approve,
     approve_in_console,
     decide_report,
@@ -167,11 +168,7 @@ def test_a_corrected_action_says_so_and_the_appeal_shows_it(app, client, world, 
     takedown = decide_report(world)
     approve(world, takedown)
     run_worker(app)
-    appeal_id = client.post(
-        "/api/v1/appeals",
-        headers={"Authorization": f"Bearer {world.console_token}"},
-        json={"report_external_id": "demo-report-1", "statement": "satire"},
-    ).get_json()["appeal_id"]
+    appeal_id = appeal_through_api(client, world)
     decide_appeal(appeal_id, outcome="reversed", rationale="satire", operator=world.user("reviewer2"))
     login(client, "reviewer@example.com")
     page = client.get(f"/appeals/{appeal_id}").get_data(as_text=True)

@@ -52,6 +52,7 @@ ROUTES = [
     ("GET", "/appeals/{appeal_id}/decision", ALL),
     ("POST", "/proposals/{proposal_id}/decision", {"reviewer"}),  # the service refuses non-reviewers (APPR-4)
     ("POST", "/proposals/{proposal_id}/retry", {"reviewer", "admin"}),
+    ("POST", "/proposals/{proposal_id}/retry-now", {"reviewer", "admin"}),  # QUEUE-6: 409 unless it will be retried
     ("POST", "/proposals/{proposal_id}/compensate", {"reviewer", "admin"}),
     ("POST", "/proposals/{proposal_id}/cancel", {"moderator", "reviewer", "admin"}),  # TEMP-4
     ("POST", "/proposals/{proposal_id}/temporary-change", {"moderator", "reviewer", "admin"}),  # TEMP-3

@@ -14,6 +14,7 @@ from flask import current_app
 
 from app import egress
 from app.domain.attempts import webhook_message_id
+from app.domain.failures import body_excerpt
 from app.services.lifecycle.outcomes import AttemptRow, http_session, request_timeout
 
 
@@ -83,6 +84,7 @@ def send_recorded(
             error_code=error.code,
             duration_ms=error.duration_ms,
             detail=error.detail,
+            response_excerpt=body_excerpt(error.body),
         )
         raise
     row.record(

@@ -66,26 +66,55 @@ def retry_proposal(
             ``action_precondition_changed``, ``action_case_no_longer_eligible``,
             ``action_retry_conflict`` (also for a terminated run) (RTRY-1..3).
     """
-    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
-        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
-    key = f"action-retry:{idempotency_key}"
+    key = request_key("action-retry", idempotency_key)
     with unit_of_work() as uow:
         session = uow.session
-        proposal = session.get(ActionProposal, proposal_id)
-        if proposal is None or proposal.installation_id != operator.installation_id:
-            raise ApiError(404, "action_not_found", "No such action proposal.")
-        prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == key))
-        if prior is not None:
-            if prior.target_id != proposal_id or prior.actor_id != operator.id:
-                raise ApiError(
-                    409, "idempotency_key_reused", "This idempotency key was already used for another retry."
-                )
+        proposal = own_proposal(session, proposal_id, operator)
+        if replayed(session, key, proposal_id, operator):
             if proposal.payload_digest != payload_digest:
                 raise ApiError(409, "action_retry_digest_mismatch", "Retry requires the exact payload digest.")
             return RetryResult(proposal.id, proposal.state, proposal.delivery_cycle, True)
         cycle = start_new_cycle(uow, proposal, payload_digest=payload_digest, key=key, operator=operator, now=utcnow())
         uow.commit()
     return RetryResult(proposal_id, ProposalState.QUEUED, cycle, False)
+
+
+def request_key(prefix: str, idempotency_key: str) -> str:
+    """The audit row's key of an operator's request: `prefix` and the client's key.
+
+    Raises:
+        ApiError: 400 ``idempotency_key_invalid`` unless 1..200 characters.
+    """
+    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
+        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
+    return f"{prefix}:{idempotency_key}"
+
+
+def own_proposal(session, proposal_id: str, operator: OperatorUser) -> ActionProposal:
+    """The proposal in the operator's installation.
+
+    Raises:
+        ApiError: 404 ``action_not_found`` for none there.
+    """
+    proposal = session.get(ActionProposal, proposal_id)
+    if proposal is None or proposal.installation_id != operator.installation_id:
+        raise ApiError(404, "action_not_found", "No such action proposal.")
+    return proposal
+
+
+def replayed(session, key: str, proposal_id: str, operator: OperatorUser) -> bool:
+    """Whether `key` already named this operator's request on this proposal (RTRY-3).
+
+    Raises:
+        ApiError: 409 ``idempotency_key_reused`` when it named another proposal or
+            another operator's request.
+    """
+    prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == key))
+    if prior is None:
+        return False
+    if prior.target_id != proposal_id or prior.actor_id != operator.id:
+        raise ApiError(409, "idempotency_key_reused", "This idempotency key was already used for another retry.")
+    return True
 
 
 def start_new_cycle(

@@ -178,6 +178,13 @@ class ProposalDetail:
     audit_total: int = 0
     attempt_statuses: dict[str, str] = field(default_factory=dict)  # attempt id -> finished|in_flight|abandoned
 
+    @property
+    def last_failure(self) -> ConnectionAttempt | None:
+        """The latest attempt that ended in an error: its status and the start of the
+        platform's answer say what went wrong (QUEUE-6). No query: the attempts are loaded."""
+        failed = [a for rows in self.attempts_by_cycle.values() for a in rows if a.error_code]
+        return max(failed, key=lambda a: (a.delivery_cycle, a.attempt_number, a.started_at), default=None)
+
 
 AUDIT_SHOWN = 50
 

@@ -79,6 +79,7 @@ class OperationsView:
     failed: list[ActionProposal]  # the dead letters listed
     stuck: list[ActionProposal]
     failed_dispatches: int
+    retrying: list[ActionProposal]  # failed, will retry: next attempt soonest first (QUEUE-6)
     queue: QueueStatus
     last_sweep: SweepRun | None
     last_sweep_counts: dict[str, int]
@@ -187,6 +188,12 @@ def operations_view(
         .order_by(P.next_attempt_at)
         .limit(LIMIT)
     ).all()
+    retrying = db.session.scalars(
+        select(P)
+        .where(mine, P.state == "failed", P.delivery_terminal.is_(False))
+        .order_by(P.next_attempt_at)
+        .limit(LIMIT)
+    ).all()
     failed_dispatches = db.session.scalar(
         select(func.count())
         .select_from(WorkflowDispatchOutbox)
@@ -197,6 +204,7 @@ def operations_view(
         failed=[d.proposal for d in dead.listed],
         stuck=list(stuck),
         failed_dispatches=failed_dispatches or 0,
+        retrying=list(retrying),
         queue=queue_status(queue, worker_ttl_seconds, now),
         last_sweep=last,
         last_sweep_counts=last.counts if last else {},

@@ -3,7 +3,9 @@ from __future__ import annotations
 from flask import abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 
+from app.domain.case_states import OPEN_CORRECTION_STATES
 from app.domain.errors import ApiError
+from app.domain.proposal.lead import appeal_lead
 from app.services.cases.appeal_corrections import record_manual_correction
 from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
 from app.services.read import console as readmodels
@@ -25,6 +27,18 @@ def appeals():
     return render_template("appeals/list.html", rows=readmodels.list_appeals(current_user))
 
 
+def _lead(detail):
+    """What the appeal page says first (QUEUE-6): its state, the outcome, what is left."""
+    latest = max(detail.decisions, key=lambda ad: ad.created_at, default=None)
+    return appeal_lead(
+        detail.appeal.state,
+        outcome=latest.outcome if latest else None,
+        open_corrections=sum(1 for v in detail.corrections if v.correction.state in OPEN_CORRECTION_STATES),
+        can_decide=bool(detail.can_decide.allowed),
+        refusal=detail.can_decide.reason or "",
+    )
+
+
 def _render(appeal_id: str, decision_form=None, manual_form=None, error=None, status=200):
     detail = readmodels.appeal_detail(current_user, appeal_id)
     if detail is None:
@@ -34,6 +48,7 @@ def _render(appeal_id: str, decision_form=None, manual_form=None, error=None, st
     return render_template(
         "appeals/detail.html",
         d=detail,
+        lead=_lead(detail),
         review=review,
         contested_actions=contested,
         error=error,

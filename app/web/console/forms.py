@@ -51,6 +51,12 @@ class EmptyForm(ConsoleForm):
     """A POST-only button: carries nothing but the CSRF token."""
 
 
+class RetryNowForm(ConsoleForm):
+    """"Retry now" (QUEUE-6): one key per rendered page, so a double submit retries once."""
+
+    idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)
+
+
 class AppealForm(ConsoleForm):
     statement = TextAreaField("Appellant's statement", validators=[Optional(), Length(max=5000)])
 

@@ -8,12 +8,14 @@ from flask_login import current_user
 from app.domain.errors import ApiError
 from app.domain.landing import landing_endpoint
 from app.domain.proposal import temporary as temporary_rules
+from app.domain.proposal.lead import proposal_lead
 from app.domain.proposal.offers import CHANGE_ROLES, OPERATOR_ROLES
 from app.domain.states import ProposalState
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.retry import retry_proposal
+from app.services.lifecycle.retry_now import retry_now, retry_now_allowed
 from app.services.lifecycle.cancel_scheduled import cancel_scheduled
 from app.services.lifecycle.reversals import propose_change
 from app.services.read import bulk_batches as bulk_reads
@@ -27,7 +29,7 @@ from app.web.labels import label
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
-from .forms import CompensationForm, DecisionForm, EmptyForm, RetryForm, TemporaryChangeForm
+from .forms import CompensationForm, DecisionForm, EmptyForm, RetryForm, RetryNowForm, TemporaryChangeForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
 
@@ -88,6 +90,22 @@ def _retry_form(detail) -> RetryForm | None:
     return RetryForm(formdata=None, payload_digest=detail.proposal.payload_digest)
 
 
+def _lead_context(detail) -> dict:
+    """What the page says first (QUEUE-6): the lead, and the "retry now" form when the
+    viewer may start the next attempt at once."""
+    p = detail.proposal
+    can_retry_now = current_user.has_role(*OPERATOR_ROLES) and retry_now_allowed(p)
+    lead = proposal_lead(
+        p.state,
+        p.delivery_terminal,
+        accepted=p.accepted_at is not None,
+        can_decide=bool(detail.offers.decide.allowed),
+        can_retry=bool(detail.offers.retry.allowed),
+        can_retry_now=can_retry_now,
+    )
+    return {"lead": lead, "retry_now_form": RetryNowForm(formdata=None) if can_retry_now else None}
+
+
 def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200, compensation_form=None):
     """The detail page; each form is built only when the page offers it (`detail.offers`)."""
     p = detail.proposal
@@ -102,6 +120,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         "proposals/detail.html",
         bulk_reference=bulk_reads.public_reference_of(current_user, p.bulk_batch_id) if p.bulk_batch_id else None,
         **_temporary_context(detail),
+        **_lead_context(detail),
         d=detail,
         review=review,
         undo=review.undo,
@@ -132,6 +151,9 @@ def proposal_live(proposal_id: str):
         poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
         retry_form=_retry_form(detail),
         undo=reviews.undo_marks([p.id]),
+        **_lead_context(detail),
+        **_temporary_context(detail),  # the end time appears once applied, no reload (QUEUE-6)
+        lead_oob=True,
     )
 
 
@@ -240,7 +262,7 @@ def decide(proposal_id: str):
         return _render_detail(_detail_or_404(proposal_id), decision_form=form, error=error, status=error.status)
     action = label("action", detail.proposal.action_code)
     if result.state == ProposalState.APPROVED:
-        flash(f"You approved “{action}”. It is queued for delivery; this page follows it.", "ok")
+        flash(f"You approved “{action}”. It is queued for delivery; this page follows it.", "follows")
     else:
         flash(f"You rejected “{action}”. Nothing will be sent.", "ok")
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
@@ -267,6 +289,35 @@ def retry(proposal_id: str):
         return _render_detail(_detail_or_404(proposal_id), retry_form=form, error=error, status=error.status)
     flash(f"Retry requested: delivery cycle {result.delivery_cycle} has started.", "ok")
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
+
+
+def _submitted(proposal_id: str, form, call, done: str):
+    """A page's one-button POST: the form checked, one service call, a notice and a
+    redirect back; a refusal renders the page with its error (REV-5 for JSON)."""
+    if not form.validate():
+        failure = ApiError(400, "form_invalid", "Reload the page and try again.")
+    else:
+        try:
+            call(form)
+            flash(done, "follows")
+            return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
+        except ApiError as error:
+            failure = error
+    raise_for_json(failure)
+    return _render_detail(_detail_or_404(proposal_id), error=failure, status=failure.status)
+
+
+@bp.route("/proposals/<proposal_id>/retry-now", methods=["POST"])
+@role_required(*OPERATOR_ROLES)
+def retry_now_view(proposal_id: str):
+    """Start the next attempt of a delivery that will be retried, at once (QUEUE-6)."""
+    _detail_or_404(proposal_id)
+    return _submitted(
+        proposal_id,
+        RetryNowForm(),
+        lambda form: retry_now(proposal_id, idempotency_key=form.idempotency_key.data, operator=current_user),
+        "The next attempt starts now; this page follows it.",
+    )
 
 
 @bp.route("/proposals/<proposal_id>/compensate", methods=["POST"])
