@@ -37,7 +37,9 @@ MEASURE = """(cap) => {
   for (const el of document.body.querySelectorAll('*')) {
     if (el.closest('.visually-hidden, .skip, [hidden]') || !shown(el)) continue;
     const r = el.getBoundingClientRect();
-    if ((r.width || r.height) && r.right > width + 1 && !scrolls(el)) wide.push(name(el) + ' right ' + Math.round(r.right));
+    if ((r.width || r.height) && r.right > width + 1 && !scrolls(el)) {
+      wide.push(name(el) + ' right ' + Math.round(r.right));
+    }
   }
   const canvas = document.createElement('canvas').getContext('2d');
   const narrow = [];
@@ -58,7 +60,9 @@ MEASURE = """(cap) => {
         if (measured > longest) { longest = measured; word = piece; }
       }
     }
-    if (longest > room + 1) narrow.push(name(cell) + ' "' + word + '" ' + Math.round(longest) + ' px in ' + Math.round(room));
+    if (longest > room + 1) {
+      narrow.push(name(cell) + ' "' + word + '" ' + Math.round(longest) + ' px in ' + Math.round(room));
+    }
   }
   return {scrollWidth: document.documentElement.scrollWidth, width, innerWidth: window.innerWidth, wide, narrow};
 }"""

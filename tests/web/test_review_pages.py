@@ -34,14 +34,15 @@ def counts(*models):
 
 
 def test_codes_show_as_labels_with_the_code_in_the_tooltip(app, client, world):
-    """REV-3, QUEUE-6: decision codes, action codes, states and approval modes read as
+    """REV-3: decision codes, action codes, states and approval modes read as
     words; the code is in the tooltip (title), not printed after the label (issue 25);
     "human (assist)" and "Cycle / attempts" are gone."""
     proposal = decide_report(world)
     login(client, "reviewer@example.com")
     page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
     assert "Take the content down" in page and '<small class="code">takedown' not in page
-    assert '<span class="badge state-approval_required" title="state: approval_required">Waiting for approval</span>' in page
+    badge = '<span class="badge state-approval_required" title="state: approval_required">Waiting for approval</span>'
+    assert badge in page
     assert '<span class="coded" title="human">A second person approves</span>' in page
     assert '<span class="coded" title="assist">Assist — the workflow proposes, people decide</span>' in page
     assert "human (assist)" not in page

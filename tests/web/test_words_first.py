@@ -1,4 +1,4 @@
-"""Pages say things in words first (issue 25, QUEUE-6, REV-3): no label followed by its
+"""Pages say things in words first (issue 25, REV-3): no label followed by its
 code ("Open open"), refusals that begin with the message, the config-change page's
 copy button, hint and confirmations, a budget form whose scope fits its type, a decided
 report that shows its decision, and an appeal's follow-up counted for its viewer."""
@@ -58,11 +58,11 @@ def appeal_reversed(app, client, world) -> str:
     return response.get_json()["appeal_id"]
 
 
-# -- labels without their codes (QUEUE-6, REV-3) ----------------------------------------
+# -- labels without their codes (REV-3) ----------------------------------------
 
 
-def test_no_label_is_followed_by_its_code_QUEUE_6(app, client, world, platform):
-    """QUEUE-6, REV-3: states, decisions, outcomes and actions read as words; the code is
+def test_no_label_is_followed_by_its_code_REV_3(app, client, world, platform):
+    """REV-3: states, decisions, outcomes and actions read as words; the code is
     in the tooltip (title), never printed after the label: no "Open open", "Closed
     closed", "Undone applied", "completion completed completed" on any page."""
     appeal_id = appeal_reversed(app, client, world)
@@ -84,11 +84,11 @@ def test_no_label_is_followed_by_its_code_QUEUE_6(app, client, world, platform):
     assert re.search(r'<span class="badge state-\w+" title="state: \w+">[^<]+</span>', report)
 
 
-# -- refusals in words first (QUEUE-6) --------------------------------------------------
+# -- refusals in words first (REV-3) --------------------------------------------------
 
 
-def test_error_banners_begin_with_words_and_end_with_the_code_QUEUE_6(app, client, world):
-    """QUEUE-6: a refusal's banner starts with its message; the code follows in small
+def test_error_banners_begin_with_words_and_end_with_the_code_REV_3(app, client, world):
+    """REV-3: a refusal's banner starts with its message; the code follows in small
     print (`config_change_digest_mismatch —` no longer leads); no row changes."""
     csrf = admin(client)
     add_budget(client, csrf, world.components["takedown"])
