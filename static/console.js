@@ -34,13 +34,23 @@
   }
 
   // -- copy buttons: <button class="copy" data-copy="#id" hidden> (shown only here) --
-  function copyText(text) {
-    if (navigator.clipboard && window.isSecureContext) { return navigator.clipboard.writeText(text); }
-    var area = document.createElement("textarea");
-    area.value = text; area.setAttribute("readonly", ""); area.style.position = "fixed"; area.style.opacity = "0";
-    document.body.appendChild(area); area.select();
-    try { document.execCommand("copy"); } finally { document.body.removeChild(area); }
-    return Promise.resolve();
+  // The clipboard API where the page may use it; else the text is selected for Ctrl+C.
+  function selectText(source) {
+    var range = document.createRange();
+    range.selectNodeContents(source);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+  function copyText(source) {
+    var text = source.textContent.trim();
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text).then(function () { return "Copied"; }, function () {
+        selectText(source); return "Selected: press Ctrl+C";
+      });
+    }
+    selectText(source);
+    return Promise.resolve("Selected: press Ctrl+C");
   }
   function enableCopy(root) {
     root.querySelectorAll("button.copy[data-copy]").forEach(function (button) {
@@ -51,11 +61,38 @@
       button.addEventListener("click", function () {
         var source = document.querySelector(button.dataset.copy);
         if (!source) { return; }
-        copyText(source.textContent.trim()).then(function () {
-          button.textContent = "Copied";
-          setTimeout(function () { button.textContent = label; }, 1500);
+        copyText(source).then(function (done) {
+          button.textContent = done;
+          setTimeout(function () { button.textContent = label; }, 2500);
         });
       });
+    });
+  }
+
+  // -- a select of ids that offers only those of the type chosen in another select:
+  //    <select data-scope-for="scope_type"> with <option data-scope-type="...">
+  function fitScopes(select) {
+    var chooser = document.getElementById(select.dataset.scopeFor);
+    if (!chooser) { return; }
+    var kind = chooser.value, first = null;
+    Array.prototype.forEach.call(select.options, function (option) {
+      var fits = option.dataset.scopeType === kind;
+      option.hidden = !fits; option.disabled = !fits;
+      if (fits && !first) { first = option; }
+    });
+    Array.prototype.forEach.call(select.querySelectorAll("optgroup"), function (group) {
+      group.hidden = !group.querySelector("option:not([disabled])");
+    });
+    var chosen = select.options[select.selectedIndex];
+    if (first && (!chosen || chosen.disabled)) { select.value = first.value; }
+  }
+  function enableScopes(root) {
+    root.querySelectorAll("select[data-scope-for]").forEach(function (select) {
+      if (select.dataset.ready) { return; }
+      select.dataset.ready = "1";
+      var chooser = document.getElementById(select.dataset.scopeFor);
+      if (chooser) { chooser.addEventListener("change", function () { fitScopes(select); }); }
+      fitScopes(select);
     });
   }
 
@@ -113,7 +150,7 @@
     if (handled) { event.preventDefault(); }
   });
 
-  document.addEventListener("DOMContentLoaded", function () { localise(document); enableCopy(document); dropFollowNotices(); });
+  document.addEventListener("DOMContentLoaded", function () { localise(document); enableCopy(document); enableScopes(document); dropFollowNotices(); });
   document.addEventListener("htmx:afterSwap", function (event) {
     var root = event.detail.target.parentNode || document;
     if (current && !current.isConnected && current.id) {  // a swapped row keeps the keyboard's place

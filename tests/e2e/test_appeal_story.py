@@ -99,7 +99,7 @@ def test_reversed_appeal_restores_the_post(app, client, world, platform):
         "appeal.decision_completed",
     ]
     page = client.get(f"/appeals/{appeal_id}").get_data(as_text=True)
-    assert re.search(r"completion <strong>completed</strong>", page)
+    assert re.search(r"completion <strong><span class=\"coded\" title=\"completed\">completed</span></strong>", page)
 
 
 def test_compensation_from_the_detail_page(app, client, world, platform):

@@ -161,7 +161,8 @@ def test_bulk_1_the_action_choice_and_the_batch_page_read_as_words(app, client, 
     original, undo = _finished_and_undone(app, team)
     page = client.get(f"/bulk/{original}").get_data(as_text=True)
     decision = db.session.get(BulkBatch, original).decision_code
-    assert f"<dt>Decision</dt><dd>{label_for({}, 'decision', decision)}" in page
+    words = label_for({}, "decision", decision)
+    assert f'<dt>Decision</dt><dd><span class="coded" title="{decision}">{words}</span>' in page
     page = client.get(f"/bulk/{undo}").get_data(as_text=True)
     assert f"<dt>Selection</dt><dd>Undo of {_reference(original)}" in page
 

@@ -34,22 +34,24 @@ def counts(*models):
 # -- REV-3 labels -----------------------------------------------------------------
 
 
-def test_codes_show_as_labels_with_the_code_in_small_print(app, client, world):
-    """REV-3: decision codes, action codes, states and approval modes read as words; the
-    code stays beside them in small print; "human (assist)" and "Cycle / attempts" are gone."""
+def test_codes_show_as_labels_with_the_code_in_the_tooltip(app, client, world):
+    """REV-3: decision codes, action codes, states and approval modes read as
+    words; the code is in the tooltip (title), not printed after the label (issue 25);
+    "human (assist)" and "Cycle / attempts" are gone."""
     proposal = decide_report(world)
     login(client, "reviewer@example.com")
     page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
-    assert "Take the content down" in page and '<small class="code">takedown</small>' in page
-    assert "Waiting for approval" in page and '<small class="code">approval_required</small>' in page
-    assert "A second person approves" in page and '<small class="code">human</small>' in page
-    assert "the workflow proposes, people decide" in page and '<small class="code">assist</small>' in page
+    assert "Take the content down" in page and '<small class="code">takedown' not in page
+    badge = '<span class="badge state-approval_required" title="state: approval_required">Waiting for approval</span>'
+    assert badge in page
+    assert '<span class="coded" title="human">A second person approves</span>' in page
+    assert '<span class="coded" title="assist">Assist — the workflow proposes, people decide</span>' in page
     assert "human (assist)" not in page
     assert "Nothing has been sent to the platform yet." in page
     listing = client.get("/proposals").get_data(as_text=True)
     assert "Cycle / attempts" not in listing and ">Delivery</th>" in listing and "not sent yet" in listing
     report = client.get(f"/reports/{world.report_ids[0]}").get_data(as_text=True)
-    assert "Remove content" in report and '<small class="code">remove_content</small>' in report
+    assert '<span class="coded" title="remove_content">Remove content</span>' in report
 
 
 def test_an_admin_sets_and_resets_a_label(app, client, world):
@@ -181,7 +183,7 @@ def test_a_corrected_action_says_so_and_the_appeal_shows_it(app, client, world, 
     page = client.get(f"/appeals/{appeal_id}").get_data(as_text=True)
     contested = re.search(r"<dt>Contested action</dt><dd>(.*?)</dd>", page, re.S).group(1)
     assert "Undone" in contested and f'href="/appeals/{appeal_id}">appeal correction' in contested
-    assert "Done" in page and '<small class="code">confirmed</small>' in page
+    assert "Done" in page and 'title="state: confirmed">Done</span>' in page
     original = client.get(f"/proposals/{takedown.id}").get_data(as_text=True)
     assert "state-undone" in original and f'href="/appeals/{appeal_id}"' in original
 

@@ -68,3 +68,30 @@ def record_manual_correction(
 
 def _not_pending() -> ApiError:
     return ApiError(409, "correction_not_pending", "This correction was already recorded.")
+
+
+def approvable_corrections(operator: OperatorUser, correction_ids: list[str]) -> tuple[int, list[str]]:
+    """Of the corrections an appeal decision just prepared, how many this operator may
+    approve or record, and why not for the others (CORR-2, FOUR-1; issue 25: the
+    reviewer who recorded "Reversed" is not told to approve its correction).
+
+    Args:
+        operator: the viewing operator.
+        correction_ids: ids of AppealCorrection rows of the operator's installation.
+
+    Returns:
+        (count the operator may approve, the distinct reasons, in words, why not for
+        the rest); ids of another installation or unknown are left out.
+    """
+    allowed, reasons = 0, []
+    with unit_of_work() as uow:
+        for correction_id in correction_ids:
+            correction = uow.session.get(AppealCorrection, correction_id)
+            if correction is None or correction.installation_id != operator.installation_id:
+                continue
+            problem = reviewer_problem(uow.session, correction, operator.id, you=True)
+            if problem is None:
+                allowed += 1
+            elif problem not in reasons:
+                reasons.append(problem)
+    return allowed, reasons

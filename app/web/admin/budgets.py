@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import redirect, render_template, url_for
+from flask import flash, redirect, render_template, url_for
 from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
@@ -22,7 +22,7 @@ SCOPE_GROUPS = {"workflow": "Workflow versions", "component": "Component version
 def _scope_choices(form: BudgetForm) -> BudgetForm:
     options = service.scope_choices(current_user.installation_id)
     form.scope_id.choices = [
-        SelectChoice(id, label, optgroup=SCOPE_GROUPS[kind])
+        SelectChoice(id, label, optgroup=SCOPE_GROUPS[kind], render_kw={"data-scope-type": kind})
         for kind, choices in options.items()
         for id, label in choices
     ]
@@ -65,6 +65,7 @@ def budget_create():
         )
     except ApiError as error:
         return _page(refused(form, error), error=error, status=error.status)
+    flash("Budget stored: it applies when a second admin approves this change.", "ok")
     return answer_pending(pending)
 
 

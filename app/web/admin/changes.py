@@ -62,6 +62,7 @@ def change_approve(change_id: str):
         return _detail_page(change_id, approve_form=refused(form, error), error=error, status=error.status)
     if "invitation_link" in result:  # mail not configured: the approving admin passes the link on (FOUR-6)
         return _detail_page(change_id, shown_once={"invitation_link": result["invitation_link"]})
+    flash("Change approved and applied.", "ok")
     if "invitation_sent_to" in result:
         flash(f"The invitation was mailed to {result['invitation_sent_to']}.", "ok")
     if "invitation_mail_failed" in result:

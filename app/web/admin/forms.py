@@ -182,7 +182,9 @@ class UserForm(ConsoleForm):
 
 
 class ChangeApproveForm(ConsoleForm):
-    digest = StringField("Digest of the change you reviewed", description="Copy it from this page: sha256:… (FOUR-2).")
+    digest = StringField(
+        "Digest of the change you reviewed", description="Copy it from this page (the Copy digest button above): sha256:…"
+    )
 
 
 class ChangeRejectForm(ConsoleForm):

@@ -6,7 +6,7 @@ from flask_login import current_user
 from app.domain.case_states import OPEN_CORRECTION_STATES
 from app.domain.errors import ApiError
 from app.domain.proposal.lead import appeal_lead
-from app.services.cases.appeal_corrections import record_manual_correction
+from app.services.cases.appeal_corrections import approvable_corrections, record_manual_correction
 from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
@@ -95,10 +95,21 @@ def appeal_decide(appeal_id: str):
     except ApiError as error:
         raise_for_json(error)
         return _render(appeal_id, decision_form=form, error=error, status=error.status)
-    corrections = len(result.correction_ids)
-    follow = f" {corrections} correction{'s' if corrections != 1 else ''} to approve next." if corrections else ""
+    follow = _follow_up(result.correction_ids)
     flash(f"Appeal outcome recorded: {label('appeal_outcome', form.outcome.data)}.{follow}", "ok")
     return redirect(url_for("console.appeal", appeal_id=appeal_id), code=303)
+
+
+def _follow_up(correction_ids: list[str]) -> str:
+    """What the decision leaves to do, counted for this viewer (issue 25): only the
+    corrections they may approve; the others say why another reviewer must."""
+    allowed, reasons = approvable_corrections(current_user, correction_ids)
+    others = len(correction_ids) - allowed
+    text = f" {allowed} correction{'s' if allowed != 1 else ''} for you to approve next." if allowed else ""
+    if others:
+        waits = f"{others} correction{'s wait' if others != 1 else ' waits'} for another reviewer"
+        text += f" {waits}: {' '.join(reasons)}" if reasons else f" {waits}."
+    return text
 
 
 @bp.route("/appeals/<appeal_id>/decisions/<decision_id>/redact", methods=["POST"])
