@@ -435,19 +435,3 @@ def appeal_detail(operator: OperatorUser, appeal_id: str) -> AppealDetail | None
     can_decide = appeal_verdict(operator.id, operator.roles, contested.maker_id if contested else None)
     return AppealDetail(appeal, report, contested, list(decisions), views, names, can_decide)
 
-
-def action_components(installation_id: str) -> list[tuple[str, str]]:
-    """(component version id, label) of the versions that can act, for forms."""
-    from app.models import ComponentDefinition, ComponentVersion
-
-    rows = db.session.execute(
-        select(ComponentVersion.id, ComponentDefinition.name, ComponentVersion.version)
-        .join(ComponentDefinition, ComponentDefinition.id == ComponentVersion.definition_id)
-        .where(
-            ComponentVersion.installation_id == installation_id,
-            ComponentVersion.retired_at.is_(None),
-            ComponentDefinition.status == "active",
-        )
-        .order_by(ComponentDefinition.name, ComponentVersion.version.desc())
-    ).all()
-    return [(id, f"{name} v{version}") for id, name, version in rows]

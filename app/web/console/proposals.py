@@ -20,6 +20,7 @@ from app.services.lifecycle.cancel_scheduled import cancel_scheduled
 from app.services.lifecycle.reversals import propose_change
 from app.services.read import bulk_batches as bulk_reads
 from app.services.read import console as readmodels
+from app.services.read.component_choices import action_components
 from app.services.read import review as reviews
 from app.services.read.approving import approving
 from app.services.read.temporary_actions import temporary_view
@@ -79,7 +80,7 @@ def _detail_or_404(proposal_id: str) -> readmodels.ProposalDetail:
 def _compensation_form(detail, formdata=None) -> CompensationForm:
     p = detail.proposal
     form = CompensationForm(formdata=formdata, target=pretty_json(p.target), payload=pretty_json(p.payload))
-    form.component_version_id.choices = readmodels.action_components(current_user.installation_id)
+    form.component_version_id.choices = action_components(current_user.installation_id)
     return form
 
 
