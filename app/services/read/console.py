@@ -14,12 +14,12 @@ from typing import Any
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import joinedload, selectinload
 
-from app.domain.case_states import OPEN_CORRECTION_STATES, OPEN_TASK_STATES
+from app.domain.case_states import OPEN_CORRECTION_STATES
 from app.domain.attempts import attempt_status
 from app.domain.clock import utcnow
 from app.domain.maker_checker import Verdict
-from app.domain.proposal.makers import MakerFacts, appeal_verdict
-from app.domain.proposal.offers import Offers, claim_offer, offers, release_offer
+from app.domain.proposal.makers import appeal_verdict
+from app.domain.proposal.offers import Offers, offers
 from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import (
@@ -37,13 +37,12 @@ from app.models import (
     predicates,
 )
 from app.services.lifecycle.cancel_scheduled import cancel_facts
-from app.services.lifecycle.maker_lookup import facts_of, is_a_maker, maker_facts
+from app.services.lifecycle.maker_lookup import facts_of, is_a_maker
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.reversals import active_reversal
 from app.services.read.pagination import decode_cursor, encode_cursor
 
 P = ActionProposal
-NO_FACTS = MakerFacts()  # a task whose proposal is gone: nobody is its maker
 PAGE_SIZE = 50
 
 
@@ -277,33 +276,6 @@ def attempt_statuses(proposal: ActionProposal, attempts: list[ConnectionAttempt]
         )
         for a in attempts
     }
-
-
-def open_tasks(operator: OperatorUser, limit: int = 200, task_id: str | None = None) -> list[dict[str, Any]]:
-    """Open and claimed approval tasks, soonest due first, with the claimant's name."""
-    query = select(HumanTask).where(HumanTask.installation_id == operator.installation_id)
-    query = query.where(HumanTask.id == task_id) if task_id else query.where(HumanTask.state.in_(OPEN_TASK_STATES))
-    # the proposal and the claimant come with the task (one query; each loaded once)
-    query = query.options(joinedload(HumanTask.proposal), joinedload(HumanTask.assignee))
-    tasks = db.session.scalars(query.order_by(HumanTask.due_at, HumanTask.id).limit(limit)).unique().all()
-    facts = maker_facts(db.session, [t.proposal for t in tasks if t.proposal is not None])
-    return [
-        {
-            "task": t,
-            "proposal": t.proposal,
-            "assignee": t.assignee.display_name if t.assignee else None,
-            # FOUR-1: a maker's queue shows the task as not theirs to decide
-            "claim": claim_offer(t.state, operator.id, operator.roles, facts.get(t.action_proposal_id, NO_FACTS)),
-            "release": release_offer(t.state, t.assigned_operator_id, operator.id),
-        }
-        for t in tasks
-    ]
-
-
-def open_task(operator: OperatorUser, task_id: str) -> dict[str, Any] | None:
-    """One task row (any state) of the operator's installation."""
-    rows = open_tasks(operator, limit=1, task_id=task_id)
-    return rows[0] if rows else None
 
 
 def list_reports(operator: OperatorUser, limit: int = 200) -> list[Report]:

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from flask import redirect, render_template, url_for
+from flask import redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.services.cases.tasks import claim_task, release_task
-from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read import task_list
 from app.services.read.approving import approving
 from app.web.labels import label
 
@@ -17,10 +17,13 @@ from .forms import EmptyForm
 @bp.route("/tasks")
 @role_required("reviewer", "admin", "auditor")
 def tasks():
-    rows = readmodels.open_tasks(current_user)
+    page = task_list.task_page(current_user, request.args.get("after"))
+    rows = page.rows
     return render_template(
         "tasks/list.html",
         rows=rows,
+        total=page.total,
+        next_url=url_for("console.tasks", after=page.next_cursor) if page.next_cursor else None,
         form=EmptyForm(),
         reviews=reviews.task_reviews(current_user, rows),
         approving=approving([row["proposal"] for row in rows], label),  # FOUR-5
@@ -30,7 +33,7 @@ def tasks():
 def _answer(task_id: str):
     """htmx: the task's row, re-rendered in place; otherwise back to the list."""
     if is_htmx():
-        row = readmodels.open_task(current_user, task_id)
+        row = task_list.open_task(current_user, task_id)
         return render_template(
             "tasks/_row.html",
             row=row,
