@@ -40,6 +40,7 @@ from app.services.lifecycle.cancel_scheduled import cancel_facts
 from app.services.lifecycle.maker_lookup import facts_of, is_a_maker
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.reversals import active_reversal
+from app.services.read.list_columns import list_row_options
 from app.services.read.pagination import decode_cursor, encode_cursor
 
 P = ActionProposal
@@ -117,6 +118,7 @@ def list_proposals(
         query = query.where(tuple_(P.created_at, P.id) < tuple_(created_at, id))
     # the report's reference only (not the whole report row, which the list never shows)
     query = query.add_columns(Report.public_reference).join(Report, Report.id == P.report_id)
+    query = query.options(*list_row_options())
     found = db.session.execute(query.order_by(P.created_at.desc(), P.id.desc()).limit(limit + 1)).all()
     more = len(found) > limit
     rows = [{"proposal": p, "report_reference": reference} for p, reference in found[:limit]]

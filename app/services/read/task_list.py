@@ -18,6 +18,7 @@ from app.extensions import db
 from app.models import HumanTask, OperatorUser
 from app.models.base import UTCDateTime
 from app.services.lifecycle.maker_lookup import maker_facts
+from app.services.read.list_columns import APPROVING, list_row_options
 from app.services.read.pagination import decode_cursor, encode_cursor
 
 NO_FACTS = MakerFacts()  # a task whose proposal is gone: nobody is its maker
@@ -72,7 +73,7 @@ def open_task(operator: OperatorUser, task_id: str) -> dict[str, Any] | None:
 
 def _load(query) -> list[HumanTask]:
     # the proposal and the claimant come with the task (one query; each loaded once)
-    query = query.options(joinedload(HumanTask.proposal), joinedload(HumanTask.assignee))
+    query = query.options(*list_row_options(joinedload(HumanTask.proposal), keep=APPROVING), joinedload(HumanTask.assignee))
     return list(db.session.scalars(query).unique().all())
 
 
