@@ -42,15 +42,12 @@
     selection.removeAllRanges();
     selection.addRange(range);
   }
-  function copyText(source) {
-    var text = source.textContent.trim();
+  function copyText(source, show) {
+    selectText(source);  // at once: a clipboard that is refused or never answers still leaves it selected
+    show("Selected: press Ctrl+C");
     if (navigator.clipboard && window.isSecureContext) {
-      return navigator.clipboard.writeText(text).then(function () { return "Copied"; }, function () {
-        selectText(source); return "Selected: press Ctrl+C";
-      });
+      navigator.clipboard.writeText(source.textContent.trim()).then(function () { show("Copied"); }, function () {});
     }
-    selectText(source);
-    return Promise.resolve("Selected: press Ctrl+C");
   }
   function enableCopy(root) {
     root.querySelectorAll("button.copy[data-copy]").forEach(function (button) {
@@ -61,10 +58,9 @@
       button.addEventListener("click", function () {
         var source = document.querySelector(button.dataset.copy);
         if (!source) { return; }
-        copyText(source).then(function (done) {
-          button.textContent = done;
-          setTimeout(function () { button.textContent = label; }, 2500);
-        });
+        clearTimeout(button.restore);
+        copyText(source, function (done) { button.textContent = done; });
+        button.restore = setTimeout(function () { button.textContent = label; }, 4000);
       });
     });
   }

@@ -159,3 +159,33 @@ def test_every_main_page_fits_its_screen(browser, console, app, world, platform,
         for context in contexts.values():
             context.close()
     assert found == {}, json.dumps(found, indent=1)
+
+
+def test_budget_form_and_copy_digest_in_the_browser(browser, console, app, world, platform):
+    """FOUR-4, FOUR-2 (issue 25): the budget form's scope select offers only the ids of
+    the chosen scope type; the change page's "Copy digest" copies it, or selects it for
+    Ctrl+C where the clipboard is refused."""
+    ids = demo_case(app, world)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=console)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        sign_in(page, "admin@example.com")
+        page.goto("/admin/budgets")
+        for kind in ("queue", "workflow", "component"):
+            page.get_by_label("Scope type").select_option(kind)
+            offered = page.locator("#scope_id option:not([disabled])")
+            kinds = offered.evaluate_all("(options) => options.map((o) => o.dataset.scopeType)")
+            assert kinds and set(kinds) == {kind}, (kind, kinds)
+            chosen = page.locator("#scope_id").evaluate("(s) => s.options[s.selectedIndex].dataset.scopeType")
+            assert chosen == kind
+        page.get_by_role("button", name="Sign out").click()
+        sign_in(page, "admin2@example.com")
+        page.goto(f"/admin/changes/{ids['change']}")
+        digest = page.locator("#change-digest").inner_text()
+        button = page.locator('button.copy[data-copy="#change-digest"]')
+        button.click()
+        expect(button).to_have_text(re.compile(r"^(Copied|Selected: press Ctrl\+C)$"))
+        assert page.evaluate("() => window.getSelection().toString().trim()") == digest
+    finally:
+        context.close()

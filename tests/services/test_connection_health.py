@@ -164,8 +164,8 @@ def test_conn1_client_errors_do_not_open_the_breaker(app, world, proposals, scri
 
 
 def test_conn1_state_shown_in_operations_and_as_metric(app, client, world, proposals, scripted):
-    """CONN-1, CONN-3: Operations shows each connection's breaker and its transitions;
-    /metrics exports the breaker state and the disabled endpoints."""
+    """CONN-1, CONN-3, QUEUE-6: Operations shows each connection's breaker and its
+    transitions in words; /metrics exports the breaker state and the disabled endpoints."""
     from ..builders import login
 
     scripted(s.http_status(503))
@@ -174,6 +174,9 @@ def test_conn1_state_shown_in_operations_and_as_metric(app, client, world, propo
     login(client, "admin@example.com")
     page = client.get("/operations").get_data(as_text=True)
     assert 'data-breaker="open"' in page and "connection.opened" in page
+    # QUEUE-6: the transition reads in words with the connection's name; the code in small print
+    assert "its breaker opened after repeated failures" in page and '<small class="code" title="con_' in page
+    assert "</code> <code>con_" not in page
     metrics = client.get("/metrics").get_data(as_text=True)
     cid = connection_id(world)
     assert 'console_connection_breaker_state{connection="' in metrics

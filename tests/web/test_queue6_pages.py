@@ -124,7 +124,7 @@ def test_account_action_names_the_account_everywhere_QUEUE_6(app, client, world,
     title = f"Suspend the account {name} ({account})"
     login(client, "reviewer@example.com")
     page = client.get(f"/proposals/{suspension.id}").get_data(as_text=True)
-    h1 = page[page.index("<h1>") : page.index("</h1>")]
+    h1 = page[page.index("<h1") : page.index("</h1>")]
     assert title in h1 and f"<title>{title}" in page
     listed = client.get("/proposals").get_data(as_text=True)
     assert f"the account <strong>{name}</strong> (<code>{account}</code>)" in listed

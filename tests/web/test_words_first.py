@@ -203,3 +203,17 @@ def test_after_reversed_the_maker_is_not_told_to_approve_the_correction(app, cli
     assert "another reviewer" in notice and "made the appeal decision" in notice
     heading = visible(re.search(r"<h1>.*?</h1>", page, flags=re.S).group(0))
     assert "Decided" in heading and "Reversed" in heading
+
+
+def test_operations_names_a_reversals_state_in_words_REV_3(client, world, platform):
+    """REV-3, TEMP-2 (issue 25: Operations showed reversal state `queued`): a due
+    reversal's state reads as its label, the code in the tooltip."""
+    from .test_temporary_pages import applied_suspension
+
+    _, reversal = applied_suspension(world, platform)
+    login(client, "admin@example.com")
+    operations = text(client.get("/operations"))
+    row = re.search(r'<tr data-group="due">.*?</tr>', operations, flags=re.S).group(0)
+    assert f"<code>{reversal.state}</code>" not in row
+    assert f'<span class="badge state-{reversal.state}" title="state: {reversal.state}">' in row
+    assert doubled(row) == []
