@@ -137,6 +137,9 @@ def register_web(app: Flask) -> None:
 
     register_labels(app)
     register_navigation(app)
+    from .badges import register_badges
+
+    register_badges(app)  # the row pieces of templates/_macros/ui.html, as Python (issue 25)
     from .templating import register_templating
 
     register_templating(app)  # macro imports that find the cached module fast
