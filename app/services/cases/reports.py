@@ -44,6 +44,7 @@ def _public_reference() -> str:
 class DecisionResult:
     decision_id: str
     run_ids: list[str]
+    replayed: bool = False  # the same idempotency key answered what it recorded before
 
 
 def _checked_input(decision_code: str, rationale: str | None, idempotency_key: str | None) -> str:
@@ -98,7 +99,7 @@ def record_decision(
         audit_key = f"decision-recorded:{operator.id}:{idempotency_key}" if idempotency_key else None
         prior = _prior(session, audit_key, report.id, "report")
         if prior is not None:
-            return DecisionResult(prior.details["decision_id"], [])
+            return DecisionResult(prior.details["decision_id"], [], replayed=True)
         now = utcnow()
         ensure_decidable_by(session, report.subject_id, operator, now)
         if not move_row(session, report, ReportMove.DECIDE):  # open or decided, and no appeal filed meanwhile
@@ -175,6 +176,7 @@ class SubjectDecisionResult:
     decision_id: str  # the decision that is enforced (on the subject's first open report)
     run_ids: list[str]
     report_ids: list[str]  # every report decided, the enforced one first
+    replayed: bool = False
 
 
 def decide_subject(
@@ -204,7 +206,7 @@ def decide_subject(
         audit_key = f"subject-decided:{operator.id}:{idempotency_key}" if idempotency_key else None
         prior = _prior(session, audit_key, subject.id, "subject")
         if prior is not None:
-            return SubjectDecisionResult(prior.details["decision_id"], [], prior.details["report_ids"])
+            return SubjectDecisionResult(prior.details["decision_id"], [], prior.details["report_ids"], replayed=True)
         now = utcnow()
         ensure_decidable_by(session, subject.id, operator, now)
         reports = session.scalars(
