@@ -21,6 +21,7 @@ from app.models.base import new_id
 from app.services.cases.queue_subjects import claim_subject, refresh_subjects, release_subject
 from app.services.cases.reports import decide_subject, intake_report, record_decision
 from app.services.read.queue_pages import queue_page
+from tests.conftest import BACKEND
 from tests.builders import make_operator, make_team, set_row
 
 
@@ -224,6 +225,10 @@ def test_queue_3_a_thousand_reports_about_one_subject_are_decided_together_and_e
     assert _subject(first.subject_id).state == "done"
 
 
+@pytest.mark.xfail(BACKEND == "postgresql", strict=True, reason="FINDING (PostgreSQL): two decisions of one "
+                   "unclaimed subject at once both succeed: each report decided twice, two runs, two actions proposed; "
+                   "decide_subject reads the open reports without locking the subject and ReportMove.DECIDE also moves "
+                   "a report already decided (QUEUE-3)")
 def test_queue_3_two_moderators_deciding_one_unclaimed_subject_at_once_enforce_once(app):
     """QUEUE-3: two decisions of the same subject at the same moment: one decides, the
     other is refused (subject_not_open or a conflict); each report has one decision
@@ -237,19 +242,26 @@ def test_queue_3_two_moderators_deciding_one_unclaimed_subject_at_once_enforce_o
         lambda: decide_subject(reports[0].subject_id, decision_code="remove_content", rationale="b",
                                operator=db.session.merge(bob)),
     ])
+    counts = (_count(Decision), _count(WorkflowRun))
+    assert counts == (5, 1), f"(decisions, runs) = {counts}; {results}"
     wins = [r for r in results if not isinstance(r, Exception)]
     assert len(wins) == 1, results
     assert all(isinstance(r, ApiError) for r in results if r not in wins), results
-    assert _count(Decision) == 5 and _count(WorkflowRun) == 1
 
 
+@pytest.mark.xfail(BACKEND == "postgresql", strict=True, reason="FINDING (PostgreSQL): the same external id sent "
+                   "twice at once: the second's IntegrityError comes from session.flush() after adding the report (it "
+                   "waited on the first's subject row / unique key), outside the try around commit -> 500 (QUEUE-1, API)")
 def test_queue_1_the_same_external_id_twice_at_once_makes_one_report(app):
     """QUEUE-1 (a platform that sends one report twice at the same moment): one report,
     counted once in its subject's row; the other answer is the repeat."""
     team = make_team()
     body = {"external_id": "twice", "targets": [{"reference": "post:twice"}]}
     results = _at_once(app, [lambda: intake_report(body, team.integration_id) for _ in range(2)])
-    assert not any(isinstance(r, Exception) for r in results), results
+    import traceback
+
+    assert not any(isinstance(r, Exception) for r in results), [
+        "".join([line for line in traceback.format_exception(r) if "/app/" in line]) for r in results if isinstance(r, Exception)]
     assert sorted(r.created for r in results) == [False, True]
     assert _count(Report) == 1
     subject = db.session.scalar(select(ReportSubject).where(ReportSubject.reference == "post:twice"))
