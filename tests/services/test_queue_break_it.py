@@ -424,3 +424,30 @@ def test_queue_2_an_expired_claim_blocks_nobody_and_the_old_holder_cannot_releas
                     operator=alice).code == "subject_claimed"
     decide_subject(report.subject_id, decision_code="remove_content", rationale="", operator=bob)
     assert _subject(report.subject_id).claimed_by_id is None
+
+
+def test_queue_2_two_claims_at_once_one_holds(app):
+    """QUEUE-2: Alice and Bob claim one subject at the same moment: one holds it, the
+    other is refused with subject_claimed; the row names the winner."""
+    team = make_team()
+    report = _report(team, "post:claimrace", 0)
+    alice, bob = _two(team)
+    results = _at_once(app, [lambda who=who: claim_subject(db.session.merge(who), report.subject_id)
+                             for who in (alice, bob)])
+    wins = [n for n, r in enumerate(results) if not isinstance(r, Exception)]
+    assert len(wins) == 1, results
+    loser = results[1 - wins[0]]
+    assert isinstance(loser, ApiError) and loser.code == "subject_claimed", results
+    assert _subject(report.subject_id).claimed_by_id == (alice, bob)[wins[0]].id
+
+
+def test_queue_4_a_time_to_decide_target_is_bounded(app):
+    """QUEUE-4: a target outside one minute .. 30 days, or not a duration, is refused
+    (a huge one would overflow the overdue comparison of every queue page)."""
+    from app.domain.time_targets import parse_target
+
+    for text in ("999999d", "0", "59s", "-5m", "1e9", "4 hours", "4h; drop"):
+        with pytest.raises(ApiError) as refused:
+            parse_target(text)
+        assert refused.value.code == "queue_target_invalid", text
+    assert parse_target(" 4h ") == 4 * 3600 and parse_target("") is None

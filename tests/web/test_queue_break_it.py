@@ -280,3 +280,52 @@ def test_queue_6_retry_now_of_another_installations_proposal_is_not_found(app, c
     answer = client.post(f"/proposals/{proposal.id}/retry-now", data={"csrf_token": token, "idempotency_key": "x"})
     assert answer.status_code == 404
     assert reload(proposal).next_attempt_at == due and due > utcnow()
+
+
+# --- FOUR-10 on the queue's new pages: platform text isolated ---------------------------------------
+
+
+def _isolated_everywhere(page: str, text: str) -> bool:
+    """Every occurrence of `text` on the page sits inside a <bdi> element."""
+    shown = page.count(text)
+    return shown > 0 and all(
+        "<bdi>" in page[max(0, at - 200):at] and page.rfind("<bdi>", 0, at) > page.rfind("</bdi>", 0, at)
+        for at in [m.start() for m in re.finditer(re.escape(text), page)])
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING: the queue's subject name (templates/_macros/queue.html "
+                   "subject_name) and the list's preview print the author name and content without <bdi>, so a "
+                   "right-to-left override sent by the platform reorders the rest of the row (FOUR-10, QUEUE-1)")
+def test_queue_1_four_10_a_right_to_left_override_in_an_author_name_is_isolated_on_the_queue(app, client, world):
+    """FOUR-10: platform text is isolated (`<bdi>`) wherever shown; the queue list and
+    the subject page show the author name and the content preview."""
+    name, content = "\u202egnp.exe_author", "\u202etxet desrever"
+    add_report_with_evidence(world, "rlo-1", "post:rlo", content_text=content, author_name=name,
+                             author_reference="user:rlo")
+    login(client, "moderator@example.com")
+    listing = client.get("/queue", query_string={"q": "post:rlo"}).get_data(as_text=True)
+    subject_id = db.session.scalar(select(ReportSubject.id).where(ReportSubject.reference == "post:rlo"))
+    detail = client.get(f"/queue/{subject_id}").get_data(as_text=True)
+    assert name in listing and content in listing and name in detail
+    bare = [where for where, page, text in (("author name on /queue", listing, name), ("preview on /queue", listing, content),
+                                            ("author name on the subject page", detail, name))
+            if not _isolated_everywhere(page, text)]
+    assert bare == [], f"not isolated: {bare}"
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING: the proposal's title names the account with the platform's "
+                   "author name as plain text (action_title into <h1>), no <bdi>: a right-to-left override reorders "
+                   "the title (FOUR-10, QUEUE-6)")
+def test_queue_6_four_10_an_account_named_in_a_proposal_title_is_isolated(app, client, world):
+    """QUEUE-6 with FOUR-10: "Suspend the account <name> (<ref>)": the name is the
+    platform's text and is isolated in the page's heading."""
+    name = "\u202egreg_rlo"
+    report_id = add_report_with_evidence(world, "rlo-2", "user:777", author_name=name, author_reference="user:777")
+    from ..builders import decide
+
+    proposal = decide(world, report_id, code="suspend_account")
+    assert proposal is not None
+    login(client, "reviewer@example.com")
+    page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+    heading = page[page.index("<h1"):page.index("</h1>")]
+    assert name in heading and f"<bdi>{name}</bdi>" in heading, heading
