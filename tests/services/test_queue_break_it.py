@@ -21,7 +21,6 @@ from app.models.base import new_id
 from app.services.cases.queue_subjects import claim_subject, refresh_subjects, release_subject
 from app.services.cases.reports import decide_subject, intake_report, record_decision
 from app.services.read.queue_pages import queue_page
-from tests.conftest import BACKEND
 from tests.builders import make_operator, make_team, set_row
 
 
@@ -168,8 +167,6 @@ def _bulk_from_reports(team, operator, target_reference: str) -> str:
     return submit_batch(operator, batch_id, batch.dry_run_digest)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: a bulk action decides the open reports of a subject another "
-                   "moderator holds; submit_batch (_decide_reports) never checks the claim (QUEUE-2)")
 def test_queue_2_a_bulk_action_cannot_decide_the_reports_of_a_subject_another_holds(app):
     """QUEUE-2 with BULK-9: reports selected through a bulk action advance as with a
     single decision — so a decision on a subject Alice holds, by Bob through a bulk
@@ -225,10 +222,6 @@ def test_queue_3_a_thousand_reports_about_one_subject_are_decided_together_and_e
     assert _subject(first.subject_id).state == "done"
 
 
-@pytest.mark.xfail(BACKEND == "postgresql", strict=True, reason="FINDING (PostgreSQL): two decisions of one "
-                   "unclaimed subject at once both succeed: each report decided twice, two runs, two actions proposed; "
-                   "decide_subject reads the open reports without locking the subject and ReportMove.DECIDE also moves "
-                   "a report already decided (QUEUE-3)")
 def test_queue_3_two_moderators_deciding_one_unclaimed_subject_at_once_enforce_once(app):
     """QUEUE-3: two decisions of the same subject at the same moment: one decides, the
     other is refused (subject_not_open or a conflict); each report has one decision
@@ -249,9 +242,6 @@ def test_queue_3_two_moderators_deciding_one_unclaimed_subject_at_once_enforce_o
     assert all(isinstance(r, ApiError) for r in results if r not in wins), results
 
 
-@pytest.mark.xfail(BACKEND == "postgresql", strict=True, reason="FINDING (PostgreSQL): the same external id sent "
-                   "twice at once: the second's IntegrityError comes from session.flush() after adding the report (it "
-                   "waited on the first's subject row / unique key), outside the try around commit -> 500 (QUEUE-1, API)")
 def test_queue_1_the_same_external_id_twice_at_once_makes_one_report(app):
     """QUEUE-1 (a platform that sends one report twice at the same moment): one report,
     counted once in its subject's row; the other answer is the repeat."""
