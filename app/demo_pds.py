@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from app.domain.clock import utcnow
 from app.domain.evidence import parse_evidence
 from app.extensions import db
 from app import pds_runtime
@@ -36,6 +37,7 @@ from app.models import (
     ReportTarget,
 )
 from app.services.cases.evidence_store import store_evidence
+from app.services.cases.queue_subjects import refresh_subjects, subject_for
 from app.services.uow import Actor, unit_of_work
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,6 +156,7 @@ def seed_pds_demo(pds, platform_seed) -> dict[str, Any]:
             report = Report(
                 installation_id=iid,
                 integration_id=integration.id,
+                subject_id=subject_for(s, iid, uri, utcnow()).id,  # its row in the queue (QUEUE-1)
                 queue_id=queue.id,
                 external_id=f"pds-report-{n}",
                 public_reference=f"R-PDS{n:02d}",
@@ -173,6 +176,7 @@ def seed_pds_demo(pds, platform_seed) -> dict[str, Any]:
                 parse_evidence({"content_text": text, "author_reference": author.did, "author_name": author.handle}),
             )
             report_ids.append(report.id)
+            refresh_subjects(s, [report.subject_id])
         uow.audit(
             iid,
             f"demo-pds-seeded:{iid}:{report_ids[0]}",

@@ -13,11 +13,13 @@ from sqlalchemy import select
 
 from app.demo import seed_demo
 from app.demo_pds import PDS_SLUG, PdsUnavailable, install_pds, seed_pds_demo, start_pds
+from app.domain.queue import QueueFilter
 from app.extensions import db
 from app.models import Installation, OperatorUser
 from app.services.cases.reports import record_decision
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.dispatch import deliver
+from app.services.read.queue_pages import queue_page
 
 from ..builders import proposal_of
 from .harness import XrpcError
@@ -31,6 +33,9 @@ def test_plat5_demo_seeds_an_installation_whose_takedown_hides_the_pds_post(app,
     assert pds.get_record(uri)["uri"] == uri
     iid = db.session.scalar(select(Installation.id).where(Installation.slug == PDS_SLUG))
     users = {u.email: u for u in db.session.scalars(select(OperatorUser).where(OperatorUser.installation_id == iid))}
+    # QUEUE-1: the PDS posts the demo reports are in its queue, one subject each
+    queued = {row.reference for row in queue_page(users["pds-moderator@example.com"], QueueFilter()).rows}
+    assert {uri for uri, _text in seeded["posts"]} <= queued
 
     record_decision(
         seeded["report_ids"][0],

@@ -225,3 +225,18 @@ def test_a_proactive_report_names_its_platform_when_there_are_several(app, clien
     assert client.post("/reports/new", data={**fields, "integration_id": second}).status_code == 303
     db.session.rollback()
     assert db.session.scalar(select(Report.integration_id).where(Report.external_id.like("console:%"))) == second
+
+
+def test_a_decision_no_workflow_acts_on_says_nothing_is_enforced_QUEUE_3(app, client, world):
+    """QUEUE-3, found by the new-user pass: "Restrict account" on a subject whose
+    workflows name no such decision enforced nothing, silently. The confirmation now
+    says so; a decision that starts a workflow says how many."""
+    seed_queue_demo()
+    token = login(client, "moderator@example.com")
+    client.post(f"/queue/{_subject_id(BUSY_ACCOUNT)}/decision",
+                data={"csrf_token": token, "decision_code": "no_violation"})
+    listing = client.get("/queue").get_data(as_text=True)
+    assert "No active workflow acts on this decision, so nothing is sent to the platform." in listing
+    subject_id = _subject_id("post:1001")
+    client.post(f"/queue/{subject_id}/decision", data={"csrf_token": token, "decision_code": "remove_content"})
+    assert "It started 1 enforcement workflow." in client.get("/queue").get_data(as_text=True)

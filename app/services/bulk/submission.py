@@ -42,7 +42,7 @@ from app.services.bulk.actions import BulkAction, load_action
 from app.services.bulk.dry_runs import operator_cap
 from app.services.bulk.item_proposals import ItemCase, item_proposal, mapped_item
 from app.services.cases.snapshot import decision_json, report_json
-from app.services.cases.queue_subjects import refresh_subjects
+from app.services.cases.queue_subjects import ensure_reports_decidable_by, refresh_subjects
 from app.services.lifecycle.action_targets import destination_of
 from app.services.lifecycle.prepare import temporary_plan
 from app.services.lifecycle.proposals import proposal_values
@@ -128,6 +128,7 @@ def _open_case(uow, batch: BulkBatch, component: ComponentVersion, operator: Ope
 def _decide_reports(session, batch: BulkBatch, report_ids: list[str], operator: OperatorUser, now: datetime) -> _Cases:
     """Decide every report the items name, together (BULK-9): one guarded move for
     all, one decision row each. A report appealed or closed meanwhile is not decided."""
+    ensure_reports_decidable_by(session, report_ids, operator, now)  # a subject another holds (QUEUE-2)
     moved = move_many(session, Report, report_ids, ReportMove.DECIDE)
     ids = sorted(moved)
     seqs = dict(session.execute(select(Decision.report_id, func.max(Decision.seq))

@@ -73,6 +73,27 @@ def ensure_decidable_by(session, subject_id: str | None, operator: OperatorUser,
         raise _claimed_error(session, subject)
 
 
+def ensure_reports_decidable_by(session, report_ids, operator: OperatorUser, now: datetime) -> None:
+    """QUEUE-2 for a decision over many reports (a bulk action's, BULK-9): refuse it
+    while another moderator holds the subject of one of them.
+
+    Raises:
+        ApiError: 409 ``subject_claimed`` naming up to three such subjects.
+    """
+    from app.models import Report
+
+    held = session.scalars(
+        select(ReportSubject.reference).join(Report, Report.subject_id == ReportSubject.id)
+        .where(Report.id.in_(list(report_ids)), claim_blocks_sql(operator.id, now)).distinct()
+        .order_by(ReportSubject.reference).limit(4)
+    ).all()
+    if held:
+        named = ", ".join(held[:3]) + (" and more" if len(held) > 3 else "")
+        raise ApiError(409, "subject_claimed",
+                       f"Another moderator is working on {named}; wait for their claim to end or leave "
+                       "those subjects out of the selection.")
+
+
 def _claimed_error(session, subject: ReportSubject) -> ApiError:
     holder = session.get(OperatorUser, subject.claimed_by_id)
     name = holder.display_name if holder else "another moderator"

@@ -44,6 +44,7 @@ def _public_reference() -> str:
 class DecisionResult:
     decision_id: str
     run_ids: list[str]
+    replayed: bool = False  # the same idempotency key answered what it recorded before
 
 
 def _checked_input(decision_code: str, rationale: str | None, idempotency_key: str | None) -> str:
@@ -98,7 +99,7 @@ def record_decision(
         audit_key = f"decision-recorded:{operator.id}:{idempotency_key}" if idempotency_key else None
         prior = _prior(session, audit_key, report.id, "report")
         if prior is not None:
-            return DecisionResult(prior.details["decision_id"], [])
+            return DecisionResult(prior.details["decision_id"], [], replayed=True)
         now = utcnow()
         ensure_decidable_by(session, report.subject_id, operator, now)
         if not move_row(session, report, ReportMove.DECIDE):  # open or decided, and no appeal filed meanwhile
@@ -175,6 +176,7 @@ class SubjectDecisionResult:
     decision_id: str  # the decision that is enforced (on the subject's first open report)
     run_ids: list[str]
     report_ids: list[str]  # every report decided, the enforced one first
+    replayed: bool = False
 
 
 def decide_subject(
@@ -197,14 +199,14 @@ def decide_subject(
     rationale = _checked_input(decision_code, rationale, idempotency_key)
     with unit_of_work() as uow:
         session = uow.session
-        subject = session.scalar(select(ReportSubject).where(
-            ReportSubject.id == subject_id, ReportSubject.installation_id == operator.installation_id))
+        subject = session.scalar(select(ReportSubject).where(  # locked: two decisions of it take turns
+            ReportSubject.id == subject_id, ReportSubject.installation_id == operator.installation_id).with_for_update())
         if subject is None:
             raise ApiError(404, "subject_not_found", "No such subject in the queue.")
         audit_key = f"subject-decided:{operator.id}:{idempotency_key}" if idempotency_key else None
         prior = _prior(session, audit_key, subject.id, "subject")
         if prior is not None:
-            return SubjectDecisionResult(prior.details["decision_id"], [], prior.details["report_ids"])
+            return SubjectDecisionResult(prior.details["decision_id"], [], prior.details["report_ids"], replayed=True)
         now = utcnow()
         ensure_decidable_by(session, subject.id, operator, now)
         reports = session.scalars(
@@ -300,56 +302,10 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
             )
             if queue_id is None:
                 raise ApiError(404, "queue_not_found", "No queue with that slug.", "queue")
-        now = utcnow()
-        subject = subject_for(session, integration.installation_id, value["targets"][0]["reference"], now)
-        report = Report(
-            installation_id=integration.installation_id,
-            integration_id=integration.id,
-            subject_id=subject.id,
-            queue_id=queue_id,
-            external_id=value["external_id"],
-            public_reference=_public_reference(),
-            state=ReportState.OPEN,
-            policy_version_id=value.get("policy_version_id"),
-            category=value.get("category") or "",
-            reason=value.get("reason") or "",
-            summary=value.get("summary") or "",
-            created_at=now,
-            updated_at=now,
-        )
-        session.add(report)
-        session.flush()
-        digests, audited = [], []
-        for position, (target, item) in enumerate(zip(value["targets"], evidence, strict=True)):
-            row = ReportTarget(
-                installation_id=report.installation_id,
-                report_id=report.id,
-                target_reference=target["reference"],
-                kind=target.get("kind", "content"),
-                position=position,
-            )
-            session.add(row)
-            summary = {"reference": row.target_reference, "kind": row.kind}
-            if item is not None:
-                session.flush()
-                summary["evidence_digest"] = store_evidence(session, row, item).evidence_digest
-            digests.append(summary.get("evidence_digest"))
-            audited.append(summary)
-        session.flush()
-        refresh_subjects(session, [subject.id], now)
-        uow.audit(
-            report.installation_id,
-            f"report-received:{integration.id}:{report.external_id}",
-            "report.received",
-            Actor("service_identity", integration.id),
-            "report",
-            report.id,
-            {"external_id": report.external_id, "queue_id": queue_id, "targets": audited},
-        )
-        result = IntakeResult(report.id, report.public_reference, True, digests)
-        try:
+        try:  # the same report sent twice at once fails here or at commit: answer the first
+            result = _received(uow, integration, queue_id, value, evidence)
             uow.commit()
-        except IntegrityError:  # the same report sent twice at once: answer the first
+        except IntegrityError:
             pass
         else:
             return result
@@ -358,6 +314,58 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
             select(Report).where(Report.integration_id == integration_id, Report.external_id == value["external_id"])
         )
         return _repeat(uow.session, existing, value, evidence)
+
+
+def _received(uow, integration: Integration, queue_id: str | None, value: dict[str, Any], evidence: list) -> IntakeResult:
+    """Write a new report, its targets and evidence, its subject's row and audit event."""
+    session = uow.session
+    now = utcnow()
+    subject = subject_for(session, integration.installation_id, value["targets"][0]["reference"], now)
+    report = Report(
+        installation_id=integration.installation_id,
+        integration_id=integration.id,
+        subject_id=subject.id,
+        queue_id=queue_id,
+        external_id=value["external_id"],
+        public_reference=_public_reference(),
+        state=ReportState.OPEN,
+        policy_version_id=value.get("policy_version_id"),
+        category=value.get("category") or "",
+        reason=value.get("reason") or "",
+        summary=value.get("summary") or "",
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(report)
+    session.flush()
+    digests, audited = [], []
+    for position, (target, item) in enumerate(zip(value["targets"], evidence, strict=True)):
+        row = ReportTarget(
+            installation_id=report.installation_id,
+            report_id=report.id,
+            target_reference=target["reference"],
+            kind=target.get("kind", "content"),
+            position=position,
+        )
+        session.add(row)
+        summary = {"reference": row.target_reference, "kind": row.kind}
+        if item is not None:
+            session.flush()
+            summary["evidence_digest"] = store_evidence(session, row, item).evidence_digest
+        digests.append(summary.get("evidence_digest"))
+        audited.append(summary)
+    session.flush()
+    refresh_subjects(session, [subject.id], now)
+    uow.audit(
+        report.installation_id,
+        f"report-received:{integration.id}:{report.external_id}",
+        "report.received",
+        Actor("service_identity", integration.id),
+        "report",
+        report.id,
+        {"external_id": report.external_id, "queue_id": queue_id, "targets": audited},
+    )
+    return IntakeResult(report.id, report.public_reference, True, digests)
 
 
 def _repeat(session, existing: Report, value: dict[str, Any], evidence: list) -> IntakeResult:

@@ -18,7 +18,7 @@ from app.web.labels import label
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
 from .forms import EmptyForm
-from .reports import decision_form
+from .reports import decision_form, enforcement_words
 
 QUEUE_ROLES = ("moderator", "reviewer", "admin", "auditor")
 
@@ -128,7 +128,7 @@ def queue_decide(subject_id: str):
         return _render_subject(subject_id, form, error, error.status)
     count = len(result.report_ids)
     flash(f"Decided {count} report{'s' if count != 1 else ''} about {subject_words(row)}: "
-          f"{label('decision', form.decision_code.data)}.", "ok")
+          f"{label('decision', form.decision_code.data)}. {enforcement_words(result)}", "ok")
     return redirect(url_for("console.queue"), code=303)
 
 

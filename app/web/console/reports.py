@@ -29,6 +29,17 @@ def reports():
     )
 
 
+def enforcement_words(result) -> str:
+    """What a decision set going, in words: the workflows it started, or that none acts
+    on it (a decision code no active workflow names enforces nothing)."""
+    if result.replayed:
+        return "It was recorded before; nothing was done twice."
+    started = len(result.run_ids)
+    if not started:
+        return "No active workflow acts on this decision, so nothing is sent to the platform."
+    return f"It started {started} enforcement workflow{'s' if started != 1 else ''}."
+
+
 def decision_form(**kwargs) -> ReportDecisionForm:
     """The decision form, its codes read as labels; no decision is chosen at first (REV-3, REV-5)."""
     form = ReportDecisionForm(**kwargs)
@@ -79,12 +90,7 @@ def report_decide(report_id: str):
     except ApiError as error:
         raise_for_json(error)
         return _render(report_id, form, error, error.status)
-    started = len(result.run_ids)
-    flash(
-        f"Decision recorded: {label('decision', form.decision_code.data)}."
-        + (f" It started {started} enforcement workflow{'s' if started != 1 else ''}." if started else ""),
-        "ok",
-    )
+    flash(f"Decision recorded: {label('decision', form.decision_code.data)}. {enforcement_words(result)}", "ok")
     return redirect(url_for("console.report", report_id=report_id), code=303)
 
 
