@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
+from app.domain.clock import clock_utc
 from app.domain.errors import ApiError
 from app.domain.queue import QueueFilter, parse_filter
 from app.services.cases.queue_subjects import claim_subject, release_subject
@@ -80,7 +81,7 @@ def queue_claim(subject_id: str):
     """Claim a subject (QUEUE-2)."""
     def change():
         until = claim_subject(current_user, subject_id)
-        return f"You hold this subject until {until:%H:%M} UTC."
+        return f"You hold this subject until {clock_utc(until)}."
     return _claim_answer(subject_id, change)
 
 
