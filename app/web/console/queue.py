@@ -45,9 +45,10 @@ def queue():
 
 
 def _back(subject_id: str) -> str:
-    """Where a plain (no-JS) claim or release returns: the page it came from, if ours."""
+    """Where a plain (no-JS) claim or release returns: the page it came from, if ours
+    (a /queue path without control characters or backslashes), else the subject's page."""
     target = request.form.get("next", "")
-    if target.startswith("/queue") and not target.startswith("//"):
+    if target.startswith("/queue") and target.isprintable() and "\\" not in target:  # no CR/LF, no "\\" host
         return target
     return url_for("console.queue_subject", subject_id=subject_id)
 
