@@ -120,3 +120,17 @@ def test_codes_read_as_the_same_words_everywhere_QUEUE_6(app, client, world, pla
                                                "reason": "harassment", "summary": "Threats seen in a screenshot"})
     page = client.get(opened.headers["Location"]).get_data(as_text=True)
     assert "Opened in the console; no platform evidence" in page and "The platform sent no evidence" not in page
+
+
+def test_a_label_or_a_code_names_the_same_code_QUEUE_1():
+    """QUEUE-1: `code_for` takes a code as is, a label in any case to its code, an
+    installation's own label too, and leaves unknown words alone."""
+    from app.domain.labels import code_for, label_choices
+
+    configured = {("report_reason", "doxxing"): "Shared private details"}
+    assert code_for({}, "report_reason", "hate") == "hate"
+    assert code_for({}, "report_reason", "  hateful CONDUCT ") == "hate"
+    assert code_for(configured, "report_reason", "shared private details") == "doxxing"
+    assert code_for({}, "report_reason", "nonsense") == "nonsense"
+    assert ("doxxing", "Shared private details") in label_choices(configured, "report_reason")
+    assert [code for code, _ in label_choices({}, "report_category")] == ["abuse", "illegal_content"]
