@@ -97,7 +97,7 @@ def test_claim_expiry_is_a_time_element_on_queue_and_subject_pages_QUEUE_6(app, 
     token = login(client, "moderator@example.com")
     page = client.post(f"/queue/{subject_id}/claim", data={"csrf_token": token, "next": "/queue?sort=most"},
                        follow_redirects=True).get_data(as_text=True)
-    flash = re.search(r"You hold this subject until (\d\d:\d\d UTC)\.", page)
+    flash = re.search(r"Claimed until (\d\d:\d\d UTC): ", page)
     assert flash
     stamp = re.escape(flash.group(1)[:5])
     pattern = f'Claimed by you until <time datetime="[^"]+Z" title="[^"]+">\\d{{4}}-\\d\\d-\\d\\d {stamp}:\\d\\d UTC</time>'
