@@ -2,10 +2,14 @@
 // copy buttons and keyboard shortcuts. No inline scripts anywhere (the CSP forbids
 // them), and every page works without this file: it only adds.
 (function () {
+  // QUEUE-6: one rule for absolute times: every <time datetime> (the `time` helper)
+  // reads in the operator's zone, and says which zone it is.
+  var LOCAL_TIME = {year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+                    second: "2-digit", timeZoneName: "short"};
   function localise(root) {
     root.querySelectorAll("time[datetime]").forEach(function (el) {
       var when = new Date(el.getAttribute("datetime"));
-      if (!isNaN(when)) { el.textContent = when.toLocaleString(); }
+      if (!isNaN(when)) { el.textContent = when.toLocaleString(undefined, LOCAL_TIME); }
     });
     localiseCountdowns(root);
   }

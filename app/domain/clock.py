@@ -18,6 +18,17 @@ def iso(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
+def clock_utc(value: datetime) -> str:
+    """A time of day for plain-text messages (flashes, refusals) that cannot carry a
+    localised ``<time>`` element: ``"11:34 UTC"`` (QUEUE-6's one rule for times).
+
+    Args:
+        value: an aware datetime (any zone; shown in UTC) or a naive one read as UTC.
+    """
+    value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    return f"{value:%H:%M} UTC"
+
+
 def parse_iso(text: str) -> datetime:
     """Parse ISO-8601 text (``Z`` or offset) to an aware UTC datetime.
 

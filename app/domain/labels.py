@@ -115,6 +115,35 @@ def label_for(configured: Mapping[tuple[str, str], str], kind: str, code: str | 
     return configured.get((kind, code)) or DEFAULT_LABELS.get(kind, {}).get(code) or humanise(code)
 
 
+def label_choices(configured: Mapping[tuple[str, str], str], kind: str) -> list[tuple[str, str]]:
+    """The known codes of `kind` with their labels, for a <select> (QUEUE-1).
+
+    Args:
+        configured: the installation's own labels, by (kind, code).
+        kind: one of `KINDS`.
+
+    Returns:
+        (code, label) pairs: the default codes and those the installation labelled,
+        sorted by label.
+    """
+    codes = set(DEFAULT_LABELS.get(kind, {})) | {code for (k, code) in configured if k == kind}
+    return sorted(((code, label_for(configured, kind, code)) for code in codes), key=lambda pair: pair[1].lower())
+
+
+def code_for(configured: Mapping[tuple[str, str], str], kind: str, text: str) -> str:
+    """The code a person meant by `text`: a known code as is, else the code whose label
+    it is (case-insensitive), else `text` unchanged (QUEUE-1: "Hateful conduct" → ``hate``)."""
+    wanted = text.strip().casefold()
+    choices = label_choices(configured, kind)
+    for code, _label in choices:
+        if code == text:
+            return code
+    for code, label in choices:
+        if label.casefold() == wanted or code.casefold() == wanted:
+            return code
+    return text
+
+
 def label_problem(kind: str, code: str, label: str) -> tuple[str, str] | None:
     """Why a label cannot be saved, as (field, message), or None.
 

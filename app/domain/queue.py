@@ -24,6 +24,9 @@ CLAIM_SECONDS_DEFAULT = 15 * 60
 CLAIM_SECONDS_MAX = 8 * 3600
 PREVIEW_CHARACTERS = 280
 SEARCHED_SUMMARIES = 20  # the latest reports' summaries a search reads
+SEARCHED_SUMMARY_CHARACTERS = 300  # each summary's share of the search text
+SEARCH_TEXT_CHARACTERS = 4000
+COUNT_MAX = 2**31 - 1  # a cursor's report count fits a 32-bit integer column
 
 
 class SubjectState(StrEnum):
@@ -105,7 +108,7 @@ def _moment(value: str | None, field: str) -> datetime | None:
         text += ":00Z"
     try:
         return parse_iso(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):  # OverflowError: the calendar's ends
         raise ApiError(400, "queue_filter_invalid", f"{field} must be a date and time (ISO-8601, UTC).", field) from None
 
 
@@ -116,12 +119,20 @@ def _word(value: str | None, field: str, limit: int = 100) -> str:
     return text
 
 
+def _one_word(value: str | None, field: str) -> str:
+    """A category or reason: one word, so no ``|`` (the stored sets' delimiter)."""
+    text = _word(value, field)
+    if "|" in text:
+        raise ApiError(400, "queue_filter_invalid", f"{field} is one word, without '|'.", field)
+    return text
+
+
 def parse_filter(args: Mapping[str, str]) -> QueueFilter:
     """Read a queue filter from query arguments (QUEUE-1).
 
     Args:
         args: ``state`` (open|done), ``queue`` (slug), ``category``, ``reason``,
-            ``from``/``to`` (ISO-8601 UTC, or ``YYYY-MM-DDTHH:MM`` read as UTC),
+            (one word each, no ``|``), ``from``/``to`` (ISO-8601 UTC, or ``YYYY-MM-DDTHH:MM`` read as UTC),
             ``assigned`` (any|mine|unassigned), ``q`` (search, up to 200
             characters), ``sort`` (oldest|newest|most).
 
@@ -135,8 +146,8 @@ def parse_filter(args: Mapping[str, str]) -> QueueFilter:
     return QueueFilter(
         state=_choice(SubjectState, args.get("state"), SubjectState.OPEN, "state"),
         queue=_word(args.get("queue"), "queue"),
-        category=_word(args.get("category"), "category"),
-        reason=_word(args.get("reason"), "reason"),
+        category=_one_word(args.get("category"), "category"),
+        reason=_one_word(args.get("reason"), "reason"),
         received_from=received_from,
         received_to=received_to,
         assignment=_choice(Assignment, args.get("assigned"), Assignment.ANY, "assigned"),
@@ -167,7 +178,8 @@ def decode_cursor(sort: QueueSort, cursor: str | None) -> tuple | None:
 
     Raises:
         ApiError: 400 ``queue_cursor_invalid`` for a cursor of another sort or one
-            that was not made here.
+            that was not made here (a count that is a bool or outside 0..2**31-1, a
+            moment at the calendar's ends).
     """
     if not cursor:
         return None
@@ -177,11 +189,11 @@ def decode_cursor(sort: QueueSort, cursor: str | None) -> tuple | None:
         if kind != sort.value or not isinstance(row_id, str):
             raise ValueError
         if sort is QueueSort.MOST:
-            if not isinstance(value, int):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= COUNT_MAX:
                 raise ValueError
             return value, row_id
         return parse_iso(value), row_id
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
         raise ApiError(400, "queue_cursor_invalid", "That page link is out of date; start from the first page.") from None
 
 
@@ -325,10 +337,14 @@ def summary_of(reference: str, totals: SubjectAggregate) -> SubjectSummary:
     report (or, once none is open, the latest report's time, so the keyset order
     stays total), the queue of its oldest open report, the reasons and categories of
     its open reports (of all when none is open), and a preview and author from its
-    latest report that carries them (else its latest summary)."""
+    latest report that carries them (else its latest summary). The search text
+    (at most 4,000 characters) holds the reference, author, preview and the latest
+    summaries newest first, each cut at 300 characters, so no long report hides
+    another's text from the search."""
     content, author_reference, author_name = totals.latest_text or (None, None, None)
     preview = (content or totals.latest_summary)[:PREVIEW_CHARACTERS]
-    searched = [reference, author_reference or "", author_name or "", preview, *totals.summaries]
+    newest_first = (summary[:SEARCHED_SUMMARY_CHARACTERS] for summary in reversed(totals.summaries))
+    searched = [reference, author_reference or "", author_name or "", preview, *newest_first]
     return SubjectSummary(
         state=SubjectState.OPEN if totals.open_count else SubjectState.DONE,
         open_count=totals.open_count,
@@ -342,7 +358,7 @@ def summary_of(reference: str, totals: SubjectAggregate) -> SubjectSummary:
         preview=preview,
         author_reference=author_reference,
         author_name=author_name,
-        search_text=" ".join(part for part in searched if part).lower()[:4000],
+        search_text=" ".join(part for part in searched if part).lower()[:SEARCH_TEXT_CHARACTERS],
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.domain.bulk.subjects import PDS_ACCOUNT, subject_kind
+from app.domain.text_safety import BIDI_CONTROLS
 
 ACCOUNT_TARGET_KINDS = ("author_of", "account")  # a target acting on an account
 ACCOUNT_REFERENCE_KINDS = (PDS_ACCOUNT, "user")  # references that name an account
@@ -28,15 +29,21 @@ class SubjectName:
     name: str | None = None
     via: str | None = None
 
+    def word_parts(self) -> tuple[str, str | None, str]:
+        """`words` as (before, the account's name or None, after): the name is the
+        platform's text, for a page to isolate (FOUR-10)."""
+        if not self.account:
+            return self.reference, None, ""
+        if self.via and self.reference == self.via:
+            return f"the author of {self.via}", None, ""
+        return ("the account ", self.name, f" ({self.reference})") if self.name else (f"the account {self.reference}", None, "")
+
     @property
     def words(self) -> str:
         """"the account goalline_greg (user:5120)", "the author of post:1003", or the
         content's reference."""
-        if not self.account:
-            return self.reference
-        if self.via and self.reference == self.via:
-            return f"the author of {self.via}"
-        return f"the account {self.name} ({self.reference})" if self.name else f"the account {self.reference}"
+        before, name, after = self.word_parts()
+        return f"{before}{name or ''}{after}"
 
 
 def is_account_target(target: dict | None) -> bool:
@@ -67,11 +74,19 @@ def name_subject(target: dict | None, author_reference: str | None = None, autho
     return SubjectName(True, author_reference or reference, author_name, via=reference)
 
 
+def title_parts(label: str, subject: SubjectName) -> tuple[str, str | None, str]:
+    """An action's title as (before, the account's name or None, after): "Suspend the
+    account " + "goalline_greg" + " (user:5120)", "Take the content down post:1003"; a
+    label already ending in "the account" is not repeated. The name is the platform's
+    text: `app.web.formatting.action_heading` isolates it in <bdi> (FOUR-10)."""
+    before, name, after = subject.word_parts()
+    if subject.account and label.endswith(" the account") and before.startswith("the account "):
+        return f"{label} {before[len('the account '):]}", name, after
+    return (f"{label} {before}" if not subject.account else f"{label}: {before}"), name, after
+
+
 def action_title(label: str, subject: SubjectName) -> str:
-    """An action's title: "Suspend the account goalline_greg (user:5120)",
-    "Take the content down post:1003"; a label already ending in "the account" is not
-    repeated."""
-    words = subject.words
-    if subject.account and label.endswith(" the account") and words.startswith("the account "):
-        return f"{label} {words[len('the account '):]}"
-    return f"{label} {words}" if not subject.account else f"{label}: {words}"
+    """An action's title as plain text (a page's <title>): `title_parts` joined, the
+    name without bidirectional controls so it cannot reorder the title (FOUR-10)."""
+    before, name, after = title_parts(label, subject)
+    return before + "".join(ch for ch in name or "" if ch not in BIDI_CONTROLS) + after

@@ -49,16 +49,19 @@ def delivery_summary(p: Any) -> str:
     return words
 
 
-def error_words(code: str | None, status: int | None = None, excerpt: str | None = None) -> Markup:
-    """A failure in words first, its code in small print (QUEUE-6), with an attempt's
-    HTTP status and the start of the platform's answer (escaped) when given."""
+def error_words(code: str | None, status: int | None = None, excerpt: str | None = None,
+                tooltip: bool = False) -> Markup:
+    """A failure in words first, its code in small print (QUEUE-6), or only as the
+    words' tooltip (`tooltip`, where a page leads with it); with an attempt's HTTP
+    status and the start of the platform's answer (escaped) when given."""
     if not code:
         return DASH
-    html = f'<span class="error-words">{escape(failure_words(code))}</span>'
+    title = f' title="{escape(code)}"' if tooltip else ""
+    html = f'<span class="error-words"{title}>{escape(failure_words(code))}</span>'
     if status:
         said = f': <q class="excerpt">{escape(excerpt)}</q>' if excerpt else ""
         html += f' <span class="platform-status">The platform answered HTTP {escape(status)}{said}</span>'
-    return Markup(f'{html} <small class="code">{escape(code)}</small>')
+    return Markup(html if tooltip else f'{html} <small class="code">{escape(code)}</small>')
 
 
 def subject(p: Any, names: dict | None) -> Markup:

@@ -7,6 +7,7 @@ import json
 from markupsafe import Markup
 
 from app.domain.clock import iso
+from app.domain.subject_names import SubjectName, title_parts
 
 
 def pretty_json(value) -> str:
@@ -17,6 +18,13 @@ def bidi_text(value) -> Markup:
     """``<bdi>value</bdi>`` with `value` escaped: platform text isolated from the page's
     direction (FOUR-10). The `platform_text` of templates/_macros/platform.html."""
     return Markup("<bdi>{}</bdi>").format(value)
+
+
+def action_heading(label: str, subject: SubjectName) -> Markup:
+    """An action's title for a heading: the parts escaped, the account's name (the
+    platform's text) in <bdi> (FOUR-10, QUEUE-6); `action_title` is the plain-text twin."""
+    before, name, after = title_parts(label, subject)
+    return Markup("{}{}{}").format(before, bidi_text(name) if name else "", after)
 
 
 def time_tag(value) -> Markup:

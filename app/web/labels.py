@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Flask, has_request_context, request
 from flask_login import current_user
 
-from app.domain.labels import label_for
+from app.domain.labels import code_for, label_choices, label_for
 
 
 def _configured() -> dict[tuple[str, str], str]:
@@ -26,6 +26,17 @@ def label(kind: str, code: str | None) -> str:
     return label_for(_configured(), kind, code)
 
 
+def choices(kind: str) -> list[tuple[str, str]]:
+    """(code, label) pairs of `kind` for a <select>, in the installation's words (QUEUE-1)."""
+    return label_choices(_configured(), kind)
+
+
+def code_of(kind: str, text: str) -> str:
+    """The code meant by `text`, a code or its label in any case (QUEUE-1); else `text`."""
+    return code_for(_configured(), kind, text) if text else text
+
+
 def register_labels(app: Flask) -> None:
-    """Make ``label(kind, code)`` available to every template."""
+    """Make ``label(kind, code)`` and ``label_choices(kind)`` available to every template."""
     app.jinja_env.globals["label"] = label
+    app.jinja_env.globals["label_choices"] = choices

@@ -156,6 +156,7 @@ def test_plat4_proposal_page_shows_which_request_each_attempt_row_was(app, clien
 
     page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
 
-    assert '<th scope="col">Purpose</th>' in page
-    assert 'data-label="Purpose"' in page and ">update</td>" in page and ">read-back</td>" in page
+    # each attempt's request starts with what it was for (QUEUE-6's table: one Request column)
+    assert '<th scope="col">Request</th>' in page and 'data-label="Request"' in page
+    assert ">update</span>: POST" in page and ">read-back</span>: GET" in page
     assert "/v2/posts/post%3A1005/moderation" in page and "observed" in page

@@ -311,8 +311,6 @@ def test_queue_1_search_treats_like_wildcards_as_text(app):
     assert found("\\") == [] and found("%%") == [] and found("' or 1=1 --") == []
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: the category/reason filter is a LIKE on '|a|b|' and a value "
-                   "holding the delimiter ('abuse|spam') matches a subject with both words (QUEUE-1)")
 def test_queue_1_a_category_filter_holding_the_delimiter_matches_no_subject(app):
     """QUEUE-1: a category is one word; "abuse|spam" is no category a report has, so
     it matches nothing (or is refused as queue_filter_invalid)."""
@@ -328,8 +326,6 @@ def test_queue_1_a_category_filter_holding_the_delimiter_matches_no_subject(app)
     assert rows == []
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: search_text is cut at 4,000 characters with the latest "
-                   "summaries last, so two long reports hide the text of a third from the search (QUEUE-1)")
 def test_queue_1_search_finds_each_recent_reports_text_whatever_the_others_length(app):
     """QUEUE-1: searchable by text: a report's summary is found even when other reports
     about the subject carried long summaries."""
@@ -357,8 +353,6 @@ def test_queue_1_very_long_text_is_previewed_and_bounded(app):
     {"from": "0001-01-01T00:00:00+01:00"},
     {"to": "9999-12-31T23:59:59-01:00"},
 ])
-@pytest.mark.xfail(strict=True, reason="FINDING: parse_iso's astimezone raises OverflowError for a moment at "
-                   "the ends of the calendar; _moment catches only ValueError/TypeError -> 500 (QUEUE-1)")
 def test_queue_1_a_received_window_at_the_calendars_edge_is_refused_in_words(app, args):
     """QUEUE-1: a malformed window is 400 queue_filter_invalid, never an exception."""
     with pytest.raises(ApiError) as refused:
@@ -388,9 +382,6 @@ def test_queue_1_malformed_cursors_are_refused_in_words(app):
     _cursor("oldest", "0001-01-01T00:00:00+01:00", "sub_x"),
     _cursor("most", True, "sub_x"),
 ])
-@pytest.mark.xfail(strict=True, reason="FINDING: a forged cursor with a huge count (OverflowError binding it), a "
-                   "moment at the calendar's edge (OverflowError in parse_iso) or `true` as the count (isinstance(True, "
-                   "int); SQLAlchemy ArgumentError) passes decode_cursor -> 500, not 400 queue_cursor_invalid (QUEUE-1)")
 def test_queue_1_a_forged_cursor_out_of_range_is_refused_in_words(app, cursor):
     """QUEUE-1: a cursor not made here is 400 queue_cursor_invalid."""
     team = make_team()

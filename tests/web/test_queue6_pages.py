@@ -125,7 +125,7 @@ def test_account_action_names_the_account_everywhere_QUEUE_6(app, client, world,
     login(client, "reviewer@example.com")
     page = client.get(f"/proposals/{suspension.id}").get_data(as_text=True)
     h1 = page[page.index("<h1") : page.index("</h1>")]
-    assert title in h1 and f"<title>{title}" in page
+    assert f"Suspend the account <bdi>{name}</bdi> ({account})" in h1 and f"<title>{title}" in page  # FOUR-10
     listed = client.get("/proposals").get_data(as_text=True)
     assert f"the account <strong>{name}</strong> (<code>{account}</code>)" in listed
     report = client.get(f"/reports/{suspension.report_id}").get_data(as_text=True)

@@ -185,8 +185,6 @@ def test_queue_1_hostile_filters_answer_400_in_words_or_a_page(app, client, worl
     {"sort": "most", "cursor": "WyJtb3N0IiwxMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAsInN1Yl94Il0"},  # 10**24
     {"sort": "most", "cursor": "WyJtb3N0Iix0cnVlLCJzdWJfeCJd"},  # true as the count
 ])
-@pytest.mark.xfail(strict=True, reason="FINDING: a received window at the calendar's edge or a forged cursor "
-                   "(huge count, `true`) is a 500 on /queue, not 400 queue_filter_invalid/queue_cursor_invalid (QUEUE-1)")
 def test_queue_1_edge_of_calendar_windows_and_forged_cursors_are_400_on_the_page(app, client, world, args):
     """QUEUE-1: a filter or page link not made here is refused in words."""
     app.config["PROPAGATE_EXCEPTIONS"] = False
@@ -211,8 +209,6 @@ def test_queue_2_a_claims_return_address_never_leaves_the_site(app, client, worl
         assert "\n" not in location and "\r" not in location and "X-Evil" not in answer.headers
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: a claim's `next` of '/queue' plus CR/LF passes _back's prefix "
-                   "check and Werkzeug refuses the header: 500 instead of the subject's page (QUEUE-2)")
 def test_queue_2_a_return_address_with_a_line_break_is_ignored_not_a_500(app, client, world):
     """QUEUE-2: a `next` that is no clean queue path falls back to the subject's page."""
     app.config["PROPAGATE_EXCEPTIONS"] = False
@@ -293,9 +289,6 @@ def _isolated_everywhere(page: str, text: str) -> bool:
         for at in [m.start() for m in re.finditer(re.escape(text), page)])
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: the queue's subject name (templates/_macros/queue.html "
-                   "subject_name) and the list's preview print the author name and content without <bdi>, so a "
-                   "right-to-left override sent by the platform reorders the rest of the row (FOUR-10, QUEUE-1)")
 def test_queue_1_four_10_a_right_to_left_override_in_an_author_name_is_isolated_on_the_queue(app, client, world):
     """FOUR-10: platform text is isolated (`<bdi>`) wherever shown; the queue list and
     the subject page show the author name and the content preview."""
@@ -313,9 +306,6 @@ def test_queue_1_four_10_a_right_to_left_override_in_an_author_name_is_isolated_
     assert bare == [], f"not isolated: {bare}"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: the proposal's title names the account with the platform's "
-                   "author name as plain text (action_title into <h1>), no <bdi>: a right-to-left override reorders "
-                   "the title (FOUR-10, QUEUE-6)")
 def test_queue_6_four_10_an_account_named_in_a_proposal_title_is_isolated(app, client, world):
     """QUEUE-6 with FOUR-10: "Suspend the account <name> (<ref>)": the name is the
     platform's text and is isolated in the page's heading."""

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 
 from app.domain.bulk.subjects import canonical_reference, subject_kind
-from app.domain.clock import utcnow
+from app.domain.clock import clock_utc, utcnow
 from app.domain.errors import ApiError
 from app.domain.queue import SubjectState, claim_active, claim_blocks, claim_until, summary_of
 from app.models import OperatorUser, ReportSubject, claim_blocks_sql, insert_ignore
@@ -98,7 +98,7 @@ def _claimed_error(session, subject: ReportSubject) -> ApiError:
     holder = session.get(OperatorUser, subject.claimed_by_id)
     name = holder.display_name if holder else "another moderator"
     return ApiError(409, "subject_claimed",
-                    f"{name} is working on this subject until {subject.claimed_until:%H:%M} UTC; "
+                    f"{name} is working on this subject until {clock_utc(subject.claimed_until)}; "
                     "wait for them to release it or for the claim to expire.")
 
 

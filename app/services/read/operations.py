@@ -12,15 +12,17 @@ import redis
 from rq import Queue, Worker
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 from sqlalchemy import func, or_, select
+from sqlalchemy.orm import aliased
 
 from app.domain.clock import utcnow
 from app.domain.dead_letters import list_digest
 from app.extensions import db
-from app.models import ActionProposal, SweepRun, WorkflowDispatchOutbox, predicates
+from app.models import ActionProposal, ConnectionAttempt, SweepRun, WorkflowDispatchOutbox, predicates
 from app.rq_workers import heartbeat_is_live
 from app.services.lifecycle.dead_letter_retry import NO_CONNECTION, DeadLetterFilter, groups_statement, listed_statement
 
 P = ActionProposal
+A = ConnectionAttempt
 OVERDUE_SECONDS = 300
 LIMIT = 50
 
@@ -38,6 +40,16 @@ class QueueStatus:
     @property
     def live_workers(self) -> int:
         return sum(1 for w in self.workers if w["live"])
+
+
+@dataclass(frozen=True)
+class PlatformAnswer:
+    """What the platform answered to a delivery's last failed attempt (QUEUE-6):
+    its HTTP status (None when nothing answered) and the start of its body."""
+
+    error_code: str | None
+    status: int | None
+    excerpt: str | None
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,7 @@ class OperationsView:
     stuck: list[ActionProposal]
     failed_dispatches: int
     retrying: list[ActionProposal]  # failed, will retry: next attempt soonest first (QUEUE-6)
+    retrying_answers: dict[str, PlatformAnswer]  # proposal id -> its last failed attempt's answer
     queue: QueueStatus
     last_sweep: SweepRun | None
     last_sweep_counts: dict[str, int]
@@ -162,6 +175,20 @@ def dead_letters(installation_id: str, where: DeadLetterFilter | None = None) ->
     )
 
 
+def last_failed_attempt_id():
+    """A scalar subquery, correlated with the outer ActionProposal: the id of its
+    latest attempt that ended in an error (newest cycle, then attempt), or NULL (QUEUE-6)."""
+    inner = aliased(ConnectionAttempt)
+    return (
+        select(inner.id)
+        .where(inner.proposal_id == P.id, inner.error_code.is_not(None))
+        .order_by(inner.delivery_cycle.desc(), inner.attempt_number.desc(), inner.started_at.desc())
+        .limit(1)
+        .correlate(P)
+        .scalar_subquery()
+    )
+
+
 def operations_view(
     installation_id: str,
     queue: Queue,
@@ -188,8 +215,9 @@ def operations_view(
         .order_by(P.next_attempt_at)
         .limit(LIMIT)
     ).all()
-    retrying = db.session.scalars(
-        select(P)
+    retrying = db.session.execute(
+        select(P, A.error_code, A.response_status, A.response_excerpt)
+        .outerjoin(A, A.id == last_failed_attempt_id())  # in the same query: no query per row
         .where(mine, P.state == "failed", P.delivery_terminal.is_(False))
         .order_by(P.next_attempt_at)
         .limit(LIMIT)
@@ -204,7 +232,8 @@ def operations_view(
         failed=[d.proposal for d in dead.listed],
         stuck=list(stuck),
         failed_dispatches=failed_dispatches or 0,
-        retrying=list(retrying),
+        retrying=[row[0] for row in retrying],
+        retrying_answers={row[0].id: PlatformAnswer(*row[1:]) for row in retrying},
         queue=queue_status(queue, worker_ttl_seconds, now),
         last_sweep=last,
         last_sweep_counts=last.counts if last else {},

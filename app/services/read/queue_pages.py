@@ -127,8 +127,7 @@ def queue_page(operator: OperatorUser, wanted: QueueFilter, cursor: str | None =
     session = db.session
     now = utcnow()
     limit = max(1, min(limit, 200))
-    queues = session.execute(select(Queue.slug, Queue.name, Queue.id, Queue.decide_within_seconds).where(
-        Queue.installation_id == operator.installation_id).order_by(Queue.name)).all()
+    queues = _queues(operator)
     queue_ids = {slug: queue_id for slug, _name, queue_id, _target in queues}
     # each queue's time-to-decide target (`queue_targets`, read with the queues: one query less)
     targets = {queue_id: target for _slug, _name, queue_id, target in queues if target is not None}
@@ -149,6 +148,16 @@ def queue_page(operator: OperatorUser, wanted: QueueFilter, cursor: str | None =
     next_cursor = encode_cursor(wanted.sort, sort_key(wanted.sort, rows[-1][0])) if more else None
     return QueuePage(page, next_cursor, _overdue_count(session, operator, wanted, now, queue_ids, targets),
                      [(slug, name) for slug, name, _id, _target in queues])
+
+
+def _queues(operator: OperatorUser):
+    return db.session.execute(select(Queue.slug, Queue.name, Queue.id, Queue.decide_within_seconds).where(
+        Queue.installation_id == operator.installation_id).order_by(Queue.name)).all()
+
+
+def queue_choices(operator: OperatorUser) -> list[tuple[str, str]]:
+    """(slug, name) of the installation's queues, for the filter even when it was refused (QUEUE-1)."""
+    return [(slug, name) for slug, name, _id, _target in _queues(operator)]
 
 
 def _overdue_count(session, operator, wanted: QueueFilter, now: datetime, queue_ids, targets) -> int:

@@ -150,12 +150,13 @@ class HistoryEntry:
     """Another report about the same target or the same account.
 
     Attributes:
-        reasons: why it is shown: ``same target``, ``about the author's account``,
-            ``by the same author``.
+        reasons: why it is shown and what it shares, as (words, reference):
+            (``same target``, the target), (``about the author's account``, the
+            account), (``by the same author``, the author), (``by this account``, it).
     """
 
     report: Report
-    reasons: list[str]
+    reasons: list[tuple[str, str]]
     references: list[str]
     decision: Decision | None
     decision_maker: str | None
@@ -206,10 +207,11 @@ def _matches(installation_id: str, report_id: str, subject: Subject):
     return union_all(by_target, by_author).subquery()
 
 
-def _reason(subject: Subject, reference: str, via: str) -> str:
+def _reason(subject: Subject, reference: str, via: str) -> tuple[str, str]:
+    """Why a report is in the history and what it shares: the target, or the author (QUEUE-6)."""
     if via == "target":
-        return "same target" if reference in subject.targets else "about the author's account"
-    return "by the same author" if via in subject.authors else "by this account"
+        return ("same target" if reference in subject.targets else "about the author's account"), reference
+    return ("by the same author" if via in subject.authors else "by this account"), via
 
 
 def subject_history(installation_id: str, report_id: str, subject: Subject) -> list[HistoryEntry]:
@@ -232,7 +234,7 @@ def subject_history(installation_id: str, report_id: str, subject: Subject) -> l
         .limit(HISTORY_REPORTS)
     ).all()
     ids = [r.id for r in reports]
-    why: dict[str, tuple[list[str], list[str]]] = {id: ([], []) for id in ids}
+    why: dict[str, tuple[list[tuple[str, str]], list[str]]] = {id: ([], []) for id in ids}
     for rid, reference, via in db.session.execute(
         select(matches.c.report_id, matches.c.reference, matches.c.via).where(matches.c.report_id.in_(ids))
     ):

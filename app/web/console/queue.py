@@ -3,17 +3,20 @@ a subject's page with its reports; claiming, releasing and deciding a subject.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from flask import abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
+from app.domain.clock import clock_utc
 from app.domain.errors import ApiError
 from app.domain.queue import QueueFilter, parse_filter
 from app.services.cases.queue_subjects import claim_subject, release_subject
 from app.services.cases.reports import decide_subject
-from app.services.read.queue_pages import QueuePage, queue_page
+from app.services.read.queue_pages import QueuePage, queue_choices, queue_page
 from app.services.read.queue_subject import subject_page, subject_row
 from app.web.errors import raise_for_json
-from app.web.labels import label
+from app.web.labels import code_of, label
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
@@ -35,29 +38,33 @@ def queue():
     error = None
     try:
         wanted = parse_filter(request.args)
+        wanted = replace(wanted, reason=code_of("report_reason", wanted.reason),
+                         category=code_of("report_category", wanted.category))  # a label typed in a URL
         page = queue_page(current_user, wanted, request.args.get("cursor"))
     except ApiError as refused:  # a filter or page link in words, with the form to correct it
         raise_for_json(refused)
-        error, wanted, page = refused, QueueFilter(), QueuePage([], None, 0, [])
+        error, wanted, page = refused, QueueFilter(), QueuePage([], None, 0, queue_choices(current_user))
     return render_template("queue/list.html", page=page, wanted=wanted, args=request.args, error=error,
                            claim_form=EmptyForm(formdata=None)), (error.status if error else 200)
 
 
 def _back(subject_id: str) -> str:
-    """Where a plain (no-JS) claim or release returns: the page it came from, if ours."""
+    """Where a plain (no-JS) claim or release returns: the page it came from, if ours
+    (a /queue path without control characters or backslashes), else the subject's page."""
     target = request.form.get("next", "")
-    if target.startswith("/queue") and not target.startswith("//"):
+    if target.startswith("/queue") and target.isprintable() and "\\" not in target:  # no CR/LF, no "\\" host
         return target
     return url_for("console.queue_subject", subject_id=subject_id)
 
 
 def _claim_answer(subject_id: str, change):
-    """Run a claim or release; htmx gets the row back, a form a redirect with a notice."""
+    """Run a claim or release; htmx gets the row back with a status line, a form a
+    redirect with a notice. `change` returns the notice with ``{subject}`` to fill in."""
     form = EmptyForm()
     try:
         if not form.validate():
             raise ApiError(400, "csrf_invalid", "The form expired; reload the page and try again.")
-        message = change()
+        template = change()
     except ApiError as error:
         raise_for_json(error)
         if error.status == 404:  # not this installation's subject: as for any other page
@@ -66,10 +73,11 @@ def _claim_answer(subject_id: str, change):
             return render_template("errors/_fragment.html", error=error), error.status
         flash(error.message, "error")
         return redirect(_back(subject_id), code=303)
-    if is_htmx():
-        row = subject_row(current_user, subject_id)
-        return render_template("queue/_row.html", r=row, claim_form=EmptyForm(formdata=None),
-                               back=request.form.get("next", ""))
+    row = subject_row(current_user, subject_id)
+    message = template.format(subject=subject_words(row))
+    if is_htmx():  # the row, and what happened in the page's aria-live area (QUEUE-6)
+        return render_template("queue/_claimed.html", r=row, claim_form=EmptyForm(formdata=None),
+                               back=request.form.get("next", ""), message=message)
     flash(message, "ok")
     return redirect(_back(subject_id), code=303)
 
@@ -80,7 +88,7 @@ def queue_claim(subject_id: str):
     """Claim a subject (QUEUE-2)."""
     def change():
         until = claim_subject(current_user, subject_id)
-        return f"You hold this subject until {until:%H:%M} UTC."
+        return f"Claimed until {clock_utc(until)}: {{subject}}."
     return _claim_answer(subject_id, change)
 
 
@@ -90,7 +98,7 @@ def queue_release(subject_id: str):
     """Give a claimed subject back (QUEUE-2)."""
     def change():
         release_subject(current_user, subject_id)
-        return "You released the subject; others can claim it."
+        return "Released {subject}; others can claim it."
     return _claim_answer(subject_id, change)
 
 
