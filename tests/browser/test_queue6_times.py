@@ -33,7 +33,7 @@ def test_claim_expiry_reads_in_the_operators_zone_with_its_name_QUEUE_6(new_york
     sign_in(new_york, "moderator@example.com")
     new_york.goto(f"/queue/{_subject_id(BUSY_ACCOUNT)}")
     new_york.locator("#claim").get_by_role("button", name="Claim").click()
-    expect(new_york.get_by_text(re.compile(r"You hold this subject until \d\d:\d\d UTC\."))).to_be_visible()
+    expect(new_york.get_by_text(re.compile(r"Claimed until \d\d:\d\d UTC: "))).to_be_visible()
     until = new_york.locator("#claim time")
     expect(until).to_have_text(re.compile(r"^[A-Z][a-z]{2} \d{1,2}, \d{4}, \d\d:\d\d:\d\d [AP]M EST$"))
     assert until.get_attribute("datetime").endswith("Z")
