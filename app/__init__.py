@@ -46,6 +46,9 @@ def create_app(overrides: Mapping[str, Any] | None = None, web: bool = True) -> 
 
         hops = app.config["TRUSTED_PROXIES"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
+    from .secret_box import box_from_texts
+
+    app.extensions["secret_box"] = box_from_texts(app.config["SECRETS_KEY"], app.config["SECRETS_KEY_PREVIOUS"])
     install_engine_hooks()
     db.init_app(app)
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..", "migrations"))

@@ -30,7 +30,7 @@ def normalise_database_url(url: str) -> str:
     return url
 
 
-def instance_secret(instance_path: str, name: str = "secret_key") -> str:
+def instance_secret(instance_path: str, name: str = "secret_key", make=lambda: secrets.token_urlsafe(48)) -> str:
     """Read a secret kept in the instance folder, creating it on first use.
 
     Two processes starting at once agree on one value: the file appears complete
@@ -40,7 +40,7 @@ def instance_secret(instance_path: str, name: str = "secret_key") -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        tmp.write_text(secrets.token_urlsafe(48))
+        tmp.write_text(make())
         tmp.chmod(0o600)
         try:
             os.link(tmp, path)
@@ -69,6 +69,18 @@ def audit_chain_key(instance_path: str) -> str:
     if len(value.strip()) < MIN_KEY_LENGTH:
         raise ValueError(f"AUDIT_CHAIN_KEY must be at least {MIN_KEY_LENGTH} characters")
     return value.strip()
+
+
+def secrets_key(instance_path: str) -> str:
+    """``SECRETS_KEY`` from the environment, else one generated into the instance folder
+    (the laptop default; production sets the variable and keeps it out of backups of the
+    database) (OPS-3). The value is base64url of 32 bytes (`app.secret_box.decode_key`)."""
+    from .secret_box import new_key_text
+
+    value = os.environ.get("SECRETS_KEY", "").strip()
+    if value:
+        return value
+    return instance_secret(instance_path, "secrets_key", new_key_text)
 
 
 def delivery_lease_seconds() -> float:
@@ -106,6 +118,9 @@ class Config:
         self.SECRET_KEY = os.environ.get("SECRET_KEY") or instance_secret_key(instance_path)
         # REC-3, REC-4: the audit chain's key (never in the database) and where checkpoints go.
         self.AUDIT_CHAIN_KEY = audit_chain_key(instance_path)
+        # OPS-3: the key platform secrets are sealed under, and keys still accepted while rotating.
+        self.SECRETS_KEY = secrets_key(instance_path)
+        self.SECRETS_KEY_PREVIOUS = os.environ.get("SECRETS_KEY_PREVIOUS", "")
         # None: audit-checkpoints.jsonl in the instance folder (INSTANCE_PATH when it is read).
         self.AUDIT_CHECKPOINT_PATH = os.environ.get("AUDIT_CHECKPOINT_PATH") or None
         self.AUDIT_CHECKPOINT_INTERVAL_SECONDS = int(os.environ.get("AUDIT_CHECKPOINT_INTERVAL_SECONDS", "60"))

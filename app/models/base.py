@@ -47,6 +47,42 @@ class UTCDateTime(TypeDecorator):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+class SealedText(TypeDecorator):
+    """A secret kept sealed at rest (SPEC OPS-3): plain ``str`` in Python, AES-GCM
+    ciphertext in the column (`app.secret_box`), bound to ``context`` (``table.column``).
+
+    Sealing and opening use the box of the current Flask app
+    (``current_app.extensions["secret_box"]``), so the key never reaches the database.
+    A stored value that is still plain text (written before migration 0018) is given
+    back as it is, so an installation reads its secrets until it is migrated.
+    """
+
+    impl = String(1000)
+    cache_ok = True
+
+    def __init__(self, context: str, length: int = 1000) -> None:
+        super().__init__(length)
+        self.context = context
+
+    @staticmethod
+    def _box():
+        from flask import current_app
+
+        return current_app.extensions["secret_box"]
+
+    def process_bind_param(self, value: str | None, dialect) -> str | None:
+        if value is None:
+            return None
+        return self._box().seal(value, context=self.context)
+
+    def process_result_value(self, value: str | None, dialect) -> str | None:
+        from app.secret_box import is_sealed
+
+        if value is None or not is_sealed(value):
+            return value
+        return self._box().open(value, context=self.context)
+
+
 class CanonicalJSON(TypeDecorator):
     """Python JSON values in and out, stored as RFC 8785 canonical JSON text.
 
