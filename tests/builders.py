@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import threading
 from dataclasses import dataclass, field
 
 from rq import SimpleWorker
@@ -713,3 +714,27 @@ def appeal_through_api(client, world: World, external_id: str = "demo-report-1",
         headers={"Authorization": f"Bearer {world.console_token}"},
         json={"report_external_id": external_id, "statement": statement},
     ).get_json()["appeal_id"]
+
+
+def at_once(app, calls) -> list:
+    """Run each call in its own thread and app context, released together; returns
+    each call's result or the exception it raised."""
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+
+    def run(index, call):
+        with app.app_context():
+            barrier.wait(10)
+            try:
+                results[index] = call()
+            except Exception as error:  # noqa: BLE001 - the test inspects what was raised
+                results[index] = error
+            finally:
+                db.session.remove()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results

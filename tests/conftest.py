@@ -32,16 +32,43 @@ from .processes import command_of, last_pid, processes_marked, wait_for_exit
 
 ROOT = Path(__file__).resolve().parent.parent
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines in test output
-DATABASE_URL = os.environ.get("TEST_DATABASE_URL")
-REDIS_URL = os.environ.get("TEST_REDIS_URL")
+
+
+def _per_worker(database_url: str | None, redis_url: str | None, worker: str | None) -> tuple[str | None, str | None]:
+    """Under pytest-xdist (``-n``), worker ``gwN`` runs on its own PostgreSQL database
+    (the test database's name + ``_gwN``, created when missing) and its own Redis
+    database (the given number minus N), so workers share nothing but the servers.
+    The environment is rewritten too: processes a test starts read the same URLs."""
+    if not worker or not database_url:
+        return database_url, redis_url
+    from sqlalchemy.engine import make_url
+
+    index = int(worker.removeprefix("gw"))
+    url = make_url(database_url)
+    name = f"{url.database}_{worker}"
+    admin = create_engine(url.set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        if not conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}):
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    database_url = url.set(database=name).render_as_string(hide_password=False)
+    if redis_url:
+        base, _, number = redis_url.rpartition("/")
+        if not number.isdigit():  # no database number: database 0
+            base, number = redis_url.rstrip("/"), "0"
+        redis_url = f"{base}/{int(number) - index}"
+    return database_url, redis_url
+
+
+DATABASE_URL, REDIS_URL = _per_worker(
+    os.environ.get("TEST_DATABASE_URL"), os.environ.get("TEST_REDIS_URL"), os.environ.get("PYTEST_XDIST_WORKER")
+)
+for _name, _value in (("TEST_DATABASE_URL", DATABASE_URL), ("TEST_REDIS_URL", REDIS_URL)):
+    if _value:
+        os.environ[_name] = _value
 BACKEND = "postgresql" if DATABASE_URL else "sqlite"
 # REC-3: one audit chain key for this process and the workers and servers it starts.
 os.environ.setdefault("AUDIT_CHAIN_KEY", "test-audit-chain-key-" + "k" * 32)
-
-
-def pytest_configure(config):
-    if DATABASE_URL and getattr(config.option, "numprocesses", None):  # pytest-xdist's -n
-        raise pytest.UsageError("pytest -n runs on SQLite only: each run empties the one PostgreSQL test database")
 
 
 PROCESS_MARK = "CONSOLE_TEST_PROCESS"  # set while a test runs; the processes it starts inherit it

@@ -4,7 +4,6 @@ failure is a finding."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -25,7 +24,7 @@ from app.services.bulk.undo import start_undo
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import unit_of_work
 from tests import scripted as s
-from tests.builders import make_operator, make_team, run_worker, set_row
+from tests.builders import at_once, make_operator, make_team, run_worker, set_row
 
 P = ActionProposal
 DID = "did:plc:abcdefghijklmnopqrstuvwx"
@@ -197,30 +196,6 @@ def test_bulk_3_approve_twice_and_reject_after_approve_are_refused(app, team):
     assert _rows() == before
 
 
-def _at_once(app, calls) -> list:
-    """Run each call in its own thread and app context, released together; returns
-    each call's result or the exception it raised."""
-    barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
-
-    def run(index, call):
-        with app.app_context():
-            barrier.wait(10)
-            try:
-                results[index] = call()
-            except Exception as error:  # noqa: BLE001 - the test inspects what was raised
-                results[index] = error
-            finally:
-                db.session.remove()
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
-
-
 def test_bulk_3_two_reviewers_approving_at_once_approve_each_item_once(app, team):
     """BULK-3: two approvals at the same moment: one wins, the other is refused with
     a clear code (never a crash), one approval row per item, each item sent once."""
@@ -231,7 +206,7 @@ def test_bulk_3_two_reviewers_approving_at_once_approve_each_item_once(app, team
         return lambda: approve_batch(make_operator(installation, name), batch_id, digest)
 
     make_operator(installation, "admin")  # created before the race
-    results = _at_once(app, [approver("reviewer"), approver("admin")])
+    results = at_once(app, [approver("reviewer"), approver("admin")])
     assert [r for r in results if isinstance(r, dict)] == [{"approved": 20, "skipped": 0}], results
     assert _count(ActionApproval) == 20
     run_worker(app)
@@ -250,7 +225,7 @@ def test_bulk_3_submitting_twice_at_once_makes_one_set_of_proposals(app, team):
     def submit():
         return submit_batch(make_operator(installation, "moderator"), batch_id, digest)
 
-    results = _at_once(app, [submit, submit])
+    results = at_once(app, [submit, submit])
     assert len([r for r in results if isinstance(r, str)]) == 1, results
     assert _count(P, P.bulk_batch_id == batch_id) == 20
     assert _count(Report, Report.external_id == f"bulk:{batch_id}") == 1
@@ -265,7 +240,7 @@ def test_bulk_3_approve_and_reject_at_once_end_in_one_state(app, team):
     batch_id, digest = _submitted(team, [f"post:{n}" for n in range(20)])
     installation = team.installation_id
     make_operator(installation, "admin")
-    results = _at_once(app, [
+    results = at_once(app, [
         lambda: approve_batch(make_operator(installation, "reviewer"), batch_id, digest),
         lambda: reject_batch(make_operator(installation, "admin"), batch_id, digest, "not spam"),
     ])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from datetime import timedelta
 
 import pytest
@@ -21,7 +20,7 @@ from app.models.base import new_id
 from app.services.cases.queue_subjects import claim_subject, refresh_subjects, release_subject
 from app.services.cases.reports import decide_subject, intake_report, record_decision
 from app.services.read.queue_pages import queue_page
-from tests.builders import make_operator, make_team, set_row
+from tests.builders import at_once, make_operator, make_team, set_row
 
 
 def _report(team, target, n, **extra):
@@ -229,7 +228,7 @@ def test_queue_3_two_moderators_deciding_one_unclaimed_subject_at_once_enforce_o
     team = make_team()
     reports = [_report(team, "post:race", n) for n in range(5)]
     alice, bob = _two(team)
-    results = _at_once(app, [
+    results = at_once(app, [
         lambda: decide_subject(reports[0].subject_id, decision_code="remove_content", rationale="a",
                                operator=db.session.merge(alice)),
         lambda: decide_subject(reports[0].subject_id, decision_code="remove_content", rationale="b",
@@ -247,7 +246,7 @@ def test_queue_1_the_same_external_id_twice_at_once_makes_one_report(app):
     counted once in its subject's row; the other answer is the repeat."""
     team = make_team()
     body = {"external_id": "twice", "targets": [{"reference": "post:twice"}]}
-    results = _at_once(app, [lambda: intake_report(body, team.integration_id) for _ in range(2)])
+    results = at_once(app, [lambda: intake_report(body, team.integration_id) for _ in range(2)])
     import traceback
 
     assert not any(isinstance(r, Exception) for r in results), [
@@ -256,28 +255,6 @@ def test_queue_1_the_same_external_id_twice_at_once_makes_one_report(app):
     assert _count(Report) == 1
     subject = db.session.scalar(select(ReportSubject).where(ReportSubject.reference == "post:twice"))
     assert (subject.open_count, subject.report_count) == (1, 1)
-
-
-def _at_once(app, calls) -> list:
-    barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
-
-    def run(index, call):
-        with app.app_context():
-            barrier.wait(10)
-            try:
-                results[index] = call()
-            except Exception as error:  # noqa: BLE001 - the test inspects what was raised
-                results[index] = error
-            finally:
-                db.session.remove()
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
 
 
 # --- QUEUE-1: spellings, filters, search, cursors ----------------------------------------------
@@ -413,7 +390,7 @@ def test_queue_2_two_claims_at_once_one_holds(app):
     team = make_team()
     report = _report(team, "post:claimrace", 0)
     alice, bob = _two(team)
-    results = _at_once(app, [lambda who=who: claim_subject(db.session.merge(who), report.subject_id)
+    results = at_once(app, [lambda who=who: claim_subject(db.session.merge(who), report.subject_id)
                              for who in (alice, bob)])
     wins = [n for n, r in enumerate(results) if not isinstance(r, Exception)]
     assert len(wins) == 1, results
