@@ -5,6 +5,11 @@ rotation re-seals everything, and a value under a missing key fails clearly."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from flask_migrate import downgrade, upgrade
@@ -206,3 +211,42 @@ def test_ops3_migration_0018_seals_plain_secrets(app, client, world):
     if db.engine.dialect.name == "postgresql":  # SQLite does not enforce a VARCHAR's length
         columns = {c["name"]: c["type"] for c in inspect(db.engine).get_columns("connection_versions")}
         assert columns["bearer_token"].length == columns["signing_secret"].length == 1000
+
+
+def doc_script() -> str:
+    """The ```bash blocks of docs/secrets.md, in order, as one script that stops at the
+    first failing command."""
+    doc = (ROOT / "docs" / "secrets.md").read_text()
+    blocks = re.findall(r"^```bash\n(.*?)^```", doc, re.M | re.S)
+    assert len(blocks) == 5, blocks
+    return "set -euo pipefail\n" + "".join(blocks)
+
+
+def test_ops3_the_commands_in_docs_secrets_md_run(app, world):
+    """OPS-3: every command of docs/secrets.md, read from the page and run in its order
+    by bash in a real shell (the real `flask` on this test's database): generate a key,
+    status, rotate to a new key with the old one previous, status, drop the old key,
+    status. Restarting processes (said in words there) is nothing to do here: each
+    `flask` command is a new process. Afterwards every value is under the new key."""
+    old_id = app.extensions["secret_box"].current_id
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "REDIS_URL": app.config["REDIS_URL"],
+        "INSTANCE_PATH": app.config["INSTANCE_PATH"],
+        "SECRETS_KEY": app.config["SECRETS_KEY"],
+    }
+    env.pop("SECRETS_KEY_PREVIOUS", None)
+    db.session.remove()
+    done = subprocess.run(
+        ["bash", "-c", doc_script()], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resealed 2, sealed 0 plain" in done.stdout
+    assert "nothing is sealed under a previous key: SECRETS_KEY_PREVIOUS may be removed" in done.stdout
+    assert done.stdout.rstrip().endswith("under a previous key: 0")
+    key_ids = {sealed_key_id(v) for t, c in SEALED for v in raw_values(t, c)}
+    assert len(key_ids) == 1 and old_id not in key_ids
+    assert db.session.scalar(select(AuditEvent.id).where(AuditEvent.action == "secrets.key_rotated"))
