@@ -406,6 +406,49 @@ def register_cli(app: Flask) -> None:
             click.echo(f"{slug}: {details['previous_rows']} unkeyed rows verified and sealed by audit.rechained")
         sys.exit(1 if failed else 0)
 
+    @app.cli.command("secrets-status")
+    def secrets_status_command() -> None:
+        """Where the sealed platform secrets stand (OPS-3): values per key id and column,
+        plain values left. Exit 1 while a value is plain or under a key not configured."""
+        from .services.secrets_key import secrets_status
+
+        status = secrets_status()
+        click.echo(f"current key: {status.current} (SECRETS_KEY)")
+        click.echo(f"previous keys: {', '.join(status.previous) or 'none'} (SECRETS_KEY_PREVIOUS)")
+        for column in status.columns:
+            counts = ", ".join(
+                f"{n} {'plain' if kid == 'plain' else f'under {kid}'} ({status.describe(kid)})"
+                for kid, n in sorted(column.by_key.items())
+            )
+            click.echo(f"{column.context}: {counts or 'none'}")
+        plain, missing, previous = status.total("plain"), status.total("missing"), status.total("previous")
+        click.echo(f"plain: {plain}; under a key not configured: {missing}; under a previous key: {previous}")
+        if previous or plain:
+            click.echo("run `flask rotate-secrets-key` to seal them under the current key")
+        elif status.previous:
+            click.echo("nothing is sealed under a previous key: SECRETS_KEY_PREVIOUS may be removed")
+        sys.exit(1 if plain or missing else 0)
+
+    @app.cli.command("rotate-secrets-key")
+    def rotate_secrets_key_command() -> None:
+        """Re-seal every platform secret under SECRETS_KEY, opening the old ones with
+        SECRETS_KEY_PREVIOUS, in one transaction (OPS-3); audited as secrets.key_rotated."""
+        from .services.secrets_key import RotationRefused, rotate_secrets_key
+
+        invoked_by = _invoked_by()
+        try:
+            rotation = rotate_secrets_key(invoked_by)
+        except RotationRefused as error:
+            click.echo(f"{error.code}: {error}", err=True)
+            sys.exit(1)
+        resealed, plain = sum(rotation.resealed.values()), sum(rotation.sealed_plain.values())
+        click.echo(f"current key: {rotation.key_id}")
+        for context in sorted(rotation.resealed.keys() | rotation.sealed_plain.keys()):
+            click.echo(f"  {context}: {rotation.resealed[context]} resealed, {rotation.sealed_plain[context]} plain sealed")
+        click.echo(f"resealed {resealed}, sealed {plain} plain, {rotation.unchanged} under the current key already")
+        if rotation.changed:
+            click.echo(f"recorded as secrets.key_rotated, run by OS user {invoked_by['os_user']} on host {invoked_by['host']}")
+
     @app.cli.command("config-changes")
     def config_changes() -> None:
         """List the configuration changes waiting for a second admin (SPEC FOUR-2)."""

@@ -72,6 +72,11 @@ class SecretBox:
         self.current_id = key_id(current)
         self._keys = {key_id(k): AESGCM(k) for k in (*previous, current)}
 
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """The ids of every key this box opens with (previous ones, then the current)."""
+        return tuple(self._keys)
+
     def seal(self, plaintext: str, *, context: str) -> str:
         """``plaintext`` sealed under the current key, bound to ``context`` (e.g.
         ``"connection_versions.bearer_token"``)."""
@@ -106,6 +111,45 @@ class SecretBox:
         if not value:
             return False
         return not is_sealed(value) or value.split(":", 2)[1] != self.current_id
+
+
+class UnreadableSecret:
+    """What a `SealedText` column gives back for a value no configured key opens (OPS-3).
+
+    Not a ``str``, so it can never be sent as a credential by mistake; truthy, so "is a
+    secret set?" still says yes. Written back as it is (``stored``), so copying a row
+    (a new connection version keeping its token) loses nothing: once the missing key is
+    configured again the value opens.
+
+    Attributes:
+        stored: the sealed text as stored.
+        reason: why it did not open (names the key id, never the secret).
+    """
+
+    __slots__ = ("stored", "reason")
+
+    def __init__(self, stored: str, reason: str) -> None:
+        self.stored = stored
+        self.reason = reason
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnreadableSecret) and other.stored == self.stored
+
+    def __hash__(self) -> int:
+        return hash(self.stored)
+
+    def __repr__(self) -> str:
+        return f"<unreadable secret: {self.reason}>"
+
+    __str__ = __repr__
+
+
+def sealed_key_id(value: str) -> str | None:
+    """The key id a sealed value names, or None for plain text."""
+    return value.split(":", 2)[1] if is_sealed(value) else None
 
 
 def box_from_texts(current: str, previous: str = "") -> SecretBox:

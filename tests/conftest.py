@@ -69,6 +69,8 @@ for _name, _value in (("TEST_DATABASE_URL", DATABASE_URL), ("TEST_REDIS_URL", RE
 BACKEND = "postgresql" if DATABASE_URL else "sqlite"
 # REC-3: one audit chain key for this process and the workers and servers it starts.
 os.environ.setdefault("AUDIT_CHAIN_KEY", "test-audit-chain-key-" + "k" * 32)
+# OPS-3: one key for the secrets sealed at rest, likewise (base64url of 32 bytes).
+os.environ.setdefault("SECRETS_KEY", "dGVzdC1zZWNyZXRzLWtleS1zc3Nzc3Nzc3Nzc3Nzc3M")
 
 
 PROCESS_MARK = "CONSOLE_TEST_PROCESS"  # set while a test runs; the processes it starts inherit it

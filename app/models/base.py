@@ -53,8 +53,16 @@ class SealedText(TypeDecorator):
 
     Sealing and opening use the box of the current Flask app
     (``current_app.extensions["secret_box"]``), so the key never reaches the database.
-    A stored value that is still plain text (written before migration 0018) is given
-    back as it is, so an installation reads its secrets until it is migrated.
+
+    * A stored value that is still plain text (written before migration 0018) is given
+      back as it is, so an installation reads its secrets until it is migrated;
+      ``flask secrets-status`` counts such values and ``flask rotate-secrets-key``
+      seals them.
+    * A sealed value that no configured key opens is given back as an
+      `app.secret_box.UnreadableSecret` (not a ``str``), so the row still loads: the
+      console still shows the connection, and delivery fails with
+      ``action_connection_secret_unreadable`` instead of a crash. Written back, it
+      is stored unchanged.
     """
 
     impl = String(1000)
@@ -70,17 +78,48 @@ class SealedText(TypeDecorator):
 
         return current_app.extensions["secret_box"]
 
-    def process_bind_param(self, value: str | None, dialect) -> str | None:
+    def process_bind_param(self, value, dialect) -> str | None:
+        from app.secret_box import UnreadableSecret
+
         if value is None:
             return None
+        if isinstance(value, UnreadableSecret):
+            return value.stored
         return self._box().seal(value, context=self.context)
 
-    def process_result_value(self, value: str | None, dialect) -> str | None:
-        from app.secret_box import is_sealed
+    def process_result_value(self, value: str | None, dialect):
+        from app.secret_box import SecretBoxError, UnreadableSecret, is_sealed
 
         if value is None or not is_sealed(value):
             return value
-        return self._box().open(value, context=self.context)
+        try:
+            return self._box().open(value, context=self.context)
+        except SecretBoxError as error:
+            return UnreadableSecret(value, str(error))
+
+
+class SealedJSON(SealedText):
+    """A JSON value kept sealed at rest (OPS-3): its canonical JSON text, sealed as
+    `SealedText` does (e.g. a configuration change's new secrets waiting for approval).
+    A value no key opens comes back as an `app.secret_box.UnreadableSecret`."""
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, context: str) -> None:
+        TypeDecorator.__init__(self)
+        self.context = context
+
+    def process_bind_param(self, value, dialect) -> str | None:
+        from app.secret_box import UnreadableSecret
+
+        if value is None or isinstance(value, UnreadableSecret):
+            return super().process_bind_param(value, dialect)
+        return super().process_bind_param(canonical_json(value), dialect)
+
+    def process_result_value(self, value: str | None, dialect):
+        opened = super().process_result_value(value, dialect)
+        return json.loads(opened) if isinstance(opened, str) else opened
 
 
 class CanonicalJSON(TypeDecorator):

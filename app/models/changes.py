@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column
+from .base import Base, SealedJSON, UTCDateTime, created_at_column, id_column, json_column
 
 
 class ConfigChange(Base):
@@ -17,7 +17,7 @@ class ConfigChange(Base):
     to `digest`) or the CLI break-glass command applies it through the admin services
     in the same transaction. `content_json` holds no secret: new secrets (a bearer
     token, a generated signing secret, a password hash) wait in `secrets_json`, which
-    is never shown and is cleared once the change is decided; the content carries
+    is never shown, is sealed at rest (OPS-3) and is cleared once the change is decided; the content carries
     their digests, so the approved digest binds them too.
 
     Attributes:
@@ -46,7 +46,10 @@ class ConfigChange(Base):
     content: Mapped[dict] = json_column("content_json")
     digest: Mapped[str] = mapped_column(String(80))
     reasons: Mapped[list[str]] = json_column("reasons_json", default=list)
-    secrets: Mapped[dict | None] = json_column("secrets_json", nullable=True)
+    # OPS-3: sealed at rest under SECRETS_KEY (canonical JSON inside the ciphertext).
+    secrets: Mapped[dict | None] = mapped_column(
+        "secrets_json", SealedJSON("config_changes.secrets_json"), nullable=True
+    )
     proposed_by: Mapped[str] = mapped_column(ForeignKey("operator_users.id"))
     state: Mapped[str] = mapped_column(String(20), default="pending")
     decided_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
+from .base import Base, SealedText, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
 
 IMPLEMENTATION_KINDS = ("webhook", "external_api", "atproto_pds", "rest")
 MAX_CONNECTION_TIMEOUT_SECONDS = 120
@@ -30,8 +30,8 @@ class Connection(Base):
 class ConnectionVersion(Base):
     """Immutable settings of a connection: base URL, auth, timeout, allowed hosts.
 
-    Secrets are kept so the worker can authenticate and sign; the console never
-    shows them again after they are saved.
+    Secrets are kept so the worker can authenticate and sign, sealed at rest (OPS-3);
+    the console never shows them again after they are saved.
     """
 
     __tablename__ = "connection_versions"
@@ -42,8 +42,9 @@ class ConnectionVersion(Base):
     connection_id: Mapped[str] = mapped_column(ForeignKey("connections.id"))
     version: Mapped[int] = mapped_column(default=1)
     base_url: Mapped[str] = mapped_column(String(2000))
-    bearer_token: Mapped[str | None] = mapped_column(String(500), nullable=True)
-    signing_secret: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    # OPS-3: sealed at rest under SECRETS_KEY (an `UnreadableSecret` when no key opens it).
+    bearer_token: Mapped[str | None] = mapped_column(SealedText("connection_versions.bearer_token"), nullable=True)
+    signing_secret: Mapped[str | None] = mapped_column(SealedText("connection_versions.signing_secret"), nullable=True)
     timeout_seconds: Mapped[float] = mapped_column(default=30)
     allowed_hosts: Mapped[list[str]] = json_column("allowed_hosts_json", default=list)
     # The connection's health settings (CONN-1..3, `app.domain.connection_health.Settings`).

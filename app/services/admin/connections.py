@@ -26,6 +26,7 @@ from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Connection, ConnectionVersion, Integration, OperatorUser
+from app.secret_box import UnreadableSecret
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.connection_settings import (
     SECRET_NAMES,
@@ -70,6 +71,9 @@ class ConnectionVersionView:
     breaker_max_probe_seconds: float = 600
     failure_window_seconds: float = 86_400
     rate_limit_per_second: float | None = None
+    # OPS-3: set, but sealed under a key this process lacks (delivery fails until it is configured)
+    bearer_token_unreadable: bool = False
+    signing_secret_unreadable: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ def _view(version: ConnectionVersion) -> ConnectionVersionView:
         breaker_max_probe_seconds=version.breaker_max_probe_seconds,
         failure_window_seconds=version.failure_window_seconds,
         rate_limit_per_second=version.rate_limit_per_second,
+        bearer_token_unreadable=isinstance(version.bearer_token, UnreadableSecret),
+        signing_secret_unreadable=isinstance(version.signing_secret, UnreadableSecret),
     )
 
 

@@ -27,6 +27,7 @@ from app.domain.maker_checker import Verdict
 from app.domain.reasons import reason_problem
 from app.extensions import db
 from app.models import ConfigChange, OperatorUser
+from app.secret_box import UnreadableSecret
 from app.services.admin import (
     budgets,
     bulk_caps,
@@ -211,7 +212,7 @@ def _apply(uow: UnitOfWork, change: ConfigChange) -> tuple[dict[str, Any], dict[
         be handed after commit (``shown_once``: an invitation token, FOUR-6; never stored).
     """
     change_type = CHANGE_TYPES[change.kind]
-    secrets = change.secrets or {}
+    secrets = _opened_secrets(change)
     context = ApplyContext(change.installation_id, Actor("operator", change.proposed_by), change.id)
     result = change_type.apply(uow, context, change.content, secrets)
     shown_once = result.pop("shown_once", None)
@@ -222,6 +223,23 @@ def _apply(uow: UnitOfWork, change: ConfigChange) -> tuple[dict[str, Any], dict[
         .execution_options(synchronize_session=False)
     )
     return result, shown_once
+
+
+def _opened_secrets(change: ConfigChange) -> dict[str, Any]:
+    """The change's new secrets, opened (OPS-3).
+
+    Raises:
+        ApiError: 409 ``config_change_secrets_unreadable`` when they were sealed under
+            a key this process does not have (SECRETS_KEY, SECRETS_KEY_PREVIOUS).
+    """
+    if isinstance(change.secrets, UnreadableSecret):
+        raise ApiError(
+            409,
+            "config_change_secrets_unreadable",
+            "This change's secrets were sealed under a key the console no longer has "
+            "(SECRETS_KEY, SECRETS_KEY_PREVIOUS). Configure that key again, or reject the change and propose it anew.",
+        )
+    return change.secrets or {}
 
 
 def _deliver(change_kind: str, shown_once: dict[str, Any] | None) -> dict[str, Any]:

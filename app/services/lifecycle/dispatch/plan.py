@@ -25,6 +25,7 @@ from app.domain.proposal.identity import SCHEMA_VERSION
 from app.domain.proposal.temporary import draws_on_budget
 from app.domain.case_states import BatchState
 from app.models import ActionApproval, ActionProposal, BulkBatch
+from app.secret_box import UnreadableSecret
 from app.services.cases.snapshot import report_snapshot
 from app.services.lifecycle import breaker, platforms
 from app.services.lifecycle import budget_reservations
@@ -69,7 +70,8 @@ def _pre_send_checks(uow, proposal: ActionProposal, now: datetime, batch: Batch 
         ActionError: action_confirmation_timed_out, action_delivery_attempts_exhausted,
             action_approval_expired, action_precondition_changed,
             action_case_no_longer_eligible, appeal_correction_precondition_changed,
-            action_approval_missing, action_component_*, action_delivery_changed (FOUR-5).
+            action_approval_missing, action_component_*, action_delivery_changed (FOUR-5),
+            action_connection_secret_unreadable (OPS-3).
         BulkStopped: the item's bulk batch is paused or cancelled (BULK-7).
     """
     session = uow.session
@@ -94,6 +96,7 @@ def _pre_send_checks(uow, proposal: ActionProposal, now: datetime, batch: Batch 
         _check_delivery(proposal, batch.target.destination)
         return replace(batch.target, queue_id=snapshot.queue_id)
     component, connection = load_delivery_target(session, proposal.component_version_id, proposal.installation_id)
+    _check_secrets_readable(connection)
     destination = destination_of(session, component, connection)
     _check_delivery(proposal, destination)
     if platforms.handles(component.implementation_kind):  # its first request is decided in `plan_attempt`
@@ -117,6 +120,21 @@ def _pre_send_checks(uow, proposal: ActionProposal, now: datetime, batch: Batch 
         health=breaker.settings_of(connection),
         destination=destination,
     )
+
+
+SECRET_UNREADABLE_DELAY_SECONDS = 300
+
+
+def _check_secrets_readable(connection) -> None:
+    """Nothing leaves with a credential no configured key opens (OPS-3): the attempt
+    fails, retryable (configuring the missing key again in SECRETS_KEY_PREVIOUS lets
+    the next attempt through), and nothing is sent without its credentials.
+
+    Raises:
+        ActionError: ``action_connection_secret_unreadable`` (retryable, 300 s base delay).
+    """
+    if isinstance(connection.bearer_token, UnreadableSecret) or isinstance(connection.signing_secret, UnreadableSecret):
+        raise ActionError("action_connection_secret_unreadable", True, SECRET_UNREADABLE_DELAY_SECONDS)
 
 
 def _check_bulk_batch(uow, batch_id: str) -> None:
