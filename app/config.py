@@ -168,6 +168,9 @@ class Config:
         # failed attempts per email. If Redis is down, logins are not throttled.
         self.LOGIN_RATE_LIMIT = os.environ.get("LOGIN_RATE_LIMIT", "30 per minute")
         self.LOGIN_FAILURE_LIMIT = os.environ.get("LOGIN_FAILURE_LIMIT", "5 per 15 minutes")
+        # OPS-2: how long the second step of a sign-in (code or enrolment) may wait
+        # after the password was right before the sign-in must start again.
+        self.SECOND_FACTOR_PENDING_SECONDS = int(os.environ.get("SECOND_FACTOR_PENDING_SECONDS", "300"))
         self.RATELIMIT_SWALLOW_ERRORS = True
         self.RATELIMIT_HEADERS_ENABLED = True
         # production: Secure cookies, strong session protection, HSTS (behind TLS).

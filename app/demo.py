@@ -6,6 +6,8 @@ three processes together until Ctrl-C, which stops all of them.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import secrets
@@ -20,6 +22,7 @@ from sqlalchemy import select
 
 from app.demo_platform import demo_evidence
 from app.domain.evidence import parse_evidence
+from app.domain.second_factor import SECOND_FACTOR_ROLES, needs_second_factor
 from app.extensions import db
 from app.models import (
     Budget,
@@ -37,6 +40,7 @@ from app.models import (
 )
 from app.services.admin.integrations import issue_token
 from app.services.admin.operators import create_operator
+from app.services.admin.second_factor import enrol_operator
 from app.domain.clock import utcnow
 from app.services.cases.evidence_store import store_evidence
 from app.services.cases.queue_subjects import refresh_subjects, subject_for
@@ -52,6 +56,14 @@ DEMO_USERS = (
     ("auditor@example.com", "Aude Auditor", ["auditor"]),
 )
 DEMO_POSTS = [f"post:{n}" for n in range(1001, 1007)]
+
+
+def demo_totp_seed(email: str) -> str:
+    """The published TOTP seed of a demo account (OPS-2), like its published password:
+    derived from the email, so every demo start (and `python -m app.demo_code`) knows it.
+    Only the demo and test builders enrol with it; real accounts get random seeds."""
+    digest = hashlib.sha256(f"demo-second-factor:{email.lower()}".encode()).digest()
+    return base64.b32encode(digest[:20]).decode()
 # Bounded automation needs a budget (SPEC FOUR-3): the demo's allows this many actions an hour.
 DEMO_BUDGET = {"limit_amount": 10_000, "window_seconds": 3600}
 # A demo suspension lifts itself this many seconds after it is applied (SPEC TEMP-2).
@@ -348,7 +360,7 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
         integration_id = integration.id
         uow.commit()
     for email, name, roles in DEMO_USERS:
-        create_operator(
+        operator = create_operator(
             iid,
             email=email if slug == "demo" else f"{slug}-{email}",
             password=DEMO_PASSWORD,
@@ -356,6 +368,8 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             roles=roles,
             actor=system,
         )
+        if needs_second_factor(operator):  # OPS-2: enrolled with the published demo seed
+            enrol_operator(operator.id, demo_totp_seed(operator.email), actor=system)
     token = issue_token(integration_id, label="demo platform async results", actor=system)
     return DemoSecrets(signing_secret, platform_token, token.token)
 
@@ -522,6 +536,11 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
     print(f"  Demo platform:  {platform_url}/content")
     for email, _name, roles in DEMO_USERS:
         print(f"    {email:24} {DEMO_PASSWORD}   {', '.join(roles)}")
+    print("  Reviewers and admins also need a code (OPS-2): add their seed to an authenticator app,")
+    print("  or print a current code with: python -m app.demo_code <email>")
+    for email, _name, roles in DEMO_USERS:
+        if set(roles) & SECOND_FACTOR_ROLES:
+            print(f"    {email:24} seed {demo_totp_seed(email)}")
     if pds is not None:
         print(f"  AT Protocol PDS: {pds.url}  (installation 'pds'; users pds-<name>@example.com, same password)")
         print("    Its reports are about posts on this PDS; a takedown there hides the post from")

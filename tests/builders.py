@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from app.demo import DEMO_BUDGET, DEMO_PASSWORD, seed_demo
 from app.demo_platform import create_platform, platform_state, serve
+from app.domain.second_factor import needs_second_factor
 from app.extensions import db
 from app.models import (
     ActionProposal,
@@ -119,10 +120,124 @@ def proposal_of(report_id: str) -> ActionProposal | None:
     )
 
 
+# --- the second factor (OPS-2): seeds the helpers know ------------------------------
+
+_SEEDS: dict[str, str] = {}  # seeds read off the enrolment page, by email
+
+
+def totp_seed(email: str) -> str:
+    """The TOTP seed test builders enrol an operator with: the demo's, derived from
+    the email, so every helper that signs them in knows it (the demo seed enrols
+    its reviewers and admins with it too)."""
+    from app.demo import demo_totp_seed
+
+    return _SEEDS.get(email.lower()) or demo_totp_seed(email)
+
+
+def totp_code(email: str, *, seed: str | None = None) -> str:
+    """A current code of the operator's seed that the console has not accepted yet.
+
+    A code is accepted once (OPS-2): the step after the last one used, within the
+    window of one step either side of now; when the window is used up (a test signing
+    the same operator in more than twice in 30 s), wait for the next step.
+    """
+    import time
+
+    import pyotp
+
+    from app.domain.second_factor import STEP_SECONDS, WINDOW_STEPS
+
+    db.session.rollback()
+    operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == email.lower()))
+    last = operator.totp_last_step if operator is not None else None
+    totp = pyotp.TOTP(seed or totp_seed(email))
+    while True:
+        now = time.time()
+        step = int(now // STEP_SECONDS)
+        earliest = step if now % STEP_SECONDS > STEP_SECONDS - 5 else step - WINDOW_STEPS  # not about to expire
+        wanted = max(earliest, (last or 0) + 1)
+        if wanted <= step + WINDOW_STEPS:
+            return totp.at(wanted * STEP_SECONDS)
+        time.sleep((wanted - WINDOW_STEPS) * STEP_SECONDS - now + 0.05)
+
+
+def enrol(email: str) -> list[str]:
+    """Enrol the operator with `totp_seed(email)` (their recovery codes, as shown)."""
+    from app.services.admin.second_factor import enrol_operator
+    from app.services.uow import Actor
+
+    operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == email.lower()))
+    return enrol_operator(operator.id, totp_seed(email), actor=Actor.system("test-builder"))
+
+
+def pass_second_factor(client, response, email: str):
+    """Finish a sign-in whose password step answered `response` (a Flask test client's):
+    the code page with a current code, or the enrolment page with the seed it shows
+    (remembered for the next sign-in). Other answers are given back as they are."""
+    import html
+    import re
+
+    location = response.headers.get("Location", "") if response.status_code == 303 else ""
+    if location.endswith("/login/enrol"):
+        page = client.get("/login/enrol").get_data(as_text=True)
+        seed = re.search(r'class="totp-seed">([A-Z2-7]+)<', page).group(1)
+        _SEEDS[email.lower()] = seed
+        done = client.post("/login/enrol", data={"code": totp_code(email), "csrf_token": csrf_from(page)})
+        assert done.status_code == 200, done.get_data(as_text=True)[:500]
+        next_url = html.unescape(re.search(r'href="([^"]+)">I have saved them', done.get_data(as_text=True)).group(1))
+        return _redirect_to(next_url)
+    if location.endswith("/login/second-factor"):
+        page = client.get("/login/second-factor").get_data(as_text=True)
+        return client.post("/login/second-factor", data={"code": totp_code(email), "csrf_token": csrf_from(page)})
+    return response
+
+
+class _redirect_to:  # noqa: N801 - stands for the 303 the enrolment page's link is
+    status_code = 303
+
+    def __init__(self, location: str) -> None:
+        self.headers = {"Location": location}
+
+
+def http_sign_in(session, base: str, email: str, password: str = DEMO_PASSWORD):
+    """Sign in over HTTP (a `requests.Session` on a served console, another process's
+    database): the password, then the code page with a code of `totp_seed(email)`
+    when the account needs one (OPS-2). A code refused (its step used by an earlier
+    sign-in) is retried from the password at the next step. Returns the last answer
+    (303 when signed in)."""
+    import time
+
+    import pyotp
+
+    from app.domain.second_factor import STEP_SECONDS
+
+    for attempt in range(3):
+        token = csrf_from(session.get(f"{base}/login").text)
+        response = session.post(
+            f"{base}/login",
+            data={"email": email, "password": password, "csrf_token": token},
+            allow_redirects=False,
+        )
+        if not response.headers.get("Location", "").endswith("/login/second-factor"):
+            return response
+        page = session.get(f"{base}/login/second-factor").text
+        response = session.post(
+            f"{base}/login/second-factor",
+            data={"code": pyotp.TOTP(totp_seed(email)).now(), "csrf_token": csrf_from(page)},
+            allow_redirects=False,
+        )
+        if response.status_code != 401:
+            return response
+        time.sleep(STEP_SECONDS - time.time() % STEP_SECONDS + 0.1)  # the next step's code is unused
+    return response
+
+
 def login(client, email: str, password: str = DEMO_PASSWORD) -> str:
-    """Sign in through the login form; returns the session's CSRF token."""
+    """Sign in through the login form, and the second step when the account needs it
+    (OPS-2); returns the session's CSRF token."""
     token = csrf_from(client.get("/login").get_data(as_text=True))
     response = client.post("/login", data={"email": email, "password": password, "csrf_token": token})
+    response = pass_second_factor(client, response, email)
     assert response.status_code == 303, response.get_data(as_text=True)[:500]
     return csrf_from(client.get("/proposals").get_data(as_text=True))
 
@@ -351,7 +466,7 @@ def make_operator(installation_id: str, name: str = "moderator", roles: list[str
     existing = db.session.scalar(select(OperatorUser).where(OperatorUser.email == email))
     if existing is not None:
         return existing
-    return create_operator(
+    operator = create_operator(
         installation_id,
         email=email,
         password=DEMO_PASSWORD,
@@ -359,6 +474,10 @@ def make_operator(installation_id: str, name: str = "moderator", roles: list[str
         roles=roles or OPERATOR_ROLES[name],
         actor=Actor.system("test-builder"),
     )
+    if needs_second_factor(operator):  # OPS-2: enrolled with a seed the helpers know
+        enrol(email)
+        operator = db.session.get(OperatorUser, operator.id)
+    return operator
 
 
 def make_team(platform: Platform | str | None = None, *, approval_mode: str = "human", edit_graph=None) -> Team:

@@ -53,6 +53,7 @@ class ChangeKind(StrEnum):
     LABEL_SET = "label.set"
     OPERATOR_REACTIVATE = "operator.reactivate"
     BULK_CAP = "bulk.cap"  # BULK-5: items per batch for a role
+    OPERATOR_SECOND_FACTOR_RESET = "operator.second_factor_reset"  # OPS-2
 
 
 K = ChangeKind
@@ -80,6 +81,7 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.user_reactivate": (K.OPERATOR_REACTIVATE,),
     "admin.user_invitation": (K.OPERATOR_INVITE,),
     "admin.bulk_cap_set": (K.BULK_CAP,),
+    "admin.user_second_factor_reset": (K.OPERATOR_SECOND_FACTOR_RESET,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
     "cli:bulk-cap": (K.BULK_CAP,),
 }
@@ -190,6 +192,9 @@ ALWAYS: dict[ChangeKind, str] = {
     K.LABEL_SET: "It changes what a code is called on every page: reviewers decide by the label.",
     K.OPERATOR_CREATE: "It creates an account, which a second admin confirms.",
     K.OPERATOR_REACTIVATE: "It reactivates an account: its holder may sign in and act again.",
+    K.OPERATOR_SECOND_FACTOR_RESET: (
+        "It resets an account's second factor: whoever knows its password enrols a new device at the next sign-in."
+    ),
 }
 
 

@@ -23,7 +23,7 @@ from .proposals import (
     move_proposal,
 )
 from .queue import ReportSubject, claim_active_sql, claim_blocks_sql, overdue_sql, queue_targets
-from .tenancy import Installation, OperatorInvitation, OperatorUser
+from .tenancy import Installation, OperatorInvitation, OperatorRecoveryCode, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "Integration",
     "IntegrationToken",
     "OperatorInvitation",
+    "OperatorRecoveryCode",
     "OperatorUser",
     "Queue",
     "Report",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from flask_login import UserMixin
-from sqlalchemy import Boolean, ForeignKey, String
+from sqlalchemy import Boolean, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .base import Base, UTCDateTime, created_at_column, id_column
+from .base import Base, SealedText, UTCDateTime, created_at_column, id_column
 
 ROLES = ("moderator", "reviewer", "admin", "auditor")
 
@@ -41,6 +41,12 @@ class OperatorUser(UserMixin, Base):
     session_version: Mapped[int] = mapped_column(default=1)
     created_at: Mapped[datetime] = created_at_column()
     last_login_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # The second factor (OPS-2): the TOTP seed, sealed at rest (OPS-3); set when
+    # enrolment starts, in force once confirmed with a code. The last time step a
+    # code was accepted for: a code is accepted once (no replay).
+    totp_secret: Mapped[str | None] = mapped_column(SealedText("operator_users.totp_secret"), nullable=True)
+    totp_confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    totp_last_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     @property
     def roles(self) -> frozenset[str]:
@@ -69,6 +75,19 @@ class OperatorUser(UserMixin, Base):
 
     def get_id(self) -> str:
         return f"{self.id}:{self.session_version}"
+
+
+class OperatorRecoveryCode(Base):
+    """One recovery code of an operator's second factor (OPS-2): usable once, in place
+    of a TOTP code. Only a SHA-256 of the code is kept; the codes are shown once."""
+
+    __tablename__ = "operator_recovery_codes"
+
+    id: Mapped[str] = id_column("rco")
+    operator_id: Mapped[str] = mapped_column(ForeignKey("operator_users.id"), index=True)
+    code_hash: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = created_at_column()
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class OperatorInvitation(Base):

@@ -1,8 +1,13 @@
-"""A second factor for password accounts (SPEC OPS-2). Filled in by the OPS-2 work.
+"""A second factor for password accounts (SPEC OPS-2): each operator's TOTP seed
+(sealed at rest, OPS-3), when enrolment was confirmed, the last time step a code was
+accepted for (no replay), and recovery codes kept only as hashes.
 
 Revision ID: 0019
 Revises: 0018
 """
+
+import sqlalchemy as sa
+from alembic import op
 
 revision = "0019"
 down_revision = "0018"
@@ -11,8 +16,29 @@ depends_on = None
 
 
 def upgrade() -> None:
-    pass
+    with op.batch_alter_table("operator_users") as batch:
+        batch.add_column(sa.Column("totp_secret", sa.String(1000), nullable=True))
+        batch.add_column(sa.Column("totp_confirmed_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(sa.Column("totp_last_step", sa.Integer(), nullable=True))
+    op.create_table(
+        "operator_recovery_codes",
+        sa.Column("id", sa.String(length=200), nullable=False),
+        sa.Column("operator_id", sa.String(length=200), nullable=False),
+        sa.Column("code_hash", sa.String(length=100), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("used_at", sa.DateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["operator_id"], ["operator_users.id"], name=op.f("fk_operator_recovery_codes_operator_id_operator_users")
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_operator_recovery_codes")),
+    )
+    op.create_index("ix_operator_recovery_codes_operator_id", "operator_recovery_codes", ["operator_id"])
 
 
 def downgrade() -> None:
-    pass
+    op.drop_index("ix_operator_recovery_codes_operator_id", table_name="operator_recovery_codes")
+    op.drop_table("operator_recovery_codes")
+    with op.batch_alter_table("operator_users") as batch:
+        batch.drop_column("totp_last_step")
+        batch.drop_column("totp_confirmed_at")
+        batch.drop_column("totp_secret")

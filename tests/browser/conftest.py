@@ -26,6 +26,20 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
 
 
+def pass_second_factor(page, email: str) -> None:
+    """After the password: the code page with a current code of the seed the test
+    builders enrolled the account with (OPS-2); nothing for an account without one."""
+    from ..builders import totp_code
+
+    from playwright.sync_api import expect
+
+    code, signed_in = page.get_by_label("Code"), page.get_by_role("button", name="Sign out")
+    expect(code.or_(signed_in).first).to_be_visible()
+    if code.is_visible():
+        code.fill(totp_code(email))
+        page.get_by_role("button", name="Sign in").click()
+
+
 @pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from app.demo import DEMO_PASSWORD
 
 from ..builders import decide_report, proposal_of
-from .conftest import POLL_SECONDS
+from .conftest import POLL_SECONDS, pass_second_factor
 
 
 def sign_in(page, email):
@@ -17,6 +17,7 @@ def sign_in(page, email):
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(DEMO_PASSWORD)
     page.get_by_role("button", name="Sign in").click()
+    pass_second_factor(page, email)
     expect(page.get_by_role("button", name="Sign out")).to_be_visible()  # landed by role (QUEUE-5)
 
 

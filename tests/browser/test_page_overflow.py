@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from app.demo import DEMO_PASSWORD
 
 from ..builders import approve, decide_report, pending_changes, proposal_of, run_worker
+from .conftest import pass_second_factor
 
 WIDTHS = (1280, 390)
 WORD_CAP = 16
@@ -73,6 +74,7 @@ def sign_in(page, email: str) -> None:
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(DEMO_PASSWORD)
     page.get_by_role("button", name="Sign in").click()
+    pass_second_factor(page, email)
     page.wait_for_url(re.compile(r"^(?!.*/login).*$"))
 
 

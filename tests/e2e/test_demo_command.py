@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from app.demo import DEMO_PASSWORD
 from app.demo_queue import QUEUE_DEMO_REPORTS
 
+from ..builders import http_sign_in
 from ..processes import eventually
 from .test_production import free_port
 
@@ -105,10 +106,7 @@ def csrf(html: str) -> str:
 
 def sign_in(base: str, email: str) -> tuple[requests.Session, str]:
     session = requests.Session()
-    token = csrf(session.get(f"{base}/login").text)
-    response = session.post(
-        f"{base}/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token}, allow_redirects=False
-    )
+    response = http_sign_in(session, base, email)  # the demo's published seeds (OPS-2)
     assert response.status_code == 303, response.text[:500]
     return session, csrf(session.get(f"{base}/proposals").text)
 

@@ -18,7 +18,7 @@ import requests
 
 from app.demo import DEMO_PASSWORD
 
-from ..builders import proposal_of, reload
+from ..builders import http_sign_in, proposal_of, reload
 from ..processes import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,10 +97,7 @@ def csrf(html: str) -> str:
 
 def sign_in(base: str, email: str) -> tuple[requests.Session, str]:
     session = requests.Session()
-    token = csrf(session.get(f"{base}/login").text)
-    response = session.post(
-        f"{base}/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token}, allow_redirects=False
-    )
+    response = http_sign_in(session, base, email)  # the second step too, for reviewers and admins (OPS-2)
     assert response.status_code == 303
     return session, csrf(session.get(f"{base}/proposals").text)
 

@@ -19,13 +19,12 @@ import requests
 from sqlalchemy import func, select
 
 from app import create_app
-from app.demo import DEMO_PASSWORD
 from app.demo_platform import serve
 from app.extensions import db
 from app.models import ActionApproval, ActionProposal, AuditEvent
 from app.services.lifecycle import sweeps
 
-from ..builders import add_reports, decide_report, make_world, proposal_of
+from ..builders import add_reports, decide_report, http_sign_in, make_world, proposal_of
 from ..processes import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +35,7 @@ def sign_in(base: str, email: str) -> tuple[requests.Session, str]:
     token = re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', session.get(f"{base}/login").text).group(
         1
     )
-    session.post(f"{base}/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token})
+    http_sign_in(session, base, email)  # the second step too, for reviewers and admins (OPS-2)
     return session, token
 
 

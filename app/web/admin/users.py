@@ -6,7 +6,7 @@ from flask import flash, redirect, render_template, url_for
 from flask_login import current_user, login_user
 
 from app.domain.errors import ApiError
-from app.services.admin import invitations
+from app.services.admin import invitations, second_factor
 from app.services.admin import operators as service
 from app.services.admin.changes import PendingChange
 
@@ -111,6 +111,20 @@ def user_deactivate(operator_id: str):
 @role_required(*EDIT_ROLES)
 def user_reactivate(operator_id: str):
     return _set_active(operator_id, True)
+
+
+@bp.route("/users/<operator_id>/second-factor/reset", methods=["POST"])
+@role_required(*EDIT_ROLES)
+def user_second_factor_reset(operator_id: str):
+    """Propose resetting a user's second factor (OPS-2): a change for a second admin (FOUR-2)."""
+    if not ActionForm().validate():
+        return _detail_page(operator_id, error=form_invalid(), status=400)
+    try:
+        outcome = second_factor.reset_second_factor(current_user, operator_id)
+    except ApiError as error:
+        raise_if_not_found(error)
+        return _detail_page(operator_id, error=error, status=error.status)
+    return answer_pending(outcome)
 
 
 @bp.route("/users/<operator_id>/invitation", methods=["POST"])

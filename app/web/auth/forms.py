@@ -1,4 +1,4 @@
-from wtforms import EmailField, PasswordField
+from wtforms import EmailField, PasswordField, StringField
 from wtforms.validators import DataRequired, Length
 
 from app.web.forms import ConsoleForm
@@ -14,3 +14,9 @@ class InvitationForm(ConsoleForm):
 
     password = PasswordField("New password (at least 12 characters)", validators=[Length(max=500)])
     confirm = PasswordField("The same password again", validators=[Length(max=500)])
+
+
+class CodeForm(ConsoleForm):
+    """A second-factor code (OPS-2): 6 digits from the authenticator app, or a recovery code."""
+
+    code = StringField("Code", validators=[Length(max=64)])

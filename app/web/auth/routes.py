@@ -1,19 +1,22 @@
 from __future__ import annotations
 
+import time
 from urllib.parse import urlsplit
 
-from flask import current_app, flash, make_response, redirect, render_template, request, url_for
+from flask import current_app, flash, make_response, redirect, render_template, request, session, url_for
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.domain.errors import ApiError
+from app.domain.second_factor import needs_second_factor
 from app.extensions import limiter
 from app.services.admin import invitations
 from app.services.admin.operators import authenticate_operator, end_sessions
 
 from .blueprint import bp
 from .forms import InvitationForm, LoginForm
+from .second_factor import PENDING
 
 
 def _safe_next(target: str | None) -> str:
@@ -47,6 +50,16 @@ def login():
     error = None
     if form.validate_on_submit():
         operator = authenticate_operator(form.email.data, form.password.data)
+        session.pop(PENDING, None)
+        if operator is not None and needs_second_factor(operator):  # OPS-2: not signed in yet
+            session[PENDING] = {
+                "operator_id": operator.id,
+                "session_version": operator.session_version,
+                "started": time.time(),
+                "next": _safe_next(request.args.get("next")),
+            }
+            step = "auth.second_factor" if operator.totp_confirmed_at else "auth.enrol"
+            return redirect(url_for(step), code=303)
         if operator is not None:
             login_user(operator)
             return redirect(_safe_next(request.args.get("next")), code=303)
