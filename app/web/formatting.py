@@ -7,7 +7,7 @@ import json
 from markupsafe import Markup
 
 from app.domain.clock import iso
-from app.domain.erasure import erased_words
+from app.domain.personal_data import erased_words
 from app.domain.subject_names import SubjectName, title_parts
 
 

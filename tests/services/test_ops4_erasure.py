@@ -22,7 +22,7 @@ from app.models import (
     ReportSubject,
     RetentionSetting,
 )
-from app.services.admin import erasure
+from app.services.admin import erasure_requests as erasure
 from app.services.cases.appeals import file_appeal
 from app.services.cases.erasure import erase_due_retention
 from app.services.uow import Actor

@@ -77,7 +77,7 @@ def test_ops4_pages_say_what_was_erased_and_when(app, client, world):
     db.session.rollback()
     digest = db.session.scalar(select(ReportEvidence.evidence_digest).where(ReportEvidence.report_id == open_report))
     subject_id = db.session.scalar(select(ReportSubject.id).where(ReportSubject.reference == "post:77001"))
-    from app.services.admin import erasure
+    from app.services.admin import erasure_requests as erasure
 
     request = erasure.request_erasure(world.user("admin"), AUTHOR, "Data subject request, ticket DSR-1")
     erasure.approve(world.user("admin2"), request.id)

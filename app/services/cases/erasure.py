@@ -21,7 +21,7 @@ from sqlalchemy import or_, select, update
 from app.domain.bulk.subjects import canonical_reference
 from app.domain.case_states import ReportState
 from app.domain.clock import utcnow
-from app.domain.erasure import ErasedBy, retention_cutoff
+from app.domain.personal_data import ErasedBy, retention_cutoff
 from app.models import Appeal, Report, ReportEvidence, ReportSubject, ReportTarget, RetentionSetting, new_id
 from app.services.cases.queue_subjects import refresh_subjects
 from app.services.uow import Actor, unit_of_work

@@ -9,7 +9,7 @@ from flask_login import current_user
 from wtforms import StringField, TextAreaField
 
 from app.domain.errors import ApiError
-from app.services.admin import erasure as service
+from app.services.admin import erasure_requests as service
 from app.web.errors import raise_for_json
 from app.web.forms import ConsoleForm
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from app.domain.clock import utcnow
-from app.domain.erasure import (
+from app.domain.personal_data import (
     ErasedBy,
     ErasureKind,
     ErasureState,
