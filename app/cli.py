@@ -326,6 +326,13 @@ def register_cli(app: Flask) -> None:
 
         click.echo(asdict(run_sweeps()))
 
+    @app.cli.command("erasure-sweep")
+    def erasure_sweep() -> None:
+        """Erase now the personal data past each installation's retention period (SPEC OPS-4)."""
+        from .services.cases.erasure import erase_due_retention
+
+        click.echo(f"erased {erase_due_retention()} rows past their retention period")
+
     @app.cli.command("verify-audit")
     @click.option(
         "--checkpoints",

@@ -111,6 +111,14 @@ SINGLE_ADMIN_WRITES: dict[str, str] = {
         "A queue's time to decide only marks subjects overdue (QUEUE-4); it changes no action, recipient or role."
     ),
     "cli:queue-target": "A queue's time to decide only marks subjects overdue (QUEUE-4); it changes no action.",
+    "admin.erasure_request": (
+        "It only stores a request: nothing is erased until a different admin approves it (OPS-4)."
+    ),
+    "admin.retention_request": (
+        "It only stores a request: the retention period changes when a different admin approves it (OPS-4)."
+    ),
+    "admin.erasure_approve": "It is the second admin's approval of another admin's erasure request (OPS-4).",
+    "admin.erasure_reject": "Nothing of a rejected erasure request applies.",
     "cli:create-admin": (
         "Bootstrap from the server: the first admin of an installation, when no second admin exists; "
         "recorded as the system."
@@ -133,6 +141,7 @@ NOT_CONFIGURATION_WRITES: dict[str, str] = {
     "cli:proposal-history": "Reads one proposal's history.",
     "cli:config-changes": "Lists the pending changes.",
     "cli:bulk-status": "Reads one bulk batch and its ledger.",
+    "cli:erasure-sweep": "Erases only what a retention period two admins approved makes due, as the sweep does (OPS-4).",
 }
 
 

@@ -8,6 +8,7 @@ from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .changes import ConfigChange
 from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion
+from .erasure import ErasureRequest, RetentionSetting
 from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
 from .labels import CodeLabel
@@ -35,6 +36,7 @@ __all__ = [
     "AppealDecision",
     "AuditEvent",
     "Base",
+    "ErasureRequest",
     "Budget",
     "BudgetReservation",
     "BulkBatch",
@@ -61,6 +63,7 @@ __all__ = [
     "Queue",
     "Report",
     "ReportEvidence",
+    "RetentionSetting",
     "ReportSubject",
     "ReportTarget",
     "StepRun",

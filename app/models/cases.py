@@ -44,6 +44,8 @@ class Report(Base):
     subject_id: Mapped[str | None] = mapped_column(ForeignKey("report_subjects.id"), nullable=True)
     # who opened it in the console for a subject nobody reported (a proactive action)
     opened_by_id: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
+    erased_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)  # OPS-4: summary erased
+    erased_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)  # request, retention
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 
@@ -107,6 +109,8 @@ class Appeal(Base):
     statement: Mapped[str] = mapped_column(Text, default="")
     created_by_type: Mapped[str] = mapped_column(String(30), default="operator")
     created_by_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    erased_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)  # OPS-4: statement erased
+    erased_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 

@@ -22,7 +22,7 @@ Index("ix_appeal_corrections_original", AppealCorrection.original_proposal_id)
 
 class ReportEvidence(Base):
     """What a target looked like when it was reported: immutable (the database
-    refuses UPDATE), named by its digest."""
+    refuses UPDATE but the erasure of its personal fields, OPS-4), named by its digest."""
 
     __tablename__ = "report_evidence"
     __table_args__ = (
@@ -43,3 +43,6 @@ class ReportEvidence(Base):
     posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     evidence_digest: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = created_at_column()
+    # OPS-4: the one UPDATE the database allows empties the personal fields and sets these
+    erased_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    erased_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)  # request, retention

@@ -54,6 +54,8 @@ class ReportSubject(Base):
     search_text: Mapped[str] = mapped_column(Text, default="")  # lower case
     claimed_by_id: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    erased_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)  # OPS-4: names erased
+    erased_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 

@@ -20,7 +20,7 @@ from app.models import OperatorUser
 from app.observability import pop, push
 
 from .errors import register_error_handlers
-from .formatting import action_heading, bidi_text, pretty_json, time_tag
+from .formatting import action_heading, bidi_text, erased_note, pretty_json, time_tag
 
 
 class Anonymous(AnonymousUserMixin):
@@ -113,6 +113,7 @@ def register_web(app: Flask) -> None:
     app.jinja_env.filters["time"] = time_tag  # a filter, not a macro: pages render hundreds
     # the Python behind the `time` and `platform_text` of templates/_macros (a macro call costs more)
     app.jinja_env.globals.update(time_tag=time_tag, bidi_text=bidi_text, action_heading=action_heading)
+    app.jinja_env.globals["erased_note"] = erased_note  # OPS-4: what was erased and when
     app.jinja_env.globals["is_terminal"] = is_terminal  # the named predicates (§3)
     app.jinja_env.globals["is_waiting"] = is_waiting
     app.jinja_env.globals["is_effective"] = is_effective

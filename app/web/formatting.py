@@ -7,6 +7,7 @@ import json
 from markupsafe import Markup
 
 from app.domain.clock import iso
+from app.domain.personal_data import erased_words
 from app.domain.subject_names import SubjectName, title_parts
 
 
@@ -33,3 +34,11 @@ def time_tag(value) -> Markup:
         return Markup("—")
     stamp = iso(value)  # digits and punctuation only: nothing to escape
     return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{value.strftime("%Y-%m-%d %H:%M:%S")} UTC</time>')
+
+
+def erased_note(row) -> Markup:
+    """"Erased on <time>, by request" (or "by retention") for a row whose personal data
+    was erased (SPEC OPS-4): `row` has ``erased_at`` and ``erased_reason``."""
+    reason = row.erased_reason or ""
+    return Markup('<span class="erased" data-erased="{}">Erased on {}, {}</span>').format(
+        reason, time_tag(row.erased_at), erased_words(reason))

@@ -29,6 +29,7 @@ from app.models import (
 )
 from app.queueing import enqueue_delivery
 from app.services.audit import write_due_checkpoints
+from app.services.cases.erasure import erase_due_retention
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.reversals import create_missing_reversals
@@ -55,6 +56,7 @@ class SweepCounts:
     probes_scheduled: int = 0
     bulk_batches_completed: int = 0
     bulk_batches_expired: int = 0
+    retention_rows_erased: int = 0
 
 
 def due_query(now, limit: int = BATCH):
@@ -257,6 +259,7 @@ def run_sweeps() -> SweepCounts:
         counts.bulk_batches_expired = expire_bulk_batches(started)  # BULK-2
         counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
         counts.probes_scheduled = schedule_overdue_probes(utcnow())  # OPS-7
+        counts.retention_rows_erased = erase_due_retention(started)  # OPS-4
         counts.audit_checkpoints_written = write_due_checkpoints()  # REC-4
     except Exception as exc:
         log.exception("sweep failed")

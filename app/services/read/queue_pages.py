@@ -58,6 +58,8 @@ class QueueRow:
     claimed_by: str | None  # the holder's display name while the claim holds (QUEUE-2)
     claimed_until: datetime | None
     claimed_by_me: bool
+    erased_at: datetime | None = None  # OPS-4: its reports' personal data erased
+    erased_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ def _row(subject: ReportSubject, queue_name, target, holder_name, operator: Oper
         overdue=is_overdue(subject.state, subject.waiting_since, target, now),
         claimed_by=holder_name if holds else None, claimed_until=subject.claimed_until if holds else None,
         claimed_by_me=holds and subject.claimed_by_id == operator.id,
+        erased_at=subject.erased_at, erased_reason=subject.erased_reason,
     )
 
 
