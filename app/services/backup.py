@@ -107,8 +107,8 @@ def _revision(conn: Connection) -> str | None:
         return None
 
 
-def _open(path: Path, mode: str) -> IO[str]:
-    if path.suffix == ".gz":
+def _open(path: Path, mode: str, gz: bool | None = None) -> IO[str]:
+    if path.suffix == ".gz" if gz is None else gz:
         return gzip.open(path, mode + "t", encoding="utf-8")
     return path.open(mode, encoding="utf-8")
 
@@ -144,7 +144,7 @@ def write_backup(conn: Connection, path: Path) -> dict[str, int]:
         revision = _revision(conn)
         if revision is None:
             raise RestoreRefused("not_migrated", "the database has no alembic_version: nothing to back up")
-        with _open(partial, "w") as out:
+        with _open(partial, "w", gz=path.suffix == ".gz") as out:
             header = {"kind": KIND, "v": VERSION, "revision": revision, "dialect": conn.dialect.name}
             out.write(_line({**header, "taken_at": iso(utcnow())}))
             for table in _tables(conn):

@@ -30,7 +30,8 @@ from .databases import app_on, fresh_database, revisions, run_cli
 
 ROWS = 2  # per table: enough for foreign keys and unique columns to tell rows apart
 START = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
-CHECK_IN = re.compile(r"(\w+)\s+IN\s*\(\s*'([^']*)'", re.I)
+# `state IN ('a', …)` as written, and as PostgreSQL gives it back: `(state)::text = ANY ((ARRAY['a'::…`
+CHECK_IN = re.compile(r"(\w+)\)?(?:::text)?\s+(?:IN\s*\(|=\s*ANY\s*\(\(?ARRAY\[)\s*'([^']*)'", re.I)
 EARLIER = revisions()[:-1]
 
 
