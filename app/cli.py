@@ -375,6 +375,39 @@ def register_cli(app: Flask) -> None:
             click.echo(f"{installation_id}: MISSING: checkpoints name an installation the database does not have")
         sys.exit(1 if broken else 0)
 
+    @app.cli.command("backup")
+    @click.argument("file", type=click.Path(dir_okay=False, writable=True))
+    def backup(file: str) -> None:
+        """Write every table to FILE as JSON lines (gzip when it ends in .gz), read in one
+        transaction (OPS-6). The instance's keys are not in it: keep them beside it."""
+        from pathlib import Path
+
+        from .extensions import db
+        from .services.backup import write_backup
+
+        with db.engine.connect() as conn:
+            counts = write_backup(conn, Path(file))
+        click.echo(f"backup written to {file}: {sum(counts.values())} rows in {len(counts)} tables")
+
+    @app.cli.command("restore")
+    @click.argument("file", type=click.Path(exists=True, dir_okay=False))
+    def restore(file: str) -> None:
+        """Load a backup into this empty database, migrated to the backup's migration (OPS-6);
+        refuses a database with rows or at another migration."""
+        from pathlib import Path
+
+        from .extensions import db
+        from .services.backup import RestoreRefused, restore_backup
+
+        try:
+            with db.engine.connect() as conn:
+                counts = restore_backup(conn, Path(file))
+        except RestoreRefused as refused:
+            click.echo(f"{refused.code}: {refused}", err=True)
+            sys.exit(1)
+        click.echo(f"restored {sum(counts.values())} rows into {len(counts)} tables from {file}")
+        click.echo("next: flask --app app verify-audit --checkpoints <your shipped checkpoints>")
+
     @app.cli.command("audit-checkpoint")
     def audit_checkpoint() -> None:
         """Write a signed checkpoint of every installation's audit chain head now (REC-4)."""

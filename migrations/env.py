@@ -1,4 +1,5 @@
 import logging
+from contextlib import contextmanager
 from logging.config import fileConfig
 
 from flask import current_app
@@ -103,8 +104,34 @@ def run_migrations_online():
             **conf_args
         )
 
-        with context.begin_transaction():
-            context.run_migrations()
+        with sqlite_foreign_keys_off(connection):
+            with context.begin_transaction():
+                context.run_migrations()
+
+
+@contextmanager
+def sqlite_foreign_keys_off(connection):
+    """SQLite: foreign keys off while migrating, checked after (OPS-6).
+
+    batch_alter_table rebuilds a table by copy, drop and rename; with foreign keys on,
+    dropping a table other rows refer to fails ("FOREIGN KEY constraint failed"), so a
+    database with data could not be upgraded. The pragma only takes effect outside a
+    transaction, hence on the driver's connection before alembic begins one; after the
+    migrations, `PRAGMA foreign_key_check` must find no row pointing nowhere.
+    """
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    driver = connection.connection.driver_connection
+    driver.execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+        dangling = driver.execute("PRAGMA foreign_key_check").fetchall()
+        if dangling:
+            raise RuntimeError(f"rows refer to rows that do not exist after the migration: {dangling[:5]}")
+    finally:
+        connection.rollback()
+        driver.execute("PRAGMA foreign_keys=ON")
 
 
 if context.is_offline_mode():

@@ -1,0 +1,1 @@
+"""Bulk enforcement: one reviewed decision over many subjects (SPEC BULK)."""

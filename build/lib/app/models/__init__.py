@@ -1,0 +1,85 @@
+"""Tables, one module per concept of the domain. Importing this registers them all."""
+
+from .attempts import ConnectionAttempt
+from .audit import AuditEvent
+from .base import Base, CanonicalJSON, insert_ignore, new_id
+from .bulk import BulkBatch, BulkCap, BulkItem
+from .budgets import Budget, BudgetReservation
+from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
+from .changes import ConfigChange
+from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion
+from .evidence import ReportEvidence
+from .integrations import Integration, IntegrationToken, Queue
+from .labels import CodeLabel
+from .moves import move_by_id, move_many, move_row, take_run
+from .operations import SweepRun
+from .outbox import WorkflowDispatchOutbox, WorkflowEventInbox
+from .proposals import (
+    ActionApproval,
+    ActionProposal,
+    ActionReceiptRecord,
+    move_batch_items,
+    move_loaded,
+    move_proposal,
+)
+from .queue import ReportSubject, claim_active_sql, claim_blocks_sql, overdue_sql, queue_targets
+from .tenancy import Installation, OperatorInvitation, OperatorUser
+from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
+
+__all__ = [
+    "ActionApproval",
+    "ActionProposal",
+    "ActionReceiptRecord",
+    "Appeal",
+    "AppealCorrection",
+    "AppealDecision",
+    "AuditEvent",
+    "Base",
+    "Budget",
+    "BudgetReservation",
+    "BulkBatch",
+    "BulkCap",
+    "BulkItem",
+    "CanonicalJSON",
+    "CodeLabel",
+    "ComponentDefinition",
+    "ComponentVersion",
+    "ConfigChange",
+    "Connection",
+    "ConnectionAttempt",
+    "ConnectionHealth",
+    "ConnectionVersion",
+    "Decision",
+    "HumanTask",
+    "HumanTaskClaim",
+    "Installation",
+    "Integration",
+    "IntegrationToken",
+    "OperatorInvitation",
+    "OperatorUser",
+    "Queue",
+    "Report",
+    "ReportEvidence",
+    "ReportSubject",
+    "ReportTarget",
+    "StepRun",
+    "SweepRun",
+    "WorkflowDefinition",
+    "WorkflowDispatchOutbox",
+    "WorkflowEventInbox",
+    "WorkflowRun",
+    "WorkflowVersion",
+    "claim_active_sql",
+    "claim_blocks_sql",
+    "insert_ignore",
+    "move_batch_items",
+    "move_by_id",
+    "move_many",
+    "move_loaded",
+    "move_proposal",
+    "move_row",
+    "new_id",
+    "overdue_sql",
+    "queue_targets",
+    "take_run",
+]

@@ -1,0 +1,2 @@
+"""The admin screens' services: integrations, connections, components,
+workflows, budgets and operators."""

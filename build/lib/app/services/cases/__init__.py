@@ -1,0 +1,1 @@
+"""The cases: reports, decisions, appeals and approval tasks."""

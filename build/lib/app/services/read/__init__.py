@@ -1,0 +1,1 @@
+"""Read models: the queries behind each console screen."""

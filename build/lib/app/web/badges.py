@@ -1,0 +1,86 @@
+"""The list rows' small pieces as Python (issue 25 speed): a Jinja macro call costs
+more than the few tags it writes, and pages write them hundreds of times. Each
+function gives the very markup its macro in templates/_macros/ui.html gave (the
+macro's name is bound to it there), every value escaped (`escape`, in C; Markup.format
+would parse its format string in Python at every call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from app.domain.failures import failure_words
+from app.domain.states import is_terminal
+
+from .labels import label
+
+DASH = Markup("—")
+
+
+def coded(kind: str, code: str | None) -> Markup:
+    """A code as its label in words, the code in the tooltip (REV-3)."""
+    return Markup(f'<span class="coded" title="{escape(code)}">{escape(label(kind, code))}</span>')
+
+
+def state_badge(state: str, terminal: bool | None = None, kind: str = "proposal_state") -> Markup:
+    """A state as a badge; a failed delivery says whether it is final or will retry."""
+    suffix = ""
+    if state == "failed" and terminal is not None:
+        suffix = " (final)" if terminal else " (will retry)"
+    state_ = escape(state)
+    return Markup(f'<span class="badge state-{state_}" title="state: {state_}">{escape(label(kind, state))}{suffix}</span>')
+
+
+def short_id(value: Any) -> Markup:
+    """A long id, whole in the page (copy and hover give it all); CSS shortens it."""
+    value_ = escape(value)
+    return Markup(f'<code class="id" title="{value_}">{value_}</code>')
+
+
+def delivery_summary(p: Any) -> str:
+    """How far a proposal's delivery got, in words ("2 attempts (1 operator retry)")."""
+    count = p.delivery_attempt_count
+    if count == 0:
+        return "nothing sent" if is_terminal(p.state, p.delivery_terminal) else "not sent yet"
+    words = f"{count} attempt{'s' if count != 1 else ''}"
+    if p.delivery_cycle > 1:
+        words += f" ({p.delivery_cycle - 1} operator retr{'ies' if p.delivery_cycle > 2 else 'y'})"
+    return words
+
+
+def error_words(code: str | None, status: int | None = None, excerpt: str | None = None,
+                tooltip: bool = False) -> Markup:
+    """A failure in words first, its code in small print (QUEUE-6), or only as the
+    words' tooltip (`tooltip`, where a page leads with it); with an attempt's HTTP
+    status and the start of the platform's answer (escaped) when given."""
+    if not code:
+        return DASH
+    title = f' title="{escape(code)}"' if tooltip else ""
+    html = f'<span class="error-words"{title}>{escape(failure_words(code))}</span>'
+    if status:
+        said = f': <q class="excerpt">{escape(excerpt)}</q>' if excerpt else ""
+        html += f' <span class="platform-status">The platform answered HTTP {escape(status)}{said}</span>'
+    return Markup(html if tooltip else f'{html} <small class="code">{escape(code)}</small>')
+
+
+def subject(p: Any, names: dict | None) -> Markup:
+    """An action's subject named by what it is (QUEUE-6): the account with its name,
+    not the post it was found through; `names` from subject_names(proposals)."""
+    s = names.get(p.id) if names else None
+    if s and s.account and s.via == s.reference:
+        return Markup(f'<span class="subject">the author of <code>{escape(s.via)}</code></span>')
+    if s and s.account:
+        named = f"<strong>{escape(s.name)}</strong> (<code>{escape(s.reference)}</code>)" if s.name else (
+            f"<code>{escape(s.reference)}</code>")
+        return Markup(f'<span class="subject">the account {named}</span>')
+    return Markup(f"<code>{escape(p.target.get('reference', ''))}</code>")
+
+
+def register_badges(app) -> None:
+    """Bind each function for templates/_macros/ui.html, which names them for its importers."""
+    app.jinja_env.globals.update(
+        {f"{name}_tag": fn for name, fn in
+         (("coded", coded), ("state_badge", state_badge), ("short_id", short_id),
+          ("delivery_summary", delivery_summary), ("error_words", error_words), ("subject", subject))}
+    )

@@ -1,0 +1,35 @@
+"""Formatting helpers shared by views and templates."""
+
+from __future__ import annotations
+
+import json
+
+from markupsafe import Markup
+
+from app.domain.clock import iso
+from app.domain.subject_names import SubjectName, title_parts
+
+
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def bidi_text(value) -> Markup:
+    """``<bdi>value</bdi>`` with `value` escaped: platform text isolated from the page's
+    direction (FOUR-10). The `platform_text` of templates/_macros/platform.html."""
+    return Markup("<bdi>{}</bdi>").format(value)
+
+
+def action_heading(label: str, subject: SubjectName) -> Markup:
+    """An action's title for a heading: the parts escaped, the account's name (the
+    platform's text) in <bdi> (FOUR-10, QUEUE-6); `action_title` is the plain-text twin."""
+    before, name, after = title_parts(label, subject)
+    return Markup("{}{}{}").format(before, bidi_text(name) if name else "", after)
+
+
+def time_tag(value) -> Markup:
+    """A <time> element: UTC in the page, the operator's local time once console.js runs."""
+    if value is None:
+        return Markup("—")
+    stamp = iso(value)  # digits and punctuation only: nothing to escape
+    return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{value.strftime("%Y-%m-%d %H:%M:%S")} UTC</time>')
