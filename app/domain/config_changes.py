@@ -53,6 +53,7 @@ class ChangeKind(StrEnum):
     LABEL_SET = "label.set"
     OPERATOR_REACTIVATE = "operator.reactivate"
     BULK_CAP = "bulk.cap"  # BULK-5: items per batch for a role
+    SSO_MAPPING = "sso.mapping"  # OPS-1: which identity-provider groups give which roles
 
 
 K = ChangeKind
@@ -80,6 +81,7 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.user_reactivate": (K.OPERATOR_REACTIVATE,),
     "admin.user_invitation": (K.OPERATOR_INVITE,),
     "admin.bulk_cap_set": (K.BULK_CAP,),
+    "admin.sso_mapping_set": (K.SSO_MAPPING,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
     "cli:bulk-cap": (K.BULK_CAP,),
 }
@@ -190,6 +192,10 @@ ALWAYS: dict[ChangeKind, str] = {
     K.LABEL_SET: "It changes what a code is called on every page: reviewers decide by the label.",
     K.OPERATOR_CREATE: "It creates an account, which a second admin confirms.",
     K.OPERATOR_REACTIVATE: "It reactivates an account: its holder may sign in and act again.",
+    K.SSO_MAPPING: (
+        "It changes which identity-provider groups give which roles: who may sign in through single sign-on,"
+        " and with what power."
+    ),
 }
 
 

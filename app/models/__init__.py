@@ -23,6 +23,7 @@ from .proposals import (
     move_proposal,
 )
 from .queue import ReportSubject, claim_active_sql, claim_blocks_sql, overdue_sql, queue_targets
+from .sso import SsoGroupRole, SsoIdentity
 from .tenancy import Installation, OperatorInvitation, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
@@ -62,6 +63,8 @@ __all__ = [
     "ReportEvidence",
     "ReportSubject",
     "ReportTarget",
+    "SsoGroupRole",
+    "SsoIdentity",
     "StepRun",
     "SweepRun",
     "WorkflowDefinition",

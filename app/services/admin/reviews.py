@@ -37,6 +37,7 @@ from app.services.admin import (
     label_settings,
     operator_changes,
     operators,
+    sso_mapping,
     token_changes,
     version_retirement,
     workflows,
@@ -66,6 +67,7 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         label_settings.LABEL_SET,
         operator_changes.OPERATOR_REACTIVATE,
         bulk_caps.BULK_CAP,
+        sso_mapping.SSO_MAPPING,
     )
 }
 MAX_REASON = 2000
