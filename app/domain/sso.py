@@ -4,7 +4,7 @@ after signing in with a given set of groups.
 
 Pure: no database, no HTTP. The mapping itself is a four-eyes change
 (`app.domain.config_changes.ChangeKind.SSO_MAPPING`); signing in applies it
-(`app.services.sso`).
+(`app.services.sso_sign_in`).
 """
 
 from __future__ import annotations

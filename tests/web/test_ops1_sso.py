@@ -7,7 +7,11 @@ page with a code, never a 500."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+from pathlib import Path
 
 from sqlalchemy import select
 
@@ -188,3 +192,17 @@ def test_ops1_the_sign_in_page_offers_the_provider(app, client, world, idp):
 def test_ops1_the_domain_roles_are_the_models():
     """OPS-1: app.domain.sso checks roles against the same list the accounts use."""
     assert DOMAIN_ROLES == ROLES
+
+
+def test_ops1_the_docs_command_answers(idp):
+    """OPS-1: every ```bash command of docs/sso.md, read from the doc and run as written
+    with ``OIDC_ISSUER`` set to the provider on loopback, succeeds; the discovery
+    document names that issuer."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sso.md").read_text()
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", doc, re.S) for line in block.splitlines() if line]
+    assert commands == ['curl -fsS "$OIDC_ISSUER/.well-known/openid-configuration"']
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command], env={**os.environ, "OIDC_ISSUER": idp.issuer},
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["issuer"] == idp.issuer

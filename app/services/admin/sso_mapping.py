@@ -17,7 +17,7 @@ from app.domain.sso import check_mapping, parse_mapping_text
 from app.extensions import db
 from app.models import ConfigChange, OperatorUser, SsoGroupRole
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
-from app.services.sso import mapping_pairs
+from app.services.sso_sign_in import mapping_pairs
 from app.services.uow import UnitOfWork, unit_of_work
 
 

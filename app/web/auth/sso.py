@@ -2,7 +2,7 @@
 the browser to the identity provider (authorization code flow with state, nonce and
 PKCE S256, all Authlib's), and the callback lets Authlib exchange the code and verify
 the ID token (signature from the provider's JWKS, issuer, audience, nonce, expiry)
-before `app.services.sso.sign_in` maps the groups to roles.
+before `app.services.sso_sign_in.sign_in` maps the groups to roles.
 
 The provider is reached with Authlib's own `requests` session, not `app.egress`:
 egress guards the addresses admins type into the console (platform connections,
@@ -18,13 +18,13 @@ from __future__ import annotations
 import requests
 from authlib.integrations.base_client.errors import MismatchingStateError, OAuthError
 from authlib.integrations.flask_client import OAuth
-from authlib.jose.errors import JoseError
+from joserfc.errors import JoseError
 from flask import current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_user
 
 from app.domain.errors import ApiError
 from app.extensions import limiter
-from app.services import sso as service
+from app.services import sso_sign_in as service
 
 from .blueprint import bp
 from .forms import LoginForm
