@@ -160,8 +160,9 @@ def test_ops1_an_sso_account_cannot_sign_in_with_a_password(app, client, world, 
 def test_ops1_refusals_have_a_code_and_never_a_500(app, client, world, idp):
     """OPS-1: a callback with a state this browser did not start (400
     ``sso_state_invalid``), the provider's error parameter (401 ``sso_idp_refused``),
-    an ID token without the groups claim (403 ``sso_groups_missing``), the provider
-    down (503 ``sso_unavailable``), SSO off (404 ``sso_not_configured``)."""
+    an ID token without the groups claim (403 ``sso_groups_missing``), a code the
+    token endpoint refuses (401 ``sso_token_refused``), the provider down at the start
+    or at the callback (503 ``sso_unavailable``), SSO off (404 ``sso_not_configured``)."""
     set_mapping(app, client)
     start = client.get("/login/sso")
     callback = idp.authorize(start.headers["Location"], "gina-sub")
@@ -173,11 +174,21 @@ def test_ops1_refusals_have_a_code_and_never_a_500(app, client, world, idp):
     idp.set_user("hank-sub", email="hank@idp.example.org")
     assert_refused(sso_sign_in(client, idp, "hank-sub"), 403, "sso_groups_missing")
     assert operator("hank@idp.example.org") is None
+    idp.set_user("ivan-sub", email="ivan@idp.example.org", groups=["ts-moderators"])
+    start = client.get("/login/sso")  # the code is the first client's; the second one redeems it
+    callback = idp.authorize(start.headers["Location"], "ivan-sub")
+    app.config["OIDC_CLIENT_ID"] = "another-client"
+    assert_refused(client.get(path_of(callback)), 401, "sso_token_refused")
+    idp.configure(app)
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    app.config["OIDC_ISSUER"] = f"http://127.0.0.1:{port}"
+    start = client.get("/login/sso")
+    callback = idp.authorize(start.headers["Location"], "ivan-sub")
+    app.config["OIDC_ISSUER"] = f"http://127.0.0.1:{port}"  # the provider is gone before the code is redeemed
+    assert_refused(client.get(path_of(callback)), 503, "sso_unavailable")
     assert_refused(client.get("/login/sso"), 503, "sso_unavailable")
+    assert operator("ivan@idp.example.org") is None
     app.config["OIDC_ISSUER"] = None
     assert "Sign in with" not in text(client.get("/login"))
     assert_refused(client.get("/login/sso"), 404, "sso_not_configured")
