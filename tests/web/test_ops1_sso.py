@@ -92,6 +92,9 @@ def test_ops1_a_new_identity_is_created_with_its_mapped_roles(app, client, world
     [created] = [row for row in audits("operator.created") if row.target_id == alice.id]
     assert json.loads(created.details_json)["sign_in_method"] == "sso" and created.actor_id == "sso"
     assert client.get("/queue").status_code == 200
+    admin_browser = app.test_client()
+    admin(admin_browser)
+    assert "through single sign-on" in text(admin_browser.get(f"/admin/users/{alice.id}"))
 
 
 def test_ops1_a_removed_group_loses_its_role_at_the_next_sign_in(app, client, world, idp):
