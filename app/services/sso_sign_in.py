@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from app.domain.accounts import email_lookalike_problem
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.domain.sso import groups_from_claims, roles_for_groups
@@ -103,6 +104,8 @@ def _known(uow: UnitOfWork, identity: SsoIdentity, groups: frozenset[str], issue
 
 def _email(claims: Mapping[str, Any]) -> str:
     email = claims.get("email")
+    if isinstance(email, str) and email_lookalike_problem(email):  # FOUR-10, as for invited accounts
+        raise ApiError(403, "sso_email_not_ascii", email_lookalike_problem(email))
     email = email.strip().lower() if isinstance(email, str) else ""
     if not EMAIL_PATTERN.match(email) or has_control_characters(email) or claims.get("email_verified") is False:
         raise ApiError(
@@ -194,7 +197,7 @@ def sign_in(
     Raises:
         ApiError: 403 ``sso_groups_missing``, ``sso_no_role`` (for a known account, its
             roles are emptied and its sessions end: committed), ``sso_account_disabled``,
-            ``sso_email_missing``, ``sso_subject_missing``; 409 ``sso_email_taken``,
+            ``sso_email_missing``, ``sso_email_not_ascii``, ``sso_subject_missing``; 409 ``sso_email_taken``,
             ``sso_sign_in_conflict``; 503 ``sso_installation_unknown``. Nothing else
             is written then.
     """

@@ -128,11 +128,15 @@ def test_ops1_no_role_left_refuses_the_sign_in_and_ends_every_session(app, clien
 
 
 def test_ops1_an_unknown_identity_without_a_mapped_group_is_refused(app, client, world, idp):
-    """OPS-1: no mapped group, no account: 403 ``sso_no_role`` and nothing written."""
+    """OPS-1: no mapped group, no account: 403 ``sso_no_role`` and nothing written; an
+    email that is not ASCII (a lookalike, FOUR-10) is refused as for invited accounts."""
     set_mapping(app, client)
     idp.set_user("dave-sub", email="dave@idp.example.org", groups=["sales"])
     assert_refused(sso_sign_in(client, idp, "dave-sub"), 403, "sso_no_role")
     assert operator("dave@idp.example.org") is None
+    idp.set_user("jane-sub", email="j\u0430ne@idp.example.org", groups=["ts-moderators"])  # a Cyrillic a (FOUR-10)
+    assert_refused(sso_sign_in(client, idp, "jane-sub"), 403, "sso_email_not_ascii")
+    assert db.session.scalars(select(SsoIdentity)).all() == []
 
 
 def test_ops1_the_email_of_a_password_account_is_never_taken_over(app, client, world, idp):

@@ -110,7 +110,8 @@ def _verified_claims() -> dict:
             "This sign-in link is not the one this browser started, or it was used already. Sign in again.",
         ) from error
     except OAuthError as error:  # the token endpoint refused the code
-        raise ApiError(401, "sso_token_refused", "The identity provider refused the sign-in code. Sign in again.") from error
+        message = "The identity provider refused the sign-in code. Sign in again."
+        raise ApiError(401, "sso_token_refused", message) from error
     except JoseError as error:
         raise ApiError(401, "sso_id_token_invalid", "The identity provider's ID token did not verify.") from error
     except (requests.RequestException, ValueError) as error:
