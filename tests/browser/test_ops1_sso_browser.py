@@ -26,6 +26,8 @@ def test_ops1_a_user_removed_from_a_group_loses_the_role_at_next_sign_in(app, pa
     it at the provider, their next sign-in leaves them a moderator and /admin/ is 403."""
     set_mapping(app, app.test_client(), "ts-moderators = moderator\nts-auditors = auditor")
     idp.set_user("olga-sub", email="olga@idp.example.org", name="Olga", groups=["ts-moderators", "ts-auditors"])
+    page.goto("/login")
+    page.screenshot(path=screenshots / "ops1-sso-sign-in-page.png")
     sign_in_through_the_provider(page, idp, "olga-sub")
     assert page.goto("/admin/").status == 200
     expect(page.get_by_role("heading", name="Administration")).to_be_visible()
