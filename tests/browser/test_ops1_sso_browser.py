@@ -31,7 +31,9 @@ def test_ops1_a_user_removed_from_a_group_loses_the_role_at_next_sign_in(app, pa
     sign_in_through_the_provider(page, idp, "olga-sub")
     assert page.goto("/admin/").status == 200
     expect(page.get_by_role("heading", name="Administration")).to_be_visible()
-    page.screenshot(path=screenshots / "ops1-sso-auditor.png")
+    page.goto("/admin/sso")
+    expect(page.locator("#sso-mapping")).to_contain_text("ts-auditors")
+    page.screenshot(path=screenshots / "ops1-sso-auditor.png", full_page=True)
     assert operator("olga@idp.example.org").roles == {"moderator", "auditor"}
 
     idp.set_user("olga-sub", email="olga@idp.example.org", name="Olga", groups=["ts-moderators"])

@@ -202,9 +202,13 @@ def test_ops1_refusals_have_a_code_and_never_a_500(app, client, world, idp):
 
 
 def test_ops1_the_sign_in_page_offers_the_provider(app, client, world, idp):
-    """OPS-1: with SSO configured the sign-in page has "Sign in with <label>"."""
+    """OPS-1: with SSO configured the sign-in page has "Sign in with <label>"; the
+    redirect URI sent to the provider is on PUBLIC_URL when set, whatever the Host."""
     page = text(client.get("/login"))
     assert "Sign in with Example IdP" in page and 'href="/login/sso"' in page
+    app.config["PUBLIC_URL"] = "https://console.example.org"
+    start = client.get("/login/sso", headers={"Host": "attacker.example"})
+    assert "redirect_uri=https%3A%2F%2Fconsole.example.org%2Flogin%2Fsso%2Fcallback" in start.headers["Location"]
 
 
 def test_ops1_the_domain_roles_are_the_models():

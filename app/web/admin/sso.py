@@ -12,7 +12,7 @@ from wtforms.validators import Length
 from app.domain.errors import ApiError
 from app.domain.sso import mapping_text
 from app.services.admin import sso_mapping as service
-from app.web.auth.sso import sso_enabled
+from app.web.auth.sso import callback_url, sso_enabled
 from app.web.errors import raise_for_json
 from app.web.forms import ConsoleForm
 
@@ -37,7 +37,7 @@ def _page(form=None, error=None, status=200):
         enabled=sso_enabled(),
         issuer=current_app.config.get("OIDC_ISSUER"),
         groups_claim=current_app.config.get("OIDC_GROUPS_CLAIM"),
-        redirect_uri=url_for("auth.sso_callback", _external=True),
+        redirect_uri=callback_url(),
         mapping=mapping,
         pending=service.pending_mapping_changes(installation_id),
         form=form,

@@ -39,6 +39,16 @@ def sso_enabled() -> bool:
     return bool(config.get("OIDC_ISSUER") and config.get("OIDC_CLIENT_ID") and config.get("OIDC_CLIENT_SECRET"))
 
 
+def callback_url() -> str:
+    """The redirect URI registered at the provider: on ``PUBLIC_URL`` when it is set
+    (the console's address whatever Host a request names, as for invitation links),
+    else on the request's own address."""
+    public = current_app.config.get("PUBLIC_URL")
+    if public:
+        return public.rstrip("/") + url_for("auth.sso_callback")
+    return url_for("auth.sso_callback", _external=True)
+
+
 def _client():
     """Authlib's client for the configured provider, made on first use and remade when
     the settings change (tests set them after the app is created)."""
@@ -85,7 +95,7 @@ def sso_start():
     if current_user.is_authenticated:
         return redirect(url_for("console.index"))
     try:
-        return _client().authorize_redirect(url_for("auth.sso_callback", _external=True))
+        return _client().authorize_redirect(callback_url())
     except (requests.RequestException, ValueError, OAuthError) as error:
         return _refused(_unavailable(error))
 
