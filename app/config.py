@@ -189,6 +189,17 @@ class Config:
         # The console's address as users reach it: the only base of a mailed invitation link
         # (never the request's host, which the sender chooses); validated, see public_url().
         self.PUBLIC_URL = public_url()
+        # OPS-1: single sign-on through OpenID Connect, on when the issuer, client id and
+        # secret are all set. The issuer is the base of its discovery document
+        # (<issuer>/.well-known/openid-configuration); see docs/sso.md.
+        self.OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").strip().rstrip("/") or None
+        self.OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "").strip() or None
+        self.OIDC_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "").strip() or None
+        # the ID token claim that lists the user's groups, and the sign-in button's words
+        self.OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "").strip() or "groups"
+        self.OIDC_BUTTON_LABEL = os.environ.get("OIDC_BUTTON_LABEL", "").strip() or "single sign-on"
+        # the installation (slug) new SSO operators join; unset: the only installation
+        self.OIDC_INSTALLATION = os.environ.get("OIDC_INSTALLATION", "").strip() or None
         # Reverse proxies in front of the console (their X-Forwarded-For/-Proto are trusted).
         self.TRUSTED_PROXIES = int(os.environ.get("TRUSTED_PROXIES", "0"))
         self.TESTING = False

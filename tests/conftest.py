@@ -343,3 +343,14 @@ def pds(session_dir):
 
     with running_pds(session_dir) as server:
         yield server
+
+
+@pytest.fixture
+def idp(app):
+    """A real OpenID Connect provider on loopback (oidc-provider-mock), the console's
+    SSO settings pointed at it (OPS-1)."""
+    from .oidc import running_provider
+
+    with running_provider() as provider:
+        provider.configure(app)
+        yield provider

@@ -42,6 +42,7 @@ FAMILIES = [
     "PLAT",
     "BULK",
     "QUEUE",
+    "OPS",
 ]
 BUILT = FAMILIES  # every family is built (docs/rules.md, Status)
 RULE_ID = re.compile(r"\b(" + "|".join(FAMILIES) + r")-(\d+)\b")

@@ -54,6 +54,7 @@ class ChangeKind(StrEnum):
     OPERATOR_REACTIVATE = "operator.reactivate"
     BULK_CAP = "bulk.cap"  # BULK-5: items per batch for a role
     OPERATOR_SECOND_FACTOR_RESET = "operator.second_factor_reset"  # OPS-2
+    SSO_MAPPING = "sso.mapping"  # OPS-1: which identity-provider groups give which roles
 
 
 K = ChangeKind
@@ -82,6 +83,7 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.user_invitation": (K.OPERATOR_INVITE,),
     "admin.bulk_cap_set": (K.BULK_CAP,),
     "admin.user_second_factor_reset": (K.OPERATOR_SECOND_FACTOR_RESET,),
+    "admin.sso_mapping_set": (K.SSO_MAPPING,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
     "cli:bulk-cap": (K.BULK_CAP,),
 }
@@ -203,6 +205,10 @@ ALWAYS: dict[ChangeKind, str] = {
     K.OPERATOR_REACTIVATE: "It reactivates an account: its holder may sign in and act again.",
     K.OPERATOR_SECOND_FACTOR_RESET: (
         "It resets an account's second factor: whoever knows its password enrols a new device at the next sign-in."
+    ),
+    K.SSO_MAPPING: (
+        "It changes which identity-provider groups give which roles: who may sign in through single sign-on,"
+        " and with what power."
     ),
 }
 

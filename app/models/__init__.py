@@ -24,6 +24,7 @@ from .proposals import (
     move_proposal,
 )
 from .queue import ReportSubject, claim_active_sql, claim_blocks_sql, overdue_sql, queue_targets
+from .sso import SsoGroupRole, SsoIdentity
 from .tenancy import Installation, OperatorInvitation, OperatorRecoveryCode, OperatorUser
 from .workflows import HumanTask, HumanTaskClaim, StepRun, WorkflowDefinition, WorkflowRun, WorkflowVersion
 
@@ -66,6 +67,8 @@ __all__ = [
     "RetentionSetting",
     "ReportSubject",
     "ReportTarget",
+    "SsoGroupRole",
+    "SsoIdentity",
     "StepRun",
     "SweepRun",
     "WorkflowDefinition",

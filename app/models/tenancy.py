@@ -39,6 +39,9 @@ class OperatorUser(UserMixin, Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     # Bumped when a password changes or the user is disabled: old sessions stop working.
     session_version: Mapped[int] = mapped_column(default=1)
+    # OPS-1: "password" (the sign-in form), or "sso" (only through the identity provider:
+    # no usable password, and the provider does the second factor).
+    sign_in_method: Mapped[str] = mapped_column(String(20), default="password", server_default="password")
     created_at: Mapped[datetime] = created_at_column()
     last_login_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # The second factor (OPS-2): the TOTP seed, sealed at rest (OPS-3); set when

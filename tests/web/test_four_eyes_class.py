@@ -264,6 +264,17 @@ def case_bulk_cap(client, csrf, world):
     return observe, lambda: post(client, "/admin/bulk-caps", csrf, role="moderator", max_items="5000")
 
 
+def case_sso_mapping(client, csrf, world):
+    """OPS-1: the single sign-on group→role mapping waits for a second admin."""
+    from app.services.admin.sso_mapping import current_mapping
+
+    def observe():
+        db.session.rollback()
+        return current_mapping(world.installation_id)
+
+    return observe, lambda: post(client, "/admin/sso", csrf, mapping="ts-admins = admin")
+
+
 CASES = {
     ChangeKind.WORKFLOW_CREATE: case_workflow_create,
     ChangeKind.WORKFLOW_VERSION: case_workflow_version,
@@ -283,6 +294,7 @@ CASES = {
     ChangeKind.OPERATOR_REACTIVATE: case_operator_reactivate,
     ChangeKind.OPERATOR_INVITE: case_operator_invite,
     ChangeKind.BULK_CAP: case_bulk_cap,
+    ChangeKind.SSO_MAPPING: case_sso_mapping,
 }
 
 

@@ -125,6 +125,8 @@ ROUTES = [
     ("POST", "/admin/labels", {"admin"}),
     ("GET", "/admin/bulk-caps", {"admin", "auditor"}),  # BULK-5
     ("POST", "/admin/bulk-caps", {"admin"}),  # without a role: 400
+    ("GET", "/admin/sso", {"admin", "auditor"}),  # OPS-1
+    ("POST", "/admin/sso", {"admin"}),  # without a mapping: the same empty mapping, nothing stored
     # bulk batches as console JSON: a form body is 415, never written
     ("POST", "/bulk-batches", {"moderator", "reviewer", "admin"}),
     ("GET", "/bulk-batches/{bulk_batch_id}", ALL),
@@ -285,6 +287,8 @@ def test_the_matrix_lists_every_console_route(app):
     listed |= {("GET", "/invitations/<>"), ("POST", "/invitations/<>")}
     # OPS-2: the second step of a sign-in (tests/web/test_ops2_sign_in.py): no session yet, only its pending marker.
     listed |= {(method, path) for method in ("GET", "POST") for path in ("/login/second-factor", "/login/enrol")}
+    # OPS-1: signing in through the identity provider (tests/web/test_ops1_sso.py): no session yet.
+    listed |= {("GET", "/login/sso"), ("GET", "/login/sso/callback")}
     missing = []
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static" or rule.rule.startswith("/api/"):

@@ -63,6 +63,8 @@ def authenticate_operator(email: str, password: str) -> OperatorUser | None:
         return None
     if not operator.check_password(password or "") or not operator.active:
         return None
+    if operator.sign_in_method != "password":  # OPS-1: an SSO account signs in only through its IdP
+        return None
     with unit_of_work() as uow:
         row = uow.session.get(OperatorUser, operator.id)
         row.last_login_at = utcnow()

@@ -39,6 +39,7 @@ from app.services.admin import (
     operator_changes,
     operators,
     second_factor,
+    sso_mapping,
     token_changes,
     version_retirement,
     workflows,
@@ -69,6 +70,7 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         operator_changes.OPERATOR_REACTIVATE,
         bulk_caps.BULK_CAP,
         second_factor.SECOND_FACTOR_RESET,
+        sso_mapping.SSO_MAPPING,
     )
 }
 MAX_REASON = 2000
