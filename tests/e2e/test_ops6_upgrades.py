@@ -196,3 +196,30 @@ def test_ops6_the_rehearsal_covers_every_migration_on_disk():
     files = sorted(Path(__file__).resolve().parents[2].glob("migrations/versions/*.py"))
     assert len(EARLIER) == len(files) - 1
     assert EARLIER[0] == revisions()[0] and revisions()[-1] not in EARLIER
+
+
+def test_ops6_the_upgrade_steps_of_docs_upgrades_run_as_written(tmp_path):
+    """OPS-6: docs/upgrades.md's ```bash block, read from the page and run in a shell on a
+    database at the first migration with data: it notes the migration, backs up,
+    upgrades to the head and verifies the chain, each step exiting 0."""
+    from .test_ops6_backups import doc_blocks, shell
+
+    (block,) = doc_blocks(Path(__file__).resolve().parents[2] / "docs" / "upgrades.md")
+    url = fresh_database(tmp_path, "ops6_upgrade")
+    app = app_on(url, tmp_path)
+    assert run_cli(app, "db", "upgrade", EARLIER[0]).exit_code == 0
+    fill(url, app.config["AUDIT_CHAIN_KEY"].encode())
+    work = tmp_path / "ops"
+    work.mkdir()
+
+    ran = shell(block, work, DATABASE_URL=url, INSTANCE_PATH=str(tmp_path))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"{EARLIER[0]}" in ran.stdout.splitlines()[0]
+    assert (work / "before-upgrade.jsonl.gz").exists()
+    assert ran.stdout.count(": ok (2 rows") == ROWS, ran.stdout
+    with app.app_context():
+        assert db.session.execute(select(db.text("version_num")).select_from(db.table("alembic_version"))).scalar() == (
+            revisions()[-1]
+        )
+        db.session.remove()
+        db.engine.dispose()
