@@ -24,7 +24,6 @@ from app.domain.audit_chain import GENESIS_HASH, keyed_row_hash
 from app.domain.clock import iso
 from app.domain.digests import canonical_json
 from app.extensions import db
-from app.models import AuditEvent  # noqa: F401  (the models' metadata, for reading back)
 
 from .databases import app_on, fresh_database, revisions, run_cli
 
