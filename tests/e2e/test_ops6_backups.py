@@ -119,6 +119,10 @@ def test_ops6_restore_refuses_a_database_with_rows_another_migration_or_a_cut_fi
     cut.write_text("\n".join(lines[:-3]) + "\n")
     incomplete = run_cli(empty_app, "restore", str(cut))
     assert incomplete.exit_code == 1 and "backup_incomplete:" in incomplete.output
+    half = tmp_path / "half.jsonl"
+    half.write_text("\n".join(lines[:-3]) + "\n" + lines[-3][: len(lines[-3]) // 2])
+    halfway = run_cli(empty_app, "restore", str(half))
+    assert halfway.exit_code == 1 and "backup_incomplete:" in halfway.output
     (tmp_path / "other.jsonl").write_text(json.dumps({"kind": "something else"}) + "\n")
     other = run_cli(empty_app, "restore", str(tmp_path / "other.jsonl"))
     assert other.exit_code == 1 and "not_a_backup:" in other.output
