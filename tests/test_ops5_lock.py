@@ -19,7 +19,10 @@ PIN = re.compile(r"^([A-Za-z0-9][\w.-]*)==(\S+) \\\n((?:    --hash=sha256:[0-9a-
 
 def locked() -> dict[str, tuple[str, list[str]]]:
     """name -> (version, hashes) of every pin in requirements.lock."""
-    return {canonicalize_name(n): (v, re.findall(r"sha256:([0-9a-f]{64})", h)) for n, v, h in PIN.findall(LOCK.read_text())}
+    return {
+        canonicalize_name(name): (version, re.findall(r"sha256:([0-9a-f]{64})", hashes))
+        for name, version, hashes in PIN.findall(LOCK.read_text())
+    }
 
 
 def test_ops5_every_requirement_is_pinned_in_its_range_with_hashes():
@@ -73,6 +76,8 @@ def test_ops5_the_lock_check_passes_and_fails_on_a_requirement_the_lock_lacks(tm
         (copy / name).write_text((ROOT / name).read_text())
     pyproject = (ROOT / "pyproject.toml").read_text().replace('"pyotp>=2.9,<3"', '"pyotp>=3,<4"')
     (copy / "pyproject.toml").write_text(pyproject)
-    stale = subprocess.run(["bash", ".ci/lock", "--check"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    stale = subprocess.run(
+        ["bash", ".ci/lock", "--check"], cwd=copy, env=env, capture_output=True, text=True, timeout=300
+    )
     assert stale.returncode == 1
     assert "pyotp: requirements.lock pins 2." in stale.stderr and "pyproject.toml asks <4,>=3" in stale.stderr

@@ -207,7 +207,9 @@ def _sections(path: Path) -> Iterator[tuple[str, list[str], list[list[Any]]]]:
             table, columns = value["table"], value["columns"]
             seen[table] = 0
     if ended is None or ended != seen:
-        raise RestoreRefused("backup_incomplete", f"{path} is cut short or altered: its end line does not match its rows")
+        raise RestoreRefused(
+            "backup_incomplete", f"{path} is cut short or altered: its end line does not match its rows"
+        )
 
 
 def _checked_sections(path: Path) -> Iterator[tuple[str, list[str], list[list[Any]]]]:

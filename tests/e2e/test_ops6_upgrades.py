@@ -85,7 +85,8 @@ def _audit_rows(installation_ids: list[str], key: bytes) -> list[dict]:
                 "created_at": iso(created),
             }
             row_hash = keyed_row_hash(prev, material, key)
-            rows.append({**material, "id": f"audit-{n}-{seq}", "created_at": created, "prev_hash": prev, "row_hash": row_hash})
+            row = {**material, "id": f"audit-{n}-{seq}", "created_at": created}
+            rows.append({**row, "prev_hash": prev, "row_hash": row_hash})
             prev = row_hash
     return rows
 
