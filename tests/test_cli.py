@@ -24,7 +24,7 @@ def count(model) -> int:
     return db.session.scalar(select(func.count()).select_from(model))
 
 
-REASON = "Onboarding Grace, ticket OPS-4711"
+REASON = "Onboarding Grace, ticket ONB-4711"
 
 
 def create_admin(runner, email="ada@example.org", installation="trust-safety", password=PASSWORD, extra=()):

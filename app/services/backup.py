@@ -207,7 +207,17 @@ def _sections(path: Path) -> Iterator[tuple[str, list[str], list[list[Any]]]]:
             table, columns = value["table"], value["columns"]
             seen[table] = 0
     if ended is None or ended != seen:
-        raise RestoreRefused("backup_incomplete", f"{path} is cut short or altered: its end line does not match its rows")
+        raise RestoreRefused(
+            "backup_incomplete", f"{path} is cut short or altered: its end line does not match its rows"
+        )
+
+
+def _checked_sections(path: Path) -> Iterator[tuple[str, list[str], list[list[Any]]]]:
+    """``_sections``, with a line cut in half or a broken gzip stream refused as incomplete."""
+    try:
+        yield from _sections(path)
+    except (ValueError, EOFError, KeyError, TypeError, gzip.BadGzipFile) as error:
+        raise RestoreRefused("backup_incomplete", f"{path} is cut short or altered: {error}") from error
 
 
 def _nonempty_tables(conn: Connection, tables: list[Table]) -> list[str]:
@@ -238,7 +248,8 @@ def restore_backup(conn: Connection, path: Path) -> dict[str, int]:
         if revision != header["revision"]:
             raise RestoreRefused(
                 "revision_mismatch",
-                f"the backup was taken at migration {header['revision']}, this database is at {revision}: "
+                f"the backup was taken at migration {header['revision']}, this database is at "
+                f"{revision or 'no migration'}: "
                 f"restore into an empty database migrated with `flask --app app db upgrade {header['revision']}`",
             )
         tables = {table.name: table for table in _tables(conn)}
@@ -247,7 +258,7 @@ def restore_backup(conn: Connection, path: Path) -> dict[str, int]:
                 "database_not_empty",
                 f"the database already has rows in {', '.join(busy)}: restore only into an empty database",
             )
-        for name, columns, rows in _sections(path):
+        for name, columns, rows in _checked_sections(path):
             table = tables.get(name)
             if table is None:
                 raise RestoreRefused("unknown_table", f"the backup has table {name}, which this database lacks")

@@ -7,6 +7,8 @@ by dropping its schema.
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from sqlalchemy import create_engine, make_url, text
@@ -74,3 +76,41 @@ def revisions() -> list[str]:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return [script.revision for script in reversed(list(ScriptDirectory.from_config(config).walk_revisions()))]
+
+
+class Ladder:
+    """An empty database climbed one migration at a time, copied for each rehearsal, so
+    the rehearsals together run each migration of the climb once, not once per test.
+
+    SQLite copies the file; PostgreSQL makes the copy with CREATE DATABASE … TEMPLATE
+    (neither database may have open connections then: every app here disposes its
+    engine after use). Asked for a migration below where it stands, it starts over.
+    """
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.url = fresh_database(tmp_path, "ops6_ladder")
+        self.at: str | None = None
+
+    def copy_at(self, revision: str, tmp_path: Path) -> str:
+        """The URL of a new empty database at `revision`."""
+        order = revisions()
+        if self.at is not None and order.index(self.at) > order.index(revision):
+            self.url, self.at = fresh_database(self.tmp_path, "ops6_ladder"), None
+        if self.at != revision:
+            climbed = run_cli(app_on(self.url, self.tmp_path), "db", "upgrade", revision)
+            assert climbed.exit_code == 0, climbed.output
+            self.at = revision
+        if not DATABASE_URL:
+            copy = tmp_path / "rehearsal.db"
+            with closing(sqlite3.connect(make_url(self.url).database)) as source:  # the WAL's pages too
+                with closing(sqlite3.connect(copy)) as target:
+                    source.backup(target)
+            return f"sqlite:///{copy}"
+        base, copy = make_url(self.url), make_url(self.url).set(database=f"{make_url(self.url).database}_copy")
+        admin = create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{copy.database}"'))
+            conn.execute(text(f'CREATE DATABASE "{copy.database}" TEMPLATE "{base.database}"'))
+        admin.dispose()
+        return copy.render_as_string(hide_password=False)

@@ -18,15 +18,14 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Boolean, Date, DateTime, Float, Integer, MetaData, Numeric, create_engine, select
+from sqlalchemy import Boolean, Date, DateTime, Float, Integer, MetaData, Numeric, create_engine, select, text
 
 from app.domain.audit_chain import GENESIS_HASH, keyed_row_hash
 from app.domain.clock import iso
 from app.domain.digests import canonical_json
 from app.extensions import db
-from app.models import AuditEvent  # noqa: F401  (the models' metadata, for reading back)
 
-from .databases import app_on, fresh_database, revisions, run_cli
+from .databases import Ladder, app_on, fresh_database, revisions, run_cli
 
 ROWS = 2  # per table: enough for foreign keys and unique columns to tell rows apart
 START = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
@@ -86,7 +85,8 @@ def _audit_rows(installation_ids: list[str], key: bytes) -> list[dict]:
                 "created_at": iso(created),
             }
             row_hash = keyed_row_hash(prev, material, key)
-            rows.append({**material, "id": f"audit-{n}-{seq}", "created_at": created, "prev_hash": prev, "row_hash": row_hash})
+            row = {**material, "id": f"audit-{n}-{seq}", "created_at": created}
+            rows.append({**row, "prev_hash": prev, "row_hash": row_hash})
             prev = row_hash
     return rows
 
@@ -167,17 +167,28 @@ def changed_rows(written: dict[str, dict[str, dict]]) -> list[str]:
     return problems
 
 
+def version_of(url: str) -> str:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    engine.dispose()
+    return version
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory) -> Ladder:
+    return Ladder(tmp_path_factory.mktemp("ops6-ladder"))
+
+
 @pytest.mark.parametrize("revision", EARLIER)
-def test_ops6_a_database_at_each_earlier_migration_upgrades_with_its_data_and_chain(
-    revision, tmp_path
-):
-    """OPS-6: a database at `revision`, with a row in every table and a keyed audit
-    chain, upgrades to the head with `flask db upgrade`; every row and value is still
-    there and `flask verify-audit` is clean."""
-    url = fresh_database(tmp_path, "ops6_upgrade")
+def test_ops6_a_database_at_each_earlier_migration_upgrades_with_its_data_and_chain(revision, ladder, tmp_path):
+    """OPS-6: a database at `revision` (migrated from empty with `flask db upgrade
+    <revision>`), with a row in every table and a keyed audit chain, upgrades to the
+    head with `flask db upgrade`; every row and value is still there and `flask
+    verify-audit` is clean."""
+    url = ladder.copy_at(revision, tmp_path)
     app = app_on(url, tmp_path)
-    at_revision = run_cli(app, "db", "upgrade", revision)
-    assert at_revision.exit_code == 0, at_revision.output
+    assert version_of(url) == revision
     written = fill(url, app.config["AUDIT_CHAIN_KEY"].encode())
 
     upgraded = run_cli(app, "db", "upgrade")
@@ -196,3 +207,25 @@ def test_ops6_the_rehearsal_covers_every_migration_on_disk():
     files = sorted(Path(__file__).resolve().parents[2].glob("migrations/versions/*.py"))
     assert len(EARLIER) == len(files) - 1
     assert EARLIER[0] == revisions()[0] and revisions()[-1] not in EARLIER
+
+
+def test_ops6_the_upgrade_steps_of_docs_upgrades_run_as_written(tmp_path):
+    """OPS-6: docs/upgrades.md's ```bash block, read from the page and run in a shell on a
+    database at the first migration with data: it notes the migration, backs up,
+    upgrades to the head and verifies the chain, each step exiting 0."""
+    from .test_ops6_backups import doc_blocks, shell
+
+    (block,) = doc_blocks(Path(__file__).resolve().parents[2] / "docs" / "upgrades.md")
+    url = fresh_database(tmp_path, "ops6_upgrade")
+    app = app_on(url, tmp_path)
+    assert run_cli(app, "db", "upgrade", EARLIER[0]).exit_code == 0
+    fill(url, app.config["AUDIT_CHAIN_KEY"].encode())
+    work = tmp_path / "ops"
+    work.mkdir()
+
+    ran = shell(block, work, DATABASE_URL=url, INSTANCE_PATH=str(tmp_path))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"{EARLIER[0]}" in ran.stdout.splitlines()[0]
+    assert (work / "before-upgrade.jsonl.gz").exists()
+    assert ran.stdout.count(": ok (2 rows") == ROWS, ran.stdout
+    assert version_of(url) == revisions()[-1]
