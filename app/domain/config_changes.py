@@ -131,6 +131,10 @@ NOT_CONFIGURATION_WRITES: dict[str, str] = {
     "cli:proposal-history": "Reads one proposal's history.",
     "cli:config-changes": "Lists the pending changes.",
     "cli:bulk-status": "Reads one bulk batch and its ledger.",
+    "cli:secrets-status": "Counts the sealed platform secrets per key (OPS-3).",
+    "cli:rotate-secrets-key": (
+        "Re-seals the stored platform secrets under SECRETS_KEY (OPS-3): every secret and setting keeps its value."
+    ),
 }
 
 
