@@ -144,6 +144,10 @@ NOT_CONFIGURATION_WRITES: dict[str, str] = {
     "cli:config-changes": "Lists the pending changes.",
     "cli:bulk-status": "Reads one bulk batch and its ledger.",
     "cli:erasure-sweep": "Erases only what a retention period two admins approved makes due, as the sweep does (OPS-4).",
+    "cli:secrets-status": "Counts the sealed platform secrets per key (OPS-3).",
+    "cli:rotate-secrets-key": (
+        "Re-seals the stored platform secrets under SECRETS_KEY (OPS-3): every secret and setting keeps its value."
+    ),
 }
 
 

@@ -184,7 +184,8 @@ def rotate_secrets_key(invoked_by: dict[str, str]) -> Rotation:
                 except SecretBoxError:
                     missing[kid] += 1
                     continue
-                _write(uow.session, raw, sealed, row[0], value, box.seal(plain, context=sealed.context))
+                if not _write(uow.session, raw, sealed, row[0], value, box.seal(plain, context=sealed.context)):
+                    continue  # written meanwhile, by a process sealing under the current key
                 (rotation.resealed if kid else rotation.sealed_plain)[sealed.context] += 1
                 if sealed.has_installation:
                     per_installation.setdefault(row[2], Counter())[sealed.context] += 1
@@ -196,14 +197,14 @@ def rotate_secrets_key(invoked_by: dict[str, str]) -> Rotation:
     return rotation
 
 
-def _write(session, raw, sealed: SealedColumn, key: Any, before: str, after: str) -> None:
+def _write(session, raw, sealed: SealedColumn, key: Any, before: str, after: str) -> bool:
     """Replace one value, guarded on the value read (a concurrent write wins; a rerun
-    reseals what it wrote)."""
-    session.execute(
+    reseals what it wrote); whether it did."""
+    return session.execute(
         update(raw)
         .where(and_(raw.c[sealed.key] == key, raw.c[sealed.name] == before))
         .values({sealed.name: after})
-    )
+    ).rowcount == 1
 
 
 def _audit(uow, rotation: Rotation, per_installation: dict[str, Counter], box: SecretBox, invoked_by) -> None:

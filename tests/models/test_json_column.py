@@ -19,6 +19,7 @@ from sqlalchemy.exc import StatementError
 from app.domain.digests import canonical_json
 from app.extensions import db
 from app.models import Base, CanonicalJSON, SweepRun
+from app.models.base import SealedJSON
 
 probe_metadata = MetaData()
 probe = Table(
@@ -151,7 +152,8 @@ def test_changes_in_place_are_not_written(app):
 
 def test_every_json_column_uses_the_type():
     """Each ``*_json`` column holds canonical JSON through the type, except the audit
-    details, whose exact stored characters the hash chain covers (AUD-2)."""
+    details, whose exact stored characters the hash chain covers (AUD-2), and a
+    change's secrets, canonical JSON sealed at rest (`SealedJSON`, OPS-3)."""
     json_named = {
         f"{table.name}.{column.name}"
         for table in Base.metadata.sorted_tables
@@ -164,8 +166,9 @@ def test_every_json_column_uses_the_type():
         for column in table.columns
         if isinstance(column.type, CanonicalJSON)
     }
-    assert typed == json_named - {"audit_events.details_json"}
-    assert len(typed) == 28  # 17, the four of config_changes (FOUR-2), evidence media (REV-1), temporary plans
+    assert typed == json_named - {"audit_events.details_json", "config_changes.secrets_json"}
+    assert isinstance(Base.metadata.tables["config_changes"].c.secrets_json.type, SealedJSON)
+    assert len(typed) == 27  # 17, three of config_changes (FOUR-2; the fourth is sealed), evidence media (REV-1), temporary plans
     # (TEMP-1), the delivery a proposal's approval binds (FOUR-5), a bulk batch's three (BULK-2)
 
 

@@ -23,9 +23,9 @@ from app.secret_box import SecretBox, UnreadableSecret, decode_key, is_sealed, n
 from app.services.lifecycle.dispatch import deliver
 
 from .. import scripted as s
-from ..builders import approve, approve_pending, decide_report, pending_changes, reload
+from ..builders import approve, approve_in_console, approve_pending, decide_report, pending_changes, reload
 from ..conftest import ROOT
-from ..web.test_admin import admin, text as page_text
+from ..web.test_admin import admin, assert_refused, text as page_text
 from ..web.test_admin_connections import create, shown_secret, versions_of, connection_by_slug
 
 TOKEN = "acme-bearer-secret-1"
@@ -155,6 +155,21 @@ def test_ops3_a_secret_under_a_missing_key_fails_the_attempt_clearly(app, client
     assert status.exit_code == 1 and "NOT CONFIGURED" in status.output
     rotation = runner.invoke(args=["rotate-secrets-key"])
     assert rotation.exit_code == 1 and "secrets_unreadable" in rotation.output
+
+
+def test_ops3_a_change_whose_secrets_are_unreadable_is_refused_unchanged(app, client, world):
+    """OPS-3: a pending change's secrets sealed under a key not configured: the second
+    admin's approval is refused with ``config_change_secrets_unreadable`` (409), the
+    change stays pending and no connection is made; its page still renders."""
+    csrf = admin(client)
+    create(client, csrf)
+    [change] = pending_changes()
+    lost = SecretBox(decode_key(new_key_text())).seal('{"bearer_token":"x"}', context="config_changes.secrets_json")
+    db.session.execute(text("UPDATE config_changes SET secrets_json = :v WHERE id = :id"), {"v": lost, "id": change.id})
+    db.session.commit()
+    assert client.get(f"/admin/changes/{change.id}").status_code == 200
+    assert_refused(approve_in_console(app, change.id), 409, "config_change_secrets_unreadable")
+    assert [c.id for c in pending_changes()] == [change.id] and connection_by_slug("acme-api") is None
 
 
 def test_ops3_rotation_reseals_everything_under_the_new_key(app, world):
