@@ -165,7 +165,8 @@ def test_every_json_column_uses_the_type():
         if isinstance(column.type, CanonicalJSON)
     }
     assert typed == json_named - {"audit_events.details_json"}
-    assert len(typed) == 28  # 17, the four of config_changes (FOUR-2), evidence media (REV-1), temporary plans
+    assert len(typed) == 29  # 17, the four of config_changes (FOUR-2), evidence media (REV-1), temporary plans,
+    # erasure counts (OPS-4)
     # (TEMP-1), the delivery a proposal's approval binds (FOUR-5), a bulk batch's three (BULK-2)
 
 
