@@ -97,3 +97,8 @@ def test_ops4_pages_say_what_was_erased_and_when(app, client, world):
         for marker in MARKERS:
             assert marker not in page, (name, marker)
     assert digest in text(client.get(pages["report"]))
+    reviewer = app.test_client()
+    with app.app_context():
+        login(reviewer, "reviewer@example.com")
+        page = text(reviewer.get("/tasks"))
+    assert ERASED.search(page) and not any(marker in page for marker in MARKERS)
