@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime, created_at_column, id_column, json_column
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
 
 
 class ErasureRequest(Base):
@@ -43,4 +43,4 @@ class RetentionSetting(Base):
     installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"), unique=True)
     closed_case_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
     request_id: Mapped[str | None] = mapped_column(ForeignKey("erasure_requests.id"), nullable=True)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = updated_at_column()

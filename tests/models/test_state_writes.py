@@ -31,6 +31,11 @@ NOT_CASE_OBJECTS = {
     # a configuration change's review (FOUR-2): its own ChangeState and guarded UPDATE
     ("app/services/admin/reviews.py", ".values(state=state.value, decided_at=utcnow(), **values)"),
     ("app/services/admin/reviews.py", ".values(state=ChangeState.APPLIED.value, result=result, secrets=None)"),
+    # an erasure request's decision (OPS-4): its own state, one guarded UPDATE on the locked row
+    (
+        "app/services/admin/erasure_requests.py",
+        ".values(state=state.value, decided_by=operator.id, decided_at=now, **values)",
+    ),
     # budget reservations (DLV-3): settled in bulk by one statement
     (
         "app/services/lifecycle/budget_reservations.py",

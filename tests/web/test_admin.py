@@ -89,6 +89,7 @@ def assert_refused(response, status: int, code: str) -> str:
 
 def ids_for_paths(world) -> dict[str, str]:
     """A real id of the world's installation for each URL parameter of the admin routes."""
+    from app.services.admin.erasure_requests import request_erasure
     from app.services.admin.integrations import issue_token
 
     token = issue_token(world.integration_id, label="t", actor=Actor.system())
@@ -105,6 +106,7 @@ def ids_for_paths(world) -> dict[str, str]:
     db.session.add(budget)
     db.session.commit()
     pending = change_budget_limit(world.user("admin"), budget.id, 50)  # a raise waits for a second admin
+    erasure = request_erasure(world.user("admin"), "user:1", "Data subject request, ticket DSR-1")  # OPS-4
     return {
         "integration_id": world.integration_id,
         "token_id": token.token_id,
@@ -116,6 +118,7 @@ def ids_for_paths(world) -> dict[str, str]:
         "budget_id": budget.id,
         "operator_id": world.user("moderator").id,
         "change_id": pending.change_id,
+        "erasure_id": erasure.id,
     }
 
 

@@ -53,9 +53,9 @@ def test_ops4_erasure_in_the_console_needs_a_second_admin(app, client, world):
 
 def test_ops4_retention_in_the_console_is_a_request_for_a_second_admin(app, client, world):
     csrf = admin(client)
-    assert_refused(post(client, "/admin/erasure/retention", csrf, days="ten", reason="Retention policy v3 by DPO"),
+    assert_refused(post(client, "/admin/erasure-retention", csrf, days="ten", reason="Retention policy v3 by DPO"),
                    400, "retention_days_invalid")
-    assert post(client, "/admin/erasure/retention", csrf, days="365", reason="Retention policy v3 by DPO") \
+    assert post(client, "/admin/erasure-retention", csrf, days="365", reason="Retention policy v3 by DPO") \
         .status_code == 303
     db.session.rollback()
     assert db.session.scalar(select(RetentionSetting)) is None
@@ -97,3 +97,8 @@ def test_ops4_pages_say_what_was_erased_and_when(app, client, world):
         for marker in MARKERS:
             assert marker not in page, (name, marker)
     assert digest in text(client.get(pages["report"]))
+    reviewer = app.test_client()
+    with app.app_context():
+        login(reviewer, "reviewer@example.com")
+        page = text(reviewer.get("/tasks"))
+    assert ERASED.search(page) and not any(marker in page for marker in MARKERS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.domain.clock import utcnow
 from app.domain.personal_data import (
@@ -97,6 +97,18 @@ def _locked(session, operator: OperatorUser, request_id: str) -> ErasureRequest:
     return row
 
 
+def _decided(session, row: ErasureRequest, state: ErasureState, operator: OperatorUser, now, **values) -> None:
+    """Move a pending request to `state`: one guarded UPDATE (still pending), on the row
+    this transaction locked."""
+    moved = session.execute(
+        update(ErasureRequest).where(ErasureRequest.id == row.id, ErasureRequest.state == ErasureState.PENDING.value)
+        .values(state=state.value, decided_by=operator.id, decided_at=now, **values)
+        .execution_options(synchronize_session=False)).rowcount
+    if moved != 1:
+        raise ApiError(409, "erasure_not_pending", "This request was decided already; nothing changed.")
+    session.expire(row)
+
+
 def approve(operator: OperatorUser, request_id: str) -> ErasureRequest:
     """Approve another admin's request and apply it in the same transaction (OPS-4).
 
@@ -118,12 +130,12 @@ def approve(operator: OperatorUser, request_id: str) -> ErasureRequest:
             reference = row.subject_reference or ""
             ids = subject_report_ids(session, row.installation_id, reference)
             counts = erase_reports(session, row.installation_id, ids, ErasedBy.REQUEST, now, author_reference=reference)
-            row.counts = counts.as_dict()
-            details |= {"subject_reference": reference, "reports": len(ids), "counts": row.counts}
+            details |= {"subject_reference": reference, "reports": len(ids), "counts": counts.as_dict()}
+            _decided(session, row, ErasureState.APPROVED, operator, now, counts=counts.as_dict())
         else:
             _set_retention(session, row, now)
             details |= {"retention_days": row.retention_days}
-        row.state, row.decided_by, row.decided_at = ErasureState.APPROVED.value, operator.id, now
+            _decided(session, row, ErasureState.APPROVED, operator, now)
         uow.audit(row.installation_id, f"erasure:approved:{row.id}", "erasure.approved",
                   Actor("operator", operator.id), "erasure_request", row.id, details)
         uow.commit()
@@ -148,7 +160,7 @@ def reject(operator: OperatorUser, request_id: str) -> ErasureRequest:
     _admin(operator)
     with unit_of_work() as uow:
         row = _locked(uow.session, operator, request_id)
-        row.state, row.decided_by, row.decided_at = ErasureState.REJECTED.value, operator.id, utcnow()
+        _decided(uow.session, row, ErasureState.REJECTED, operator, utcnow())
         uow.audit(row.installation_id, f"erasure:rejected:{row.id}", "erasure.rejected",
                   Actor("operator", operator.id), "erasure_request", row.id, {"kind": row.kind})
         uow.commit()

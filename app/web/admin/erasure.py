@@ -72,7 +72,7 @@ def erasure_request():
     return _run(action, "Erasure requested: another admin must approve it before anything is erased.")
 
 
-@bp.route("/erasure/retention", methods=["POST"])
+@bp.route("/erasure-retention", methods=["POST"])
 @role_required(*EDIT_ROLES)
 def retention_request():
     """Ask a second admin to set the retention period (shortening it erases data)."""
@@ -86,23 +86,23 @@ def retention_request():
     return _run(action, "Retention period requested: another admin must approve it.")
 
 
-@bp.route("/erasure/<request_id>/approve", methods=["POST"])
+@bp.route("/erasure/<erasure_id>/approve", methods=["POST"])
 @role_required(*EDIT_ROLES)
-def erasure_approve(request_id: str):
+def erasure_approve(erasure_id: str):
     def action():
         if not DecideForm().validate():
             raise _form_expired()
-        service.approve(current_user, request_id)
+        service.approve(current_user, erasure_id)
 
     return _run(action, "Approved and applied.")
 
 
-@bp.route("/erasure/<request_id>/reject", methods=["POST"])
+@bp.route("/erasure/<erasure_id>/reject", methods=["POST"])
 @role_required(*EDIT_ROLES)
-def erasure_reject(request_id: str):
+def erasure_reject(erasure_id: str):
     def action():
         if not DecideForm().validate():
             raise _form_expired()
-        service.reject(current_user, request_id)
+        service.reject(current_user, erasure_id)
 
     return _run(action, "Rejected: nothing was erased or changed.")
