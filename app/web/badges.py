@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 from app.domain.failures import failure_words
 from app.domain.states import is_terminal
 
+from .formatting import time_tag
 from .labels import label
 
 DASH = Markup("—")
@@ -77,10 +78,57 @@ def subject(p: Any, names: dict | None) -> Markup:
     return Markup(f"<code>{escape(p.target.get('reference', ''))}</code>")
 
 
+# -- the queue row's pieces (templates/_macros/queue.html; QUEUE-1, QUEUE-2, QUEUE-4) --
+
+
+def subject_name(r: Any) -> Markup:
+    """A queue subject named by what it is: its kind, reference and author (the
+    author's name is platform text, isolated in <bdi>: FOUR-10)."""
+    html = f'<span class="subject"><strong>{escape(label("subject_kind", r.kind))}</strong> <code class="ref">{escape(r.reference)}</code>'
+    if r.author_name or r.author_reference:
+        name = f"<bdi>{escape(r.author_name)}</bdi>" if r.author_name else ""
+        other = r.author_reference and r.author_reference != r.reference
+        small = f" <small>({escape(r.author_reference)})</small>" if other else ""
+        html += f'<span class="author"> · {name}{small}</span>'
+    return Markup(html + "</span>")
+
+
+def words_of(kind: str, codes: Any) -> Markup:
+    """Codes as their labels, comma-separated; a dash for none."""
+    return Markup(", ".join([escape(label(kind, code)) for code in codes]) or "—")
+
+
+def age(seconds: int) -> Markup:
+    """A wait in minutes, hours and minutes up to two days, else whole days."""
+    minutes = seconds // 60
+    if minutes < 60:
+        return Markup(f"{minutes} min")
+    if minutes < 2880:
+        return Markup(f"{minutes // 60} h {minutes % 60} min")
+    return Markup(f"{minutes // 1440} days")
+
+
+def due(r: Any) -> Markup:
+    """When an open subject becomes overdue, or since when it is (QUEUE-4)."""
+    if r.overdue:
+        return Markup(f'<strong class="overdue">overdue</strong> since {time_tag(r.due_at)}')
+    return Markup(f"due {time_tag(r.due_at)}") if r.due_at else Markup("")
+
+
+def claim_words(r: Any) -> Markup:
+    """Who holds a subject's claim and until when (QUEUE-2)."""
+    if not r.claimed_by:
+        return Markup("Unclaimed")
+    holder = "you" if r.claimed_by_me else escape(r.claimed_by)
+    return Markup(f"Claimed by {holder} until {time_tag(r.claimed_until)}")
+
+
 def register_badges(app) -> None:
-    """Bind each function for templates/_macros/ui.html, which names them for its importers."""
+    """Bind each function for templates/_macros/ui.html and queue.html, which name them for their importers."""
     app.jinja_env.globals.update(
         {f"{name}_tag": fn for name, fn in
          (("coded", coded), ("state_badge", state_badge), ("short_id", short_id),
-          ("delivery_summary", delivery_summary), ("error_words", error_words), ("subject", subject))}
+          ("delivery_summary", delivery_summary), ("error_words", error_words), ("subject", subject),
+          ("subject_name", subject_name), ("words_of", words_of), ("age", age), ("due", due),
+          ("claim_words", claim_words))}
     )
