@@ -123,6 +123,60 @@ def claim_words(r: Any) -> Markup:
     return Markup(f"Claimed by {holder} until {time_tag(r.claimed_until)}")
 
 
+# -- the proposal page's attempt and audit rows (templates/proposals/_live.html) --
+
+PURPOSE_LABELS = {"update": "update", "read-back": "read-back", "recheck": "read-back before resend"}
+PURPOSE_TITLES = {
+    "update": "The request that makes the change.",
+    "read-back": "Reads the platform to confirm the change (PLAT-2).",
+    "recheck": "A later attempt reads the platform first and sends the update only if the change is not there yet.",
+}
+ABANDONED = ('<strong title="The worker stopped before recording an answer; a later claim took over.">'
+             "abandoned</strong>")
+
+
+def attempt_row(a: Any, status: str | None) -> Markup:
+    """One attempt as a table row (DLV-4, QUEUE-6): purpose, request, when and how
+    long, the outcome in words with the platform's status, the digests' starts.
+    `status` is its `attempt_statuses` entry ("abandoned" is said)."""
+    if a.finished_at:
+        took = f"{escape(a.duration_ms)} ms" if a.duration_ms is not None else "finished"
+    else:
+        took = ABANDONED if status == "abandoned" else "in flight"
+    if a.error_code:
+        outcome = str(error_words(a.error_code, a.response_status, a.response_excerpt))
+        if a.detail:
+            outcome += f' <small class="detail">{escape(a.detail)}</small>'
+    else:
+        outcome = f"HTTP {escape(a.response_status)}" if a.response_status else "—"
+    if a.response_class:
+        outcome += f' <small class="code" title="response class">{escape(a.response_class)}</small>'
+    url = escape(a.url)
+    response = a.response_digest or ""
+    return Markup(
+        f'<tr><td data-label="#">{escape(a.attempt_number)}</td>\n'
+        f'        <td data-label="Request" class="request"><span title="{escape(PURPOSE_TITLES.get(a.purpose, ""))}">'
+        f'{escape(PURPOSE_LABELS.get(a.purpose, a.purpose))}</span>: {escape(a.method)} '
+        f'<code class="url" title="{url}">{url}</code></td>\n'
+        f'        <td data-label="When">{time_tag(a.started_at)}<br><small>{took}</small></td>\n'
+        f'        <td data-label="Outcome" class="outcome">{outcome}</td>\n'
+        f'        <td data-label="Digests" class="digests"><code title="request {escape(a.request_digest)}">'
+        f'{escape(a.request_digest[7:19])}</code><br><code title="response {escape(response)}">'
+        f'{escape((response or "—")[7:19])}</code></td></tr>'
+    )
+
+
+def audit_row(e: Any, actors: dict) -> Markup:
+    """One audit event of a proposal's timeline: sequence, time, action, who (an
+    operator by name from `actors`, else the actor type) and its details' JSON."""
+    who = actors.get(e.actor_id, e.actor_type) if e.actor_type == "operator" else e.actor_type
+    return Markup(
+        f'<li><span class="seq">#{escape(e.seq)}</span> {time_tag(e.created_at)} <strong>{escape(e.action)}</strong>\n'
+        f"      by {escape(who)}\n"
+        f"      <details><summary>details</summary><pre><code>{escape(e.details_json)}</code></pre></details></li>"
+    )
+
+
 def register_badges(app) -> None:
     """Bind each function for templates/_macros/ui.html and queue.html, which name them for their importers."""
     app.jinja_env.globals.update(
@@ -132,3 +186,4 @@ def register_badges(app) -> None:
           ("subject_name", subject_name), ("words_of", words_of), ("age", age), ("due", due),
           ("claim_words", claim_words))}
     )
+    app.jinja_env.globals.update(attempt_row=attempt_row, audit_row=audit_row)
