@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import current_app
+from jinja2.filters import do_truncate
 from markupsafe import Markup, escape
 
 from app.domain.failures import failure_words
@@ -15,6 +17,7 @@ from app.domain.states import is_terminal
 
 from .formatting import time_tag
 from .labels import label
+from .templating import row_url
 
 DASH = Markup("—")
 
@@ -177,6 +180,81 @@ def audit_row(e: Any, actors: dict) -> Markup:
     )
 
 
+# -- the approval tasks page's row (templates/tasks/_row.html; FOUR-1, FOUR-5) --
+
+NO_MAKER = "someone no longer listed"
+
+
+def maker_line(m: Any, short: bool = False) -> Markup:
+    """Whose decision or proposal this enforces and why (FOUR-5, `approving.MakerLine`):
+    their name and words in <bdi> (platform text); `short` shortens the words."""
+    quote = m.short_quote() if short else m.quote
+    html = f"{escape(m.label)} — {escape(m.verb)} <bdi>{escape(m.name or NO_MAKER)}</bdi>"
+    if quote:
+        html += f" — “<bdi>{escape(quote)}</bdi>”"
+    if m.note:
+        html += f" — {escape(m.note)}"
+    return Markup(html)
+
+
+def task_row(row: dict, names: dict | None, reviews: dict, approving: dict, form: Any) -> Markup:
+    """One approval task as a row of the tasks page: due time, the action and whose
+    decision it enforces, where it sends, the subject, the evidence, its state and the
+    claim or release form, or why it is not the operator's to decide (FOUR-1).
+
+    Args:
+        row: a `task_list` row (``task``, ``proposal``, ``assignee``, ``claim``, ``release``).
+        names: `subject_names` of the page's proposals; reviews: `task_reviews`;
+        approving: `approving` of the page's proposals; form: the page's form (its CSRF field).
+    """
+    t, p, claim = row["task"], row["proposal"], row["claim"]
+    not_yours = ' class="not-yours"' if claim.shown and not claim.allowed else ""
+    html = [f'<tr data-task="{escape(t.id)}"{not_yours}>\n  <td data-label="Due">{time_tag(t.due_at)}</td>\n'
+            '  <td data-label="Action">']
+    if p:
+        html.append(f'<a href="{escape(row_url("console.proposal", "proposal_id", p.id))}" title="{escape(p.action_code)}">'
+                    f'{escape(label("action", p.action_code))}</a>\n    ')
+        a = approving.get(p.id)
+        if a and a.maker:
+            html.append(f'<br><small class="maker">{maker_line(a.maker, short=True)}</small>')
+        html.append("\n    ")
+        if a and a.host:
+            html.append(f'<br><small class="destination">Sends to <strong class="destination-host">{escape(a.host)}</strong></small>')
+    html.append(f'</td>\n  <td data-label="Target">{subject(p, names) if p else ""}</td>\n  <td data-label="What was reported">')
+    rv = reviews.get(p.id) if p else None
+    if rv and rv.evidence:
+        e = rv.evidence[0]
+        excerpt = do_truncate(current_app.jinja_env, e.content_text or "", 140)
+        by = e.author_name or e.author_reference or "an unknown author"
+        others = ""
+        if rv.other_reports:
+            plural = "s" if rv.other_reports != 1 else ""
+            others = f" · {escape(rv.other_reports)} other report{plural} about content by this author"
+        html.append(f'\n    <span class="excerpt">“<bdi>{escape(excerpt)}</bdi>”</span>\n'
+                    f"    <small>by <bdi>{escape(by)}</bdi>{others}</small>\n    ")
+    else:
+        html.append('<span class="empty">no evidence sent</span>')
+    html.append(f'</td>\n  <td data-label="State">{coded("task_state", t.state)}</td>\n'
+                f'  <td data-label="Claimed by">{escape(row["assignee"] or "—")}</td>\n  <td data-label="Claim">')
+    if claim.allowed:
+        html.append(_task_form("console.claim", t.id, form, "Claim"))
+    elif claim.shown:
+        html.append('\n    <p class="not-yours-note" data-not-yours="true"><strong>Not yours to decide.</strong> '
+                    f"{escape(claim.reason)}</p>\n    ")
+    elif row["release"].allowed:
+        html.append(_task_form("console.release", t.id, form, "Release"))
+    else:
+        html.append("—")
+    html.append("</td>\n</tr>")
+    return Markup("".join(html))
+
+
+def _task_form(endpoint: str, task_id: str, form: Any, button: str) -> str:
+    url = escape(row_url(endpoint, "task_id", task_id))
+    return (f'\n    <form method="post" action="{url}" hx-post="{url}" hx-target="closest tr" hx-swap="outerHTML">'
+            f'{escape(form.csrf_token)}<button type="submit">{button}</button></form>\n    ')
+
+
 def register_badges(app) -> None:
     """Bind each function for templates/_macros/ui.html and queue.html, which name them for their importers."""
     app.jinja_env.globals.update(
@@ -186,4 +264,5 @@ def register_badges(app) -> None:
           ("subject_name", subject_name), ("words_of", words_of), ("age", age), ("due", due),
           ("claim_words", claim_words))}
     )
-    app.jinja_env.globals.update(attempt_row=attempt_row, audit_row=audit_row)
+    app.jinja_env.globals.update(attempt_row=attempt_row, audit_row=audit_row, task_row=task_row,
+                                 maker_line_tag=maker_line)
