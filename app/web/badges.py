@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
+from flask import current_app, url_for
 from jinja2.filters import do_truncate
 from markupsafe import Markup, escape
 
@@ -180,6 +180,52 @@ def audit_row(e: Any, actors: dict) -> Markup:
     )
 
 
+# -- a proposal's state, undone or not, and the proposals list's row (REV-4) --
+
+
+def undo_link(undo: Any) -> Markup:
+    """What undoes an action (an `UndoMark`): its compensation, or the appeal correction
+    and the proposal it made."""
+    if undo.via == "compensation":
+        return Markup(f'<a href="{escape(url_for("console.proposal", proposal_id=undo.proposal_id))}">'
+                      f'compensation: {escape(label("action", undo.action_code))}</a>')
+    html = f'<a href="{escape(url_for("console.appeal", appeal_id=undo.appeal_id))}">appeal correction</a>'
+    if undo.proposal_id:
+        html += (f' (<a href="{escape(url_for("console.proposal", proposal_id=undo.proposal_id))}">'
+                 f'{escape(label("action", undo.action_code))}</a>)')
+    return Markup(html)
+
+
+def proposal_state(p: Any, undo: Any = None) -> Markup:
+    """A proposal's state badge, or "Undone" with what undid it, or the badge with
+    what is undoing it (REV-4). `p`: a proposal, or a mapping with ``state`` and
+    ``delivery_terminal``; `undo`: its `UndoMark` or None."""
+    state, terminal = (p["state"], p["delivery_terminal"]) if isinstance(p, dict) else (p.state, p.delivery_terminal)
+    if undo and undo.done:
+        return Markup(f'<span class="badge state-undone" title="state: {escape(state)}">Undone</span>\n'
+                      f'<span class="undo">by {undo_link(undo)}</span>')
+    badge = state_badge(state, terminal)
+    return Markup(f'{badge} <span class="undo">· being undone by {undo_link(undo)}</span>') if undo else badge
+
+
+def proposal_row(row: dict, names: dict | None, undo: dict) -> Markup:
+    """One proposal as a row of the proposals list: created, action, subject, report,
+    state (undone or not), how far delivery got and the last error in words.
+    `row`: ``proposal`` and ``report_reference``; `undo`: `undo_marks` by proposal id."""
+    p = row["proposal"]
+    return Markup(
+        f'<tr>\n  <td data-label="Created">{time_tag(p.created_at)}</td>\n'
+        f'  <td data-label="Action"><a href="{escape(row_url("console.proposal", "proposal_id", p.id))}" '
+        f'title="{escape(p.action_code)}">{escape(label("action", p.action_code))}</a></td>\n'
+        f'  <td data-label="Target">{subject(p, names)}</td>\n'
+        f'  <td data-label="Report"><a href="{escape(row_url("console.report", "report_id", p.report_id))}">'
+        f"{escape(row['report_reference'])}</a></td>\n"
+        f'  <td data-label="State">{proposal_state(p, undo.get(p.id))}</td>\n'
+        f'  <td data-label="Delivery">{escape(delivery_summary(p))}</td>\n'
+        f'  <td data-label="Last error">{error_words(p.last_error_code)}</td>\n</tr>'
+    )
+
+
 # -- the approval tasks page's row (templates/tasks/_row.html; FOUR-1, FOUR-5) --
 
 NO_MAKER = "someone no longer listed"
@@ -265,4 +311,5 @@ def register_badges(app) -> None:
           ("claim_words", claim_words))}
     )
     app.jinja_env.globals.update(attempt_row=attempt_row, audit_row=audit_row, task_row=task_row,
-                                 maker_line_tag=maker_line)
+                                 maker_line_tag=maker_line, proposal_state_tag=proposal_state,
+                                 undo_link_tag=undo_link, proposal_row=proposal_row)
