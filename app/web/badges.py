@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import current_app, url_for
+from flask_login import current_user
 from jinja2.filters import do_truncate
 from markupsafe import Markup, escape
 
@@ -301,6 +302,56 @@ def _task_form(endpoint: str, task_id: str, form: Any, button: str) -> str:
             f'{escape(form.csrf_token)}<button type="submit">{button}</button></form>\n    ')
 
 
+def claim_control(r: Any, claim_form: Any, back: str, hx_target: str | None = None) -> Markup:
+    """Claim or release an open subject (QUEUE-2), for a moderator: a plain POST that
+    returns to `back`, or with htmx the element `hx_target` swapped in place."""
+    if not (current_user.has_role("moderator") and r.state == "open"):
+        return Markup("")
+    url = escape(row_url("console.queue_release" if r.claimed_by_me else "console.queue_claim", "subject_id", r.id))
+    htmx = f' hx-post="{url}" hx-target="{escape(hx_target)}" hx-swap="outerHTML"' if hx_target else ""
+    if r.claimed_by_me:
+        button = '<button type="submit" data-key="claim">Release</button>\n  '
+    else:
+        button = "" if r.claimed_by else '<button type="submit" data-key="claim">Claim</button>'
+    return Markup(f'\n\n<form class="inline" method="post" action="{url}"{htmx}>\n'
+                  f'  {escape(claim_form.csrf_token)}<input type="hidden" name="next" value="{escape(back)}">\n'
+                  f"  {button}\n</form>\n")
+
+
+def queue_row(r: Any, claim_form: Any, back: str) -> Markup:
+    """One reported subject as a row of the queue (QUEUE-1, QUEUE-2, QUEUE-4): what it
+    is, its open reports, reasons, when reported, how long it waited and the claim;
+    a decided subject waits for nothing and cannot be claimed."""
+    url = escape(row_url("console.queue_subject", "subject_id", r.id))
+    preview = ""
+    if r.preview:
+        preview = f'<br><small class="preview"><bdi>{escape(do_truncate(current_app.jinja_env, r.preview, 140))}</bdi></small>'
+    count = f"{escape(r.open_count)}"
+    if r.report_count != r.open_count:
+        count += f" <small>of {escape(r.report_count)}</small>"
+    reasons = str(words_of("report_reason", r.reasons))
+    if r.categories:
+        reasons += f"<br><small>{words_of('report_category', r.categories)}</small>"
+    queue = f" <small>in {escape(r.queue_name)}</small>" if r.queue_name else ""
+    if r.state == "open":
+        hx_target = f"#row-{r.id}"
+        waiting = (f'\n  \n  <td data-label="Waiting">{age(r.age_seconds)}{queue}<br>{due(r)}</td>\n'
+                   f'  <td data-label="Claim">{claim_words(r)} {claim_control(r, claim_form, back, hx_target)}</td>\n  ')
+    else:
+        waiting = (f'\n  \n  <td data-label="Waiting"><strong>Decided</strong>{queue}<br><small>last report '
+                   f"{time_tag(r.last_reported_at)}</small></td>\n"
+                   '  <td data-label="Claim"><span class="empty">—</span></td>\n  ')
+    overdue = ' class="overdue"' if r.overdue else ""
+    return Markup(
+        f'<tr id="row-{escape(r.id)}"{overdue}>\n'
+        f'  <td data-label="Subject"><a href="{url}">{subject_name(r)}</a>\n    {preview}</td>\n'
+        f'  <td data-label="Open reports">{count}</td>\n'
+        f'  <td data-label="Reasons">{reasons}</td>\n'
+        f'  <td data-label="Reported">first {time_tag(r.first_reported_at)}<br>latest {time_tag(r.last_reported_at)}</td>'
+        f"{waiting}\n</tr>"
+    )
+
+
 def register_badges(app) -> None:
     """Bind each function for templates/_macros/ui.html and queue.html, which name them for their importers."""
     app.jinja_env.globals.update(
@@ -312,4 +363,5 @@ def register_badges(app) -> None:
     )
     app.jinja_env.globals.update(attempt_row=attempt_row, audit_row=audit_row, task_row=task_row,
                                  maker_line_tag=maker_line, proposal_state_tag=proposal_state,
-                                 undo_link_tag=undo_link, proposal_row=proposal_row)
+                                 undo_link_tag=undo_link, proposal_row=proposal_row,
+                                 claim_control_tag=claim_control, queue_row=queue_row)
