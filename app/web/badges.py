@@ -1,8 +1,11 @@
-"""The list rows' small pieces as Python (issue 25 speed): a Jinja macro call costs
-more than the few tags it writes, and pages write them hundreds of times. Each
-function gives the very markup its macro in templates/_macros/ui.html gave (the
-macro's name is bound to it there), every value escaped (`escape`, in C; Markup.format
-would parse its format string in Python at every call)."""
+"""The list rows and their small pieces as Python (issue 25 speed): a Jinja macro call
+or a row template included per row costs more than the tags it writes, and pages write
+them hundreds of times. Each function gives the very markup its macro or row template
+gave (the macro's name is bound to it in templates/_macros/, and the row templates call
+the row functions), every value escaped (`escape`, in C; Markup.format would parse its
+format string in Python at every call). tests/web/test_badges.py, test_queue_pieces.py,
+test_proposal_rows.py, test_task_row.py and test_proposal_list_row.py hold them to the
+former templates' output."""
 
 from __future__ import annotations
 
