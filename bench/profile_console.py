@@ -3,7 +3,7 @@ through Flask's test client in this process, with its SQL statements counted and
 timed, its template rendering timed, and (with a page name) cProfile around it.
 
     cd bench && python profile_console.py [N] [REPORTS] [page] [sort]
-    # page: detail, task, queue or list; sort: cumulative (default) or tottime
+    # page: detail, task, queue, list or empty (a signed-in page with nothing in it); sort: cumulative (default) or tottime
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def main() -> None:
     token = re.search(r'value="([^"]+)"', client.get("/login").text).group(1)
     client.post("/login", data={"email": "bench-reviewer@example.com", "password": "demo-password-1",
                                 "csrf_token": token})
-    pages = {"detail": f"/proposals/{proposal_id}", "task": "/tasks", "queue": "/queue", "list": "/proposals"}
+    pages = {"detail": f"/proposals/{proposal_id}", "task": "/tasks", "queue": "/queue", "list": "/proposals",
+             "empty": "/appeals"}  # empty: the fixed cost of a signed-in page
     sql = {"n": 0, "ms": 0.0}
 
     def before(conn, cursor, statement, params, context, many):
@@ -92,7 +93,7 @@ def main() -> None:
               f"{sql['n'] / N:5.1f} queries  {sql['ms'] / N:6.1f} ms SQL  "
               f"{rendering['ms'] / N:6.1f} ms template (incl. lazy loads)")
         if profile:
-            profile.dump_stats(f"/tmp/h4_{name}.prof")
+            profile.dump_stats(f"/tmp/console_{name}.prof")
             print(f"{pstats.Stats(profile).total_calls / N:.0f} Python calls per request")
             pstats.Stats(profile).sort_stats(SORT).print_stats(45)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from app.domain.clock import iso
 from app.domain.personal_data import erased_words
@@ -18,7 +18,7 @@ def pretty_json(value) -> str:
 def bidi_text(value) -> Markup:
     """``<bdi>value</bdi>`` with `value` escaped: platform text isolated from the page's
     direction (FOUR-10). The `platform_text` of templates/_macros/platform.html."""
-    return Markup("<bdi>{}</bdi>").format(value)
+    return Markup(f"<bdi>{escape(value)}</bdi>")  # Markup.format parses its format string in Python
 
 
 def action_heading(label: str, subject: SubjectName) -> Markup:
