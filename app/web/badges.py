@@ -272,7 +272,7 @@ def task_row(row: dict, names: dict | None, reviews: dict, approving: dict, form
             html.append(f'<br><small class="destination">Sends to <strong class="destination-host">{escape(a.host)}</strong></small>')
     html.append(f'</td>\n  <td data-label="Target">{subject(p, names) if p else ""}</td>\n  <td data-label="What was reported">')
     rv = reviews.get(p.id) if p else None
-    if rv and rv.evidence and rv.evidence[0].erased_at:  # OPS-4: the text is gone; say when and why
+    if rv and rv.evidence and getattr(rv.evidence[0], "erased_at", None):  # OPS-4: the text is gone; say when and why
         html.append(str(erased_note(rv.evidence[0])))
     elif rv and rv.evidence:
         e = rv.evidence[0]
