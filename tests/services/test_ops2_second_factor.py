@@ -65,7 +65,8 @@ def test_ops2_enrolment_gives_an_otpauth_uri_then_ten_recovery_codes_kept_only_a
     enrolment = service.start_enrolment(operator.id)
     assert enrolment.uri.startswith("otpauth://totp/") and enrolment.secret in enrolment.uri
     assert service.start_enrolment(operator.id).secret == enrolment.secret  # a reload shows the same seed
-    _refusal(lambda: service.confirm_enrolment(operator.id, "000000" if _code(enrolment.secret) != "000000" else "111111"))
+    wrong = "000000" if _code(enrolment.secret) != "000000" else "111111"
+    _refusal(lambda: service.confirm_enrolment(operator.id, wrong))
     codes = service.confirm_enrolment(operator.id, _code(enrolment.secret))
     assert len(codes) == 10 and len(set(codes)) == 10 and all(len(code) == 11 for code in codes)
     stored = db.session.scalars(
@@ -148,7 +149,8 @@ def test_ops2_wrong_reused_and_expired_are_one_refusal_after_the_same_work(team,
 
 def test_ops2_regenerating_recovery_codes_needs_a_fresh_code_and_voids_the_old_ones(team):
     operator, secret, codes = _enrolled(team)
-    _refusal(lambda: service.regenerate_recovery_codes(operator.id, "123456" if _code(secret, 1) != "123456" else "654321"))
+    wrong = "123456" if _code(secret, 1) != "123456" else "654321"
+    _refusal(lambda: service.regenerate_recovery_codes(operator.id, wrong))
     new = service.regenerate_recovery_codes(operator.id, _code(secret, +1))
     assert len(new) == 10 and not set(new) & set(codes)
     _refusal(lambda: service.verify_second_factor(operator.id, codes[1]))
