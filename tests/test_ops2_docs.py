@@ -24,7 +24,8 @@ def test_ops2_the_demo_code_command_of_the_docs_prints_the_accounts_current_code
     assert commands == [".venv/bin/python -m app.demo_code reviewer@example.com"]
     python = ".venv/bin/python" if (ROOT / ".venv/bin/python").exists() else sys.executable
     argv = commands[0].replace(".venv/bin/python", python).split()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     totp = pyotp.TOTP(demo_totp_seed("reviewer@example.com"))
     assert totp.verify(done.stdout.strip(), valid_window=1)

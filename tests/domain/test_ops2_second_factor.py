@@ -11,7 +11,8 @@ from app.domain.second_factor import candidate_steps, code_kind, needs_second_fa
 
 
 def account(roles, enrolled=False):
-    return SimpleNamespace(roles=frozenset(roles), totp_confirmed_at=datetime(2026, 1, 1, tzinfo=UTC) if enrolled else None)
+    confirmed = datetime(2026, 1, 1, tzinfo=UTC) if enrolled else None
+    return SimpleNamespace(roles=frozenset(roles), totp_confirmed_at=confirmed)
 
 
 @pytest.mark.parametrize(

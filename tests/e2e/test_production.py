@@ -42,6 +42,7 @@ def stack(app, world, tmp_path):
         "INSTANCE_PATH": str(tmp_path / "instance"),
         "LOG_FORMAT": "json",
         "SECRET_KEY": "test-secret-key-" + "x" * 32,
+        "SECRETS_KEY": app.config["SECRETS_KEY"],  # the test's sealed columns (a TOTP seed, OPS-2/OPS-3) open there too
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
         "WEB_CONCURRENCY": "2",
         "LOG_LEVEL": "INFO",

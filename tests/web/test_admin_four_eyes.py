@@ -173,14 +173,15 @@ def test_the_change_screens(app, client, world):
     assert "You proposed this change; a second admin must approve it." in page
     assert f'action="/admin/changes/{change.id}/approve"' not in page
 
+    second = app.test_client()
+    with app.app_context():
+        token = login(second, "admin2@example.com")  # audited (OPS-2): before the snapshot
     before = snapshot()
     forged = post(client, f"/admin/changes/{change.id}/approve", csrf, digest=change.digest)
     assert_refused(forged, 403, "maker_checker_violation")
     assert snapshot() == before
 
-    second = app.test_client()
     with app.app_context():
-        token = login(second, "admin2@example.com")
         page = text(second.get(f"/admin/changes/{change.id}"))
         assert f'action="/admin/changes/{change.id}/approve"' in page
         wrong = post(second, f"/admin/changes/{change.id}/approve", token, digest="sha256:" + "f" * 64)

@@ -251,6 +251,13 @@ def case_operator_invite(client, csrf, world):
     return invitations, lambda: post(client, f"/admin/users/{invited.id}/invitation", csrf)
 
 
+def case_operator_second_factor_reset(client, csrf, world):
+    """OPS-2: resetting a reviewer's second factor lets whoever has the password enrol a device."""
+    reviewer = world.user("reviewer")
+    url = f"/admin/users/{reviewer.id}/second-factor/reset"
+    return _column(OperatorUser, reviewer.id, "totp_confirmed_at"), lambda: post(client, url, csrf)
+
+
 def case_bulk_cap(client, csrf, world):
     """BULK-5: a cap on items per bulk batch, raised or lowered, waits for a second admin."""
     from app.services.bulk.dry_runs import operator_cap
@@ -295,6 +302,7 @@ CASES = {
     ChangeKind.OPERATOR_INVITE: case_operator_invite,
     ChangeKind.BULK_CAP: case_bulk_cap,
     ChangeKind.SSO_MAPPING: case_sso_mapping,
+    ChangeKind.OPERATOR_SECOND_FACTOR_RESET: case_operator_second_factor_reset,
 }
 
 

@@ -105,6 +105,8 @@ def test_ops2_a_moderator_enrols_voluntarily_and_then_needs_a_code(client, world
 def test_ops2_an_admins_reset_is_a_change_for_a_second_admin(client, world):
     token = login(client, "admin@example.com")
     reviewer = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "reviewer@example.com"))
+    page = client.get(f"/admin/users/{reviewer.id}").get_data(as_text=True)
+    assert "Reset second factor" in page and "enrolled" in page
     response = client.post(f"/admin/users/{reviewer.id}/second-factor/reset", data={"csrf_token": token})
     assert response.status_code == 303 and "/admin/changes/" in response.headers["Location"]
     assert [c.kind for c in pending_changes()] == ["operator.second_factor_reset"]

@@ -15,7 +15,7 @@ from app.domain.time_targets import parse_target, target_words
 from app.extensions import db
 from app.models import AuditEvent, Queue
 
-from ..builders import login, logout
+from ..builders import login, logout, pass_second_factor
 
 
 @pytest.mark.parametrize("roles, endpoint", [
@@ -43,6 +43,7 @@ def test_signing_in_lands_by_role_QUEUE_5(app, client, world, email, path):
     page = client.get("/login").get_data(as_text=True)
     token = re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', page).group(1)
     signed = client.post("/login", data={"email": email, "password": DEMO_PASSWORD, "csrf_token": token})
+    signed = pass_second_factor(client, signed, email)  # reviewers and admins: the code (OPS-2)
     assert signed.status_code == 303 and signed.headers["Location"] == "/"
     response = client.get("/")
     assert response.status_code == 302 and response.headers["Location"].endswith(path)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyotp
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, false, or_, select, true, update
 
 from app.domain import second_factor as rules
 from app.domain.clock import utcnow
@@ -193,6 +193,29 @@ def enrol_operator(operator_id: str, secret: str, *, actor: Actor) -> list[str]:
     return shown
 
 
+def _consume(operator: OperatorUser | None, step: int | None, recovery, usable: bool):
+    """The one UPDATE every second step runs: use up the TOTP step (only a later one
+    than the last used) or the recovery code (only an unused one); it matches no row
+    when there is nothing to use or the step may not be used (SEC-6: the same work)."""
+    allowed = true() if usable else false()
+    if operator is not None and step is not None:
+        return (
+            update(OperatorUser)
+            .where(
+                allowed,
+                OperatorUser.id == operator.id,
+                or_(OperatorUser.totp_last_step.is_(None), OperatorUser.totp_last_step < step),
+            )
+            .values(totp_last_step=step)
+        )
+    recovery_id = recovery.id if recovery is not None else "none"
+    return (
+        update(OperatorRecoveryCode)
+        .where(allowed, OperatorRecoveryCode.id == recovery_id, OperatorRecoveryCode.used_at.is_(None))
+        .values(used_at=utcnow())
+    )
+
+
 def verify_second_factor(
     operator_id: str | None, code: Any, *, step_valid: bool = True, session_version: int | None = None
 ) -> OperatorUser:
@@ -236,30 +259,16 @@ def verify_second_factor(
         for row in stored:
             if hmac.compare_digest(row.code_hash, wanted):
                 recovery = row
-        reason = None
         if operator is not None and session_version is not None and session_version != operator.session_version:
             step_valid = False
-        if not step_valid or not enrolled or not operator.active:
+        usable = step_valid and enrolled and operator.active
+        taken = uow.session.execute(_consume(operator, step, recovery, usable)).rowcount == 1  # one round trip always
+        if not usable:
             reason = "expired" if not step_valid else "not_enrolled"
-        elif step is not None:
-            taken = uow.session.execute(
-                update(OperatorUser)
-                .where(
-                    OperatorUser.id == operator.id,
-                    or_(OperatorUser.totp_last_step.is_(None), OperatorUser.totp_last_step < step),
-                )
-                .values(totp_last_step=step)
-            )
-            reason = None if taken.rowcount == 1 else "reused"
-        elif recovery is not None:
-            taken = uow.session.execute(
-                update(OperatorRecoveryCode)
-                .where(OperatorRecoveryCode.id == recovery.id, OperatorRecoveryCode.used_at.is_(None))
-                .values(used_at=utcnow())
-            )
-            reason = None if taken.rowcount == 1 else "reused"
-        else:
+        elif step is None and recovery is None:
             reason = "wrong"
+        else:
+            reason = None if taken else "reused"
         if operator is None:
             uow.commit()
             raise refused()
