@@ -143,6 +143,11 @@ NOT_CONFIGURATION_WRITES: dict[str, str] = {
     "cli:proposal-history": "Reads one proposal's history.",
     "cli:config-changes": "Lists the pending changes.",
     "cli:bulk-status": "Reads one bulk batch and its ledger.",
+    "cli:backup": "Reads every table into a file; it writes nothing (OPS-6).",
+    "cli:restore": (
+        "Loads a backup into an empty database at the same migration only (OPS-6): it refuses a database with"
+        " rows, so it cannot roll a running installation's configuration back."
+    ),
     "cli:erasure-sweep": "Erases only what a retention period two admins approved makes due, as the sweep does (OPS-4).",
     "cli:secrets-status": "Counts the sealed platform secrets per key (OPS-3).",
     "cli:rotate-secrets-key": (

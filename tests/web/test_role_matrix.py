@@ -27,6 +27,7 @@ from app.services.bulk.actions import bulk_actions
 from app.services.bulk.dry_runs import start_dry_run
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle.dispatch import deliver
+from app.services.admin.erasure_requests import request_erasure
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import approve, decide_report, make_world, pass_second_factor
@@ -127,6 +128,11 @@ ROUTES = [
     ("POST", "/admin/bulk-caps", {"admin"}),  # without a role: 400
     ("GET", "/admin/sso", {"admin", "auditor"}),  # OPS-1
     ("POST", "/admin/sso", {"admin"}),  # without a mapping: the same empty mapping, nothing stored
+    ("GET", "/admin/erasure", {"admin", "auditor"}),  # OPS-4
+    ("POST", "/admin/erasure", {"admin"}),  # without a subject: 400, nothing stored
+    ("POST", "/admin/erasure-retention", {"admin"}),  # without days or reason: 400
+    ("POST", "/admin/erasure/{erasure_id}/approve", {"admin"}),  # by the one who asked: 403 erasure_same_admin
+    ("POST", "/admin/erasure/{erasure_id}/reject", {"admin"}),
     # bulk batches as console JSON: a form body is 415, never written
     ("POST", "/bulk-batches", {"moderator", "reviewer", "admin"}),
     ("GET", "/bulk-batches/{bulk_batch_id}", ALL),
@@ -191,7 +197,9 @@ def ids_of(world, platform_url) -> dict[str, str]:
     )
     batch_id = start_dry_run(world.user("moderator"), selection={"source": "list", "text": "post:1005"},
                              action_key=action.key, decision_code=action.decision_code, reason="a bulk action")
+    erasure_id = request_erasure(world.user("admin"), "user:777", "a privacy request, ticket 42").id  # OPS-4
     return {
+        "erasure_id": erasure_id,
         "batch_id": batch_id,
         "proposal_id": original.id,
         "task_id": one(select(HumanTask.id).where(HumanTask.installation_id == iid, HumanTask.state == "open")),
