@@ -35,9 +35,9 @@ from app.services.admin import (
     connections,
     invitations,
     label_settings,
+    mfa,
     operator_changes,
     operators,
-    second_factor,
     token_changes,
     version_retirement,
     workflows,
@@ -67,7 +67,7 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         label_settings.LABEL_SET,
         operator_changes.OPERATOR_REACTIVATE,
         bulk_caps.BULK_CAP,
-        second_factor.SECOND_FACTOR_RESET,
+        mfa.SECOND_FACTOR_RESET,
     )
 }
 MAX_REASON = 2000
