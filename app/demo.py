@@ -40,7 +40,7 @@ from app.models import (
 )
 from app.services.admin.integrations import issue_token
 from app.services.admin.operators import create_operator
-from app.services.admin.second_factor import enrol_operator
+from app.services.admin.mfa import enrol_operator
 from app.domain.clock import utcnow
 from app.services.cases.evidence_store import store_evidence
 from app.services.cases.queue_subjects import refresh_subjects, subject_for

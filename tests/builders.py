@@ -163,7 +163,7 @@ def totp_code(email: str, *, seed: str | None = None) -> str:
 
 def enrol(email: str) -> list[str]:
     """Enrol the operator with `totp_seed(email)` (their recovery codes, as shown)."""
-    from app.services.admin.second_factor import enrol_operator
+    from app.services.admin.mfa import enrol_operator
     from app.services.uow import Actor
 
     operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == email.lower()))

@@ -1,7 +1,7 @@
 """Who needs a second factor, and the rules of its codes (SPEC OPS-2, SEC-6).
 
 Pure: no database, no Flask. The TOTP arithmetic itself is pyotp's
-(`app.services.admin.second_factor`); this module says which accounts need it,
+(`app.services.admin.mfa`); this module says which accounts need it,
 which time steps a code may match, and what every refusal says.
 """
 

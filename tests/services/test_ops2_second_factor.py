@@ -14,9 +14,9 @@ from app.domain.errors import ApiError
 from app.domain.second_factor import REFUSAL, STEP_SECONDS
 from app.extensions import db
 from app.models import AuditEvent, OperatorRecoveryCode, OperatorUser
-from app.services.admin import second_factor as service
-from app.services.admin.reviews import approve_change
+from app.services.admin import mfa as service
 from app.services.admin.operators import create_operator
+from app.services.admin.reviews import approve_change
 from app.services.uow import Actor
 
 from ..builders import make_operator

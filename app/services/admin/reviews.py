@@ -36,9 +36,9 @@ from app.services.admin import (
     connections,
     invitations,
     label_settings,
+    mfa,
     operator_changes,
     operators,
-    second_factor,
     sso_mapping,
     token_changes,
     version_retirement,
@@ -69,7 +69,7 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         label_settings.LABEL_SET,
         operator_changes.OPERATOR_REACTIVATE,
         bulk_caps.BULK_CAP,
-        second_factor.SECOND_FACTOR_RESET,
+        mfa.SECOND_FACTOR_RESET,
         sso_mapping.SSO_MAPPING,
     )
 }

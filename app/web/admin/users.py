@@ -6,7 +6,7 @@ from flask import flash, redirect, render_template, url_for
 from flask_login import current_user, login_user
 
 from app.domain.errors import ApiError
-from app.services.admin import invitations, second_factor
+from app.services.admin import invitations, mfa
 from app.services.admin import operators as service
 from app.services.admin.changes import PendingChange
 
@@ -120,7 +120,7 @@ def user_second_factor_reset(operator_id: str):
     if not ActionForm().validate():
         return _detail_page(operator_id, error=form_invalid(), status=400)
     try:
-        outcome = second_factor.reset_second_factor(current_user, operator_id)
+        outcome = mfa.reset_second_factor(current_user, operator_id)
     except ApiError as error:
         raise_if_not_found(error)
         return _detail_page(operator_id, error=error, status=error.status)

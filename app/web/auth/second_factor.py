@@ -16,7 +16,7 @@ from flask_login import current_user, login_required, login_user
 
 from app.domain.errors import ApiError
 from app.extensions import limiter
-from app.services.admin import second_factor as service
+from app.services.admin import mfa as service
 
 from .blueprint import bp
 from .forms import CodeForm, LoginForm

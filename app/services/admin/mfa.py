@@ -19,7 +19,7 @@ from typing import Any
 import pyotp
 from sqlalchemy import delete, false, or_, select, true, update
 
-from app.domain import second_factor as rules
+from app.domain import second_factor as factor_rules
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind
 from app.domain.errors import ApiError
@@ -46,7 +46,7 @@ class Enrolment:
 
 def refused() -> ApiError:
     """The one refusal of a second step (OPS-2, SEC-6)."""
-    return ApiError(401, "second_factor_refused", rules.REFUSAL, "code")
+    return ApiError(401, "second_factor_refused", factor_rules.REFUSAL, "code")
 
 
 def _hash_recovery(operator_id: str, code: str) -> str:
@@ -57,12 +57,12 @@ def _new_recovery_codes(uow: UnitOfWork, operator_id: str) -> list[str]:
     """Replace the operator's recovery codes by fresh ones; the codes as shown once."""
     uow.session.execute(delete(OperatorRecoveryCode).where(OperatorRecoveryCode.operator_id == operator_id))
     codes = [
-        "".join(secrets.choice(rules.RECOVERY_ALPHABET) for _ in range(rules.RECOVERY_CODE_LENGTH))
-        for _ in range(rules.RECOVERY_CODE_COUNT)
+        "".join(secrets.choice(factor_rules.RECOVERY_ALPHABET) for _ in range(factor_rules.RECOVERY_CODE_LENGTH))
+        for _ in range(factor_rules.RECOVERY_CODE_COUNT)
     ]
     for code in codes:
         uow.session.add(OperatorRecoveryCode(operator_id=operator_id, code_hash=_hash_recovery(operator_id, code)))
-    return [rules.show_recovery_code(code) for code in codes]
+    return [factor_rules.show_recovery_code(code) for code in codes]
 
 
 def _audit(uow: UnitOfWork, operator: OperatorUser, action: str, actor: Actor | None = None, **details) -> None:
@@ -85,9 +85,9 @@ def _matching_step(secret: str, code: str, now: float) -> int | None:
     """The step in the window around ``now`` whose code is ``code`` (every step is
     computed and compared in constant time, whichever matches)."""
     totp, found = pyotp.TOTP(secret), None
-    now_step = rules.time_step(now)
-    for step in rules.candidate_steps(now_step, None):
-        if hmac.compare_digest(totp.at(step * rules.STEP_SECONDS), code.rjust(6, "x")):
+    now_step = factor_rules.time_step(now)
+    for step in factor_rules.candidate_steps(now_step, None):
+        if hmac.compare_digest(totp.at(step * factor_rules.STEP_SECONDS), code.rjust(6, "x")):
             found = step
     return found
 
@@ -140,7 +140,7 @@ def confirm_enrolment(operator_id: str, code: Any, *, session_version: int | Non
         ApiError: 401 ``second_factor_refused`` (audited as
             ``operator.second_factor_refused``); 409 ``second_factor_enrolled``.
     """
-    kind, code = rules.code_kind(code)
+    kind, code = factor_rules.code_kind(code)
     now = time.time()
     with unit_of_work() as uow:
         operator = _operator(uow.session, operator_id)
@@ -241,7 +241,7 @@ def verify_second_factor(
         ApiError: 401 ``second_factor_refused``, audited as
             ``operator.second_factor_refused`` with a reason (never the code).
     """
-    kind, code = rules.code_kind(code)
+    kind, code = factor_rules.code_kind(code)
     now = time.time()
     with unit_of_work() as uow:
         operator = _operator(uow.session, operator_id)
