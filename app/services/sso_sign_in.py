@@ -134,8 +134,9 @@ def _create(
         raise ApiError(
             409,
             "sso_email_taken",
-            f"An account with the email {email} exists already and signs in with its password. The console does not "
-            "join it to your identity provider's account by email. Sign in with the password, or ask an admin.",
+            # The address is not repeated: whoever holds an IdP account must not learn which emails have accounts here.
+            "An account with this email exists already and signs in with its password. The console does not join it "
+            "to your identity provider's account by email. Sign in with the password, or ask an admin.",
         )
     operator = OperatorUser(
         installation_id=installation.id,
