@@ -132,3 +132,20 @@ def test_ops2_break_it_a_refused_code_ends_the_pending_step_for_a_replayed_cooki
                            data={"code": totp_code("reviewer@example.com"), "csrf_token": csrf_from(page)})
     assert replayed.status_code == 401
     assert client.get("/proposals").status_code == 302
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "OPS-1: email_verified sent as the string \"false\" (some IdPs send string booleans) is taken "
+    "as verified: only the JSON boolean false is refused, so an account is created with an address "
+    "the IdP says it did not verify"))
+def test_ops1_break_it_an_unverified_email_sent_as_a_string_is_refused(app, client, world, idp):
+    """An ID token with ``email_verified: "false"`` creates no account (403
+    ``sso_email_missing``), as one with the boolean false does."""
+    from .test_ops1_sso import operator, set_mapping
+    from ..oidc import sso_sign_in
+
+    set_mapping(app, client)
+    idp.set_user("str-sub", email="unverified@idp.example.org", email_verified="false", groups=["ts-moderators"])
+    response = sso_sign_in(app.test_client(), idp, "str-sub")
+    assert response.status_code == 403 and "sso_email_missing" in text(response)
+    assert operator("unverified@idp.example.org") is None
