@@ -171,3 +171,16 @@ def test_ops2_break_it_a_plain_seed_written_into_the_table_is_not_a_second_facto
     db.session.commit()
     with pytest.raises(ApiError):
         verify_second_factor(reviewer, pyotp.TOTP(known).now())
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "OPS-1: the callback shows the error and error_description query parameters (up to 300 "
+    "characters) on the console's sign-in page before it checks the state, so any link "
+    "/login/sso/callback?error=…&error_description=… puts an attacker's sentence on the console's "
+    "own page (content spoofing, e.g. 'call support at …')"))
+def test_ops1_break_it_a_callback_error_without_this_browsers_state_shows_no_foreign_text(app, client, world, idp):
+    """A callback carrying ``error`` but no state this browser started is refused as
+    ``sso_state_invalid`` (or at least shows none of the parameters' text)."""
+    spoof = "Your account is locked. Call support at +1 555 0100 or visit evil.example"
+    response = client.get("/login/sso/callback", query_string={"error": "access_denied", "error_description": spoof})
+    assert "evil.example" not in text(response)
