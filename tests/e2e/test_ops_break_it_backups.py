@@ -78,10 +78,6 @@ def test_ops6_break_it_a_corrupted_gzip_backup_is_refused_as_incomplete(app, wor
     assert restored.exit_code == 1 and "backup_incomplete" in restored.output, restored.output
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-2: a reviewer's or admin's session opened with the password alone before the second-factor "
-    "release (migration 0019) stays signed in after the upgrade: nothing moves session_version and "
-    "the user loader does not ask for an enrolled second factor"))
 def test_ops2_break_it_sessions_opened_before_the_upgrade_need_the_second_factor(tmp_path):
     """A database at 0018 with a reviewer (password only) whose browser holds a session
     (``<id>:<session version>``, what Flask-Login stored then); after `flask db upgrade`

@@ -36,9 +36,6 @@ def test_ops4_break_it_every_spelling_of_the_subject_is_erased(app, world, store
     assert holding(marker) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-3: rotate-secrets-key meets a tampered sealed value with binascii.Error (a crash with a "
-    "traceback) instead of refusing with secrets_unreadable"))
 def test_ops3_break_it_rotation_refuses_a_tampered_value(app, world):
     """A sealed value whose body was cut is refused like one under a missing key:
     `RotationRefused` (``secrets_unreadable``), nothing changed."""

@@ -41,10 +41,6 @@ def tampered(value: str) -> list[str]:
     return [f"{prefix}:{kid}:{body[:-3]}", f"{prefix}:{kid}:AAAA"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-3: SecretBox.open lets binascii.Error (a cut base64 body) and ValueError (a body shorter "
-    "than a nonce) escape instead of SecretBoxError, so SealedText does not turn a tampered "
-    "ciphertext into an UnreadableSecret"))
 def test_ops3_break_it_a_tampered_ciphertext_is_unreadable_not_an_error(app, world):
     """A tampered sealed value raises `SecretBoxError` from the box and loads as an
     `UnreadableSecret` through the column, as one sealed under a missing key does."""
@@ -58,9 +54,6 @@ def test_ops3_break_it_a_tampered_ciphertext_is_unreadable_not_an_error(app, wor
         assert isinstance(db.session.get(OperatorUser, reviewer).totp_secret, UnreadableSecret)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-3: one operator row with a tampered totp_secret ciphertext makes /admin/users answer 500 "
-    "for every admin (the users list loads every operator's sealed seed)"))
 def test_ops3_break_it_a_tampered_seed_does_not_break_the_users_page(app, client, world):
     """The users page still answers 200 when one operator's sealed seed was altered."""
     admin(client)
@@ -134,10 +127,6 @@ def test_ops2_break_it_a_refused_code_ends_the_pending_step_for_a_replayed_cooki
     assert client.get("/proposals").status_code == 302
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-1: email_verified sent as the string \"false\" (some IdPs send string booleans) is taken "
-    "as verified: only the JSON boolean false is refused, so an account is created with an address "
-    "the IdP says it did not verify"))
 def test_ops1_break_it_an_unverified_email_sent_as_a_string_is_refused(app, client, world, idp):
     """An ID token with ``email_verified: "false"`` creates no account (403
     ``sso_email_missing``), as one with the boolean false does."""
@@ -151,10 +140,6 @@ def test_ops1_break_it_an_unverified_email_sent_as_a_string_is_refused(app, clie
     assert operator("unverified@idp.example.org") is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-3/OPS-2: SealedText reads a plain (unsealed) value as it is, for data from before "
-    "migration 0018; operator_users.totp_secret only exists since 0019, so a plain seed there is "
-    "always a write by someone without the key, and it is used as the account's second factor"))
 def test_ops2_break_it_a_plain_seed_written_into_the_table_is_not_a_second_factor(app, world):
     """A base32 seed written unsealed into a reviewer's ``totp_secret`` (by whoever can
     write the table but holds no key) is not accepted as their seed: codes of it do
@@ -162,7 +147,7 @@ def test_ops2_break_it_a_plain_seed_written_into_the_table_is_not_a_second_facto
     import pyotp
 
     from app.domain.errors import ApiError
-    from app.services.admin.second_factor import verify_second_factor
+    from app.services.admin.mfa import verify_second_factor
 
     reviewer = operator_id("reviewer@example.com")
     known = pyotp.random_base32()
@@ -173,11 +158,6 @@ def test_ops2_break_it_a_plain_seed_written_into_the_table_is_not_a_second_facto
         verify_second_factor(reviewer, pyotp.TOTP(known).now())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-1: the callback shows the error and error_description query parameters (up to 300 "
-    "characters) on the console's sign-in page before it checks the state, so any link "
-    "/login/sso/callback?error=…&error_description=… puts an attacker's sentence on the console's "
-    "own page (content spoofing, e.g. 'call support at …')"))
 def test_ops1_break_it_a_callback_error_without_this_browsers_state_shows_no_foreign_text(app, client, world, idp):
     """A callback carrying ``error`` but no state this browser started is refused as
     ``sso_state_invalid`` (or at least shows none of the parameters' text)."""
