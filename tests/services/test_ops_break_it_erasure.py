@@ -18,11 +18,6 @@ from .test_ops4_erasure import approved_erasure, holding
 
 
 @pytest.mark.parametrize("stored, asked", [("User:77001", "user:77001"), ("at://did:plc:abcd", "did:plc:abcd")])
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-4: an erasure request matches the subject's own spelling and its canonical form only, "
-    "not stored spellings that canonicalise to it (BULK-1's canonical_reference): evidence whose "
-    "author is 'User:77001' or 'at://did:plc:abcd' survives an approved erasure of 'user:77001' / "
-    "'did:plc:abcd' (content_text, queue preview and search text), and the request says zero rows"))
 def test_ops4_break_it_every_spelling_of_the_subject_is_erased(app, world, stored, asked):
     """Evidence by the subject under another spelling of its reference (scheme case,
     an at-uri naming only the account) is erased by a request for the subject."""
@@ -32,8 +27,27 @@ def test_ops4_break_it_every_spelling_of_the_subject_is_erased(app, world, store
                                 "evidence": {"content_text": marker, "author_reference": stored,
                                              "author_name": "quokka_spelling"}}]},
                   world.integration_id)
-    approved_erasure(world, asked)
+    approved = approved_erasure(world, asked)
     assert holding(marker) == []
+    assert approved.counts["evidence"] == 1 and approved.counts["subjects"] == 1
+
+
+def test_ops4_erasure_spares_references_that_only_look_alike(app, world):
+    """OPS-4: a reference holding the subject's as a part (``user:770012``,
+    ``post:user:77001``) or matching it only through a LIKE wildcard (``_``) is another
+    subject: its evidence is kept."""
+    kept = {"user:770012": "kept-longer-7703", "Post:user:77001": "kept-nested-7704", "user:a1b": "kept-wild-7705"}
+    for number, (author, marker) in enumerate(kept.items()):
+        intake_report({"external_id": f"alike-{number}", "summary": "a report",
+                       "targets": [{"reference": f"post:77{number}", "kind": "post",
+                                    "evidence": {"content_text": marker, "author_reference": author}}]},
+                      world.integration_id)
+    for asked in ("user:77001", "user:a_b"):
+        approved = approved_erasure(world, asked)
+        assert approved.counts == {"evidence": 0, "reports": 0, "appeals": 0, "subjects": 0}
+    for marker in kept.values():
+        assert sorted(holding(marker)) == ["report_evidence.content_text", "report_subjects.preview",
+                                   "report_subjects.search_text"], marker
 
 
 def test_ops3_break_it_rotation_refuses_a_tampered_value(app, world):
