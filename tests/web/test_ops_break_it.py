@@ -93,10 +93,6 @@ def shown_seed(client) -> str:
     return re.search(r'class="totp-seed">([A-Z2-7]+)<', text(client.get("/login/enrol"))).group(1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-2: the enrolment seed is stored at the first view of /login/enrol and shown again to every "
-    "later password sign-in until confirmed: whoever saw it once (a password-only attacker before "
-    "the holder enrols) keeps a valid copy of the holder's second factor"))
 def test_ops2_break_it_each_sign_in_enrols_with_its_own_seed(app, world):
     """Two password sign-ins of a reviewer not enrolled yet (an attacker's, then the
     holder's) are shown different seeds; the holder's enrolment is not one the

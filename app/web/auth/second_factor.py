@@ -114,8 +114,9 @@ def enrol():
     if not form.is_submitted():
         if not _fresh(pending):
             return redirect(url_for("auth.login"))
-        try:
-            enrolment = service.start_enrolment(pending["operator_id"])
+        try:  # each sign-in enrols with its own seed; a reload of this page shows it again
+            enrolment = service.start_enrolment(pending["operator_id"], renew=not pending.get("seeded"))
+            session[PENDING] = {**pending, "seeded": True}
         except ApiError:  # enrolled meanwhile, or gone: start again
             session.pop(PENDING, None)
             return redirect(url_for("auth.login"))
