@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import MetaData, create_engine, insert
 
 from app.extensions import db
-from app.services.backup import write_backup
+from app.services.backup import _nonempty_tables, _tables, backup_key, verify_backup, write_backup
+from app.services.uow import chain_key
 
 from .databases import app_on, fresh_database, run_cli
 
@@ -21,7 +22,7 @@ from .databases import app_on, fresh_database, run_cli
 def backup_of_world(tmp_path):
     path = tmp_path / "console-backup.jsonl.gz"
     with db.engine.connect() as conn:
-        write_backup(conn, path)
+        write_backup(conn, path, backup_key(chain_key()))
     return path
 
 
@@ -33,14 +34,11 @@ def empty_database_at_head(tmp_path):
     return app
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-6: restore accepts a backup whose rows were edited (a moderator made admin) as long as the "
-    "end line's row counts still match; nothing authenticates the rows, and verify-audit stays ok "
-    "because the audit rows are untouched"))
 def test_ops6_break_it_an_edited_backup_is_refused(app, world, tmp_path):
     """A backup file edited at rest (operator_users.roles of the moderator set to
-    ``admin,moderator``, row counts unchanged) must be refused (``backup_incomplete``)
-    and leave the database empty, as docs/backups.md promises for an altered file."""
+    ``admin,moderator``, row counts unchanged) must be refused (``backup_altered``: its
+    MAC line no longer matches) and leave the database empty, as docs/backups.md
+    promises for an altered file."""
     lines = gzip.open(backup_of_world(tmp_path), "rt").read().splitlines()
     edited, table, columns = [], None, []
     for line in lines:
@@ -55,13 +53,15 @@ def test_ops6_break_it_an_edited_backup_is_refused(app, world, tmp_path):
         edited.append(line)
     path = tmp_path / "edited.jsonl"
     path.write_text("\n".join(edited) + "\n")
-    restored = run_cli(empty_database_at_head(tmp_path), "restore", str(path))
-    assert restored.exit_code == 1 and "backup_incomplete" in restored.output, restored.output
+    intact = tmp_path / "intact.jsonl"  # the control: the same text unedited, uncompressed, verifies
+    intact.write_text("\n".join(lines) + "\n")
+    verify_backup(intact, backup_key(chain_key()))
+    restored_app = empty_database_at_head(tmp_path)
+    restored = run_cli(restored_app, "restore", str(path))
+    assert restored.exit_code == 1 and "backup_altered" in restored.output, restored.output
+    assert_empty(restored_app)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-6: a backup whose gzip stream is corrupted in the middle crashes restore with zlib.error "
-    "(a traceback) instead of the documented backup_incomplete refusal"))
 def test_ops6_break_it_a_corrupted_gzip_backup_is_refused_as_incomplete(app, world, tmp_path):
     """A ``.gz`` backup whose first gzip member (header line and first tables) is
     intact and whose second member's deflate data is broken (what a flipped bit on
@@ -76,6 +76,14 @@ def test_ops6_break_it_a_corrupted_gzip_backup_is_refused_as_incomplete(app, wor
     restored = run_cli(empty_database_at_head(tmp_path), "restore", str(path))
     assert isinstance(restored.exception, SystemExit), repr(restored.exception)
     assert restored.exit_code == 1 and "backup_incomplete" in restored.output, restored.output
+
+
+def assert_empty(app):
+    """No table of the app's database has a row (`restore` wrote nothing)."""
+    with app.app_context():
+        with db.engine.connect() as conn:
+            assert not _nonempty_tables(conn, _tables(conn))
+        db.engine.dispose()
 
 
 def test_ops2_break_it_sessions_opened_before_the_upgrade_need_the_second_factor(tmp_path):
