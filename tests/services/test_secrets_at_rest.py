@@ -33,7 +33,14 @@ SEALED = (
     ("connection_versions", "bearer_token"),
     ("connection_versions", "signing_secret"),
     ("config_changes", "secrets_json"),
+    ("operator_users", "totp_secret"),  # OPS-2: reviewers' and admins' seeds
 )
+SEALED_BY_0018 = SEALED[:3]  # the columns migration 0018 seals (totp_secret comes with 0019)
+
+
+def sealed_count() -> int:
+    """How many sealed values the database holds (every column of SEALED)."""
+    return sum(len(raw_values(t, c)) for t, c in SEALED)
 
 
 def raw_rows() -> dict[str, list[tuple]]:
@@ -179,17 +186,18 @@ def test_ops3_rotation_reseals_everything_under_the_new_key(app, world):
     old, new = app.config["SECRETS_KEY"], new_key_text()
     new_id = SecretBox(decode_key(new)).current_id
     rotating = other_app(app, SECRETS_KEY=new, SECRETS_KEY_PREVIOUS=old)
+    n = sealed_count()  # two connection secrets and the world's operators' seeds
     assert run_in(rotating, ["secrets-status"]).exit_code == 0  # under a previous key: readable
     first = run_in(rotating, ["rotate-secrets-key"])
     assert first.exit_code == 0, first.output
     assert "connection_versions.bearer_token: 1 resealed" in first.output
-    assert "resealed 2, sealed 0 plain, 0 under the current key already" in first.output
+    assert f"resealed {n}, sealed 0 plain, 0 under the current key already" in first.output
     again = run_in(rotating, ["rotate-secrets-key"])
-    assert "resealed 0, sealed 0 plain, 2 under the current key already" in again.output
+    assert f"resealed 0, sealed 0 plain, {n} under the current key already" in again.output
     assert {sealed_key_id(v) for t, c in SEALED for v in raw_values(t, c)} == {new_id}
     [event] = db.session.scalars(select(AuditEvent).where(AuditEvent.action == "secrets.key_rotated")).all()
     details = json.loads(event.details_json)
-    assert details["key_id"] == new_id and details["all_installations"] == {"resealed": 2, "sealed_plain": 0}
+    assert details["key_id"] == new_id and details["all_installations"] == {"resealed": n, "sealed_plain": 0}
     assert world.platform_token not in event.details_json and world.signing_secret not in event.details_json
     rotated = other_app(app, SECRETS_KEY=new)  # the old key dropped
     status = run_in(rotated, ["secrets-status"])
@@ -207,16 +215,16 @@ def test_ops3_migration_0018_seals_plain_secrets(app, client, world):
     change's secrets too. On PostgreSQL the columns are widened as the models say."""
     csrf = admin(client)
     create(client, csrf)  # a pending change holding the token
-    before = {(t, c): set(raw_values(t, c)) for t, c in SEALED}
+    before = {(t, c): set(raw_values(t, c)) for t, c in SEALED_BY_0018}
     migrations = str(ROOT / "migrations")
     db.session.remove()
     downgrade(directory=migrations, revision="0017")
-    plain = {(t, c): set(raw_values(t, c)) for t, c in SEALED}
+    plain = {(t, c): set(raw_values(t, c)) for t, c in SEALED_BY_0018}
     assert not any(is_sealed(v) for values in plain.values() for v in values)
-    assert world.platform_token in plain[SEALED[0]] and any(TOKEN in v for v in plain[SEALED[2]])
+    assert world.platform_token in plain[SEALED_BY_0018[0]] and any(TOKEN in v for v in plain[SEALED_BY_0018[2]])
     db.session.remove()
     upgrade(directory=migrations)
-    after = {(t, c): set(raw_values(t, c)) for t, c in SEALED}
+    after = {(t, c): set(raw_values(t, c)) for t, c in SEALED_BY_0018}
     assert all(is_sealed(v) for values in after.values() for v in values) and after != before
     box = app.extensions["secret_box"]
     for (table, column), values in after.items():
@@ -244,6 +252,7 @@ def test_ops3_the_commands_in_docs_secrets_md_run(app, world):
     status. Restarting processes (said in words there) is nothing to do here: each
     `flask` command is a new process. Afterwards every value is under the new key."""
     old_id = app.extensions["secret_box"].current_id
+    n = sealed_count()
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -259,7 +268,7 @@ def test_ops3_the_commands_in_docs_secrets_md_run(app, world):
         ["bash", "-c", doc_script()], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "resealed 2, sealed 0 plain" in done.stdout
+    assert f"resealed {n}, sealed 0 plain" in done.stdout
     assert "nothing is sealed under a previous key: SECRETS_KEY_PREVIOUS may be removed" in done.stdout
     assert done.stdout.rstrip().endswith("under a previous key: 0")
     key_ids = {sealed_key_id(v) for t, c in SEALED for v in raw_values(t, c)}
