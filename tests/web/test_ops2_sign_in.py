@@ -112,3 +112,40 @@ def test_ops2_an_admins_reset_is_a_change_for_a_second_admin(client, world):
     assert [c.kind for c in pending_changes()] == ["operator.second_factor_reset"]
     db.session.rollback()
     assert db.session.get(OperatorUser, reviewer.id).totp_confirmed_at is not None
+
+
+def seal_seed_under_missing_key(email: str) -> OperatorUser:
+    """Seal an operator's TOTP seed under a key this app lacks (a host not yet
+    restarted after ``rotate-secrets-key``)."""
+    from sqlalchemy import text
+
+    from app.secret_box import SecretBox, decode_key, new_key_text
+
+    operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == email))
+    lost = SecretBox(decode_key(new_key_text())).seal(pyotp.random_base32(), context="operator_users.totp_secret")
+    db.session.execute(text("UPDATE operator_users SET totp_secret = :v WHERE id = :id"), {"v": lost, "id": operator.id})
+    db.session.commit()
+    return operator
+
+
+def test_ops3_an_unreadable_seed_refuses_the_sign_in_clearly_not_500(client, world):
+    """OPS-3, OPS-2: a seed no configured key opens: the code page answers 503
+    ``second_factor_seed_unreadable`` (for a TOTP code and a recovery code alike),
+    nothing is used up, the refusal is audited, and the operator is not signed in."""
+    reviewer = seal_seed_under_missing_key("reviewer@example.com")
+    last_step = reviewer.totp_last_step
+    for code in ("123456", "ABCDE-FGHJK"):
+        password_step(client, "reviewer@example.com")
+        refused = code_step(client, code)
+        body = refused.get_data(as_text=True)
+        assert refused.status_code == 503 and "second_factor_seed_unreadable" in body
+        assert "SECRETS_KEY" in body
+        assert client.get("/proposals").status_code == 302
+    db.session.rollback()
+    assert db.session.get(OperatorUser, reviewer.id).totp_last_step == last_step
+    reasons = db.session.scalars(
+        select(AuditEvent.details_json).where(
+            AuditEvent.target_id == reviewer.id, AuditEvent.action == "operator.second_factor_refused"
+        )
+    ).all()
+    assert any('"seed_unreadable"' in r for r in reasons)

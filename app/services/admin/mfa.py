@@ -26,6 +26,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import OperatorRecoveryCode, OperatorUser
 from app.models.base import new_id
+from app.secret_box import UnreadableSecret
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import plausible_id
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -47,6 +48,28 @@ class Enrolment:
 def refused() -> ApiError:
     """The one refusal of a second step (OPS-2, SEC-6)."""
     return ApiError(401, "second_factor_refused", factor_rules.REFUSAL, "code")
+
+
+def seed_unreadable() -> ApiError:
+    """The refusal when this process cannot open an operator's sealed seed (OPS-3):
+    its ``SECRETS_KEY`` is not the one the seed was sealed with. A server fault, not
+    the operator's (503); fail closed: no code is checked, nothing is used up."""
+    return ApiError(
+        503,
+        "second_factor_seed_unreadable",
+        "This server cannot read second-factor seeds: its SECRETS_KEY is not the one they were sealed "
+        "with. Nothing was changed. Try again in a few minutes, or tell an administrator.",
+    )
+
+
+def _refuse_unreadable(uow: UnitOfWork, operator: OperatorUser | None, stage: str) -> None:
+    """Raise `seed_unreadable` (audited, nothing else written) when the operator's seed
+    is sealed under a key this process lacks; recovery codes are refused too, since
+    the account's second factor cannot be checked as a whole."""
+    if operator is not None and isinstance(operator.totp_secret, UnreadableSecret):
+        _audit(uow, operator, "operator.second_factor_refused", stage=stage, reason="seed_unreadable")
+        uow.commit()
+        raise seed_unreadable()
 
 
 def _hash_recovery(operator_id: str, code: str) -> str:
@@ -103,7 +126,8 @@ def start_enrolment(operator_id: str) -> Enrolment:
 
     Raises:
         ApiError: 404 ``operator_not_found``; 409 ``second_factor_enrolled`` when the
-            operator's second factor is in force already (an admin resets it first).
+            operator's second factor is in force already (an admin resets it first);
+            503 ``second_factor_seed_unreadable`` (`seed_unreadable`).
     """
     with unit_of_work() as uow:
         operator = _operator(uow.session, operator_id)
@@ -111,6 +135,7 @@ def start_enrolment(operator_id: str) -> Enrolment:
             raise ApiError(404, "operator_not_found", "No such operator.")
         if operator.totp_confirmed_at is not None:
             raise ApiError(409, "second_factor_enrolled", "This account has a second factor already.")
+        _refuse_unreadable(uow, operator, "enrolment")
         if not operator.totp_secret:
             operator.totp_secret = pyotp.random_base32()
         secret = operator.totp_secret
@@ -138,7 +163,8 @@ def confirm_enrolment(operator_id: str, code: Any, *, session_version: int | Non
 
     Raises:
         ApiError: 401 ``second_factor_refused`` (audited as
-            ``operator.second_factor_refused``); 409 ``second_factor_enrolled``.
+            ``operator.second_factor_refused``); 409 ``second_factor_enrolled``;
+            503 ``second_factor_seed_unreadable`` (`seed_unreadable`).
     """
     kind, code = factor_rules.code_kind(code)
     now = time.time()
@@ -148,6 +174,7 @@ def confirm_enrolment(operator_id: str, code: Any, *, session_version: int | Non
             raise refused()
         if operator.totp_confirmed_at is not None:
             raise ApiError(409, "second_factor_enrolled", "This account has a second factor already.")
+        _refuse_unreadable(uow, operator, "enrolment")
         step = _matching_step(operator.totp_secret or _DUMMY_SECRET, code if kind == "totp" else "", now)
         stale = session_version is not None and session_version != operator.session_version
         if step is None or not operator.totp_secret or stale or not operator.active:
@@ -239,12 +266,15 @@ def verify_second_factor(
 
     Raises:
         ApiError: 401 ``second_factor_refused``, audited as
-            ``operator.second_factor_refused`` with a reason (never the code).
+            ``operator.second_factor_refused`` with a reason (never the code);
+            503 ``second_factor_seed_unreadable`` when this process cannot open the
+            operator's seed (OPS-3, `seed_unreadable`): nothing is used up.
     """
     kind, code = factor_rules.code_kind(code)
     now = time.time()
     with unit_of_work() as uow:
         operator = _operator(uow.session, operator_id)
+        _refuse_unreadable(uow, operator, "sign_in")
         enrolled = operator is not None and operator.totp_confirmed_at is not None and bool(operator.totp_secret)
         secret = operator.totp_secret if enrolled else _DUMMY_SECRET
         owner = operator.id if operator is not None else "none"
