@@ -12,7 +12,7 @@ from app.domain.second_factor import REFUSAL
 from app.extensions import db
 from app.models import AuditEvent, OperatorUser
 
-from ..builders import login, pass_second_factor, pending_changes, totp_code
+from ..builders import enrol, login, pass_second_factor, pending_changes, totp_code
 from ..conftest import csrf_from
 
 
@@ -129,18 +129,18 @@ def seal_seed_under_missing_key(email: str) -> OperatorUser:
 
 
 def test_ops3_an_unreadable_seed_refuses_the_sign_in_clearly_not_500(client, world):
-    """OPS-3, OPS-2: a seed no configured key opens: the code page answers 503
-    ``second_factor_seed_unreadable`` (for a TOTP code and a recovery code alike),
-    nothing is used up, the refusal is audited, and the operator is not signed in."""
+    """OPS-3, OPS-2: a seed no configured key opens: a TOTP code at the code page is
+    answered 503 ``second_factor_seed_unreadable`` naming SECRETS_KEY, nothing is used
+    up, the refusal is audited and the operator is not signed in; a recovery code (a
+    hash, not sealed) still signs in, so a lost key does not lock every account out."""
+    codes = enrol("reviewer@example.com")
     reviewer = seal_seed_under_missing_key("reviewer@example.com")
     last_step = reviewer.totp_last_step
-    for code in ("123456", "ABCDE-FGHJK"):
-        password_step(client, "reviewer@example.com")
-        refused = code_step(client, code)
-        body = refused.get_data(as_text=True)
-        assert refused.status_code == 503 and "second_factor_seed_unreadable" in body
-        assert "SECRETS_KEY" in body
-        assert client.get("/proposals").status_code == 302
+    password_step(client, "reviewer@example.com")
+    refused = code_step(client, totp_code("reviewer@example.com"))
+    body = refused.get_data(as_text=True)
+    assert refused.status_code == 503 and "second_factor_seed_unreadable" in body and "SECRETS_KEY" in body
+    assert client.get("/proposals").status_code == 302
     db.session.rollback()
     assert db.session.get(OperatorUser, reviewer.id).totp_last_step == last_step
     reasons = db.session.scalars(
@@ -149,3 +149,7 @@ def test_ops3_an_unreadable_seed_refuses_the_sign_in_clearly_not_500(client, wor
         )
     ).all()
     assert any('"seed_unreadable"' in r for r in reasons)
+    assert code_step(client, "ABCDE-FGHJK").status_code == 401  # a wrong recovery code: the one refusal
+    password_step(client, "reviewer@example.com")
+    assert code_step(client, codes[0]).status_code == 303
+    assert client.get("/proposals").status_code == 200

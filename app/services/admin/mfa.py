@@ -53,7 +53,7 @@ def refused() -> ApiError:
 def seed_unreadable() -> ApiError:
     """The refusal when this process cannot open an operator's sealed seed (OPS-3):
     its ``SECRETS_KEY`` is not the one the seed was sealed with. A server fault, not
-    the operator's (503); fail closed: no code is checked, nothing is used up."""
+    the operator's (503); fail closed: the TOTP code is not checked, nothing is used up."""
     return ApiError(
         503,
         "second_factor_seed_unreadable",
@@ -64,8 +64,7 @@ def seed_unreadable() -> ApiError:
 
 def _refuse_unreadable(uow: UnitOfWork, operator: OperatorUser | None, stage: str) -> None:
     """Raise `seed_unreadable` (audited, nothing else written) when the operator's seed
-    is sealed under a key this process lacks; recovery codes are refused too, since
-    the account's second factor cannot be checked as a whole."""
+    is sealed under a key this process lacks."""
     if operator is not None and isinstance(operator.totp_secret, UnreadableSecret):
         _audit(uow, operator, "operator.second_factor_refused", stage=stage, reason="seed_unreadable")
         uow.commit()
@@ -267,16 +266,20 @@ def verify_second_factor(
     Raises:
         ApiError: 401 ``second_factor_refused``, audited as
             ``operator.second_factor_refused`` with a reason (never the code);
-            503 ``second_factor_seed_unreadable`` when this process cannot open the
-            operator's seed (OPS-3, `seed_unreadable`): nothing is used up.
+            503 ``second_factor_seed_unreadable`` for a TOTP code when this process
+            cannot open the operator's seed (OPS-3, `seed_unreadable`): nothing is
+            used up. A recovery code (kept as a hash, not sealed) is checked as usual,
+            so a lost ``SECRETS_KEY`` does not lock every enrolled account out.
     """
     kind, code = factor_rules.code_kind(code)
     now = time.time()
     with unit_of_work() as uow:
         operator = _operator(uow.session, operator_id)
-        _refuse_unreadable(uow, operator, "sign_in")
+        if kind != "recovery":  # recovery codes are hashes, not sealed: they still work
+            _refuse_unreadable(uow, operator, "sign_in")
         enrolled = operator is not None and operator.totp_confirmed_at is not None and bool(operator.totp_secret)
-        secret = operator.totp_secret if enrolled else _DUMMY_SECRET
+        readable = enrolled and not isinstance(operator.totp_secret, UnreadableSecret)
+        secret = operator.totp_secret if readable else _DUMMY_SECRET
         owner = operator.id if operator is not None else "none"
         stored = uow.session.execute(
             select(OperatorRecoveryCode.id, OperatorRecoveryCode.code_hash, OperatorRecoveryCode.used_at).where(
