@@ -31,18 +31,24 @@ def needs_second_factor(operator: Any, *, via_sso: bool = False) -> bool:
     """Whether signing this operator in needs a second step after the password (OPS-2).
 
     A password account needs one when its roles include reviewer or admin, or when
-    its holder enrolled voluntarily (a moderator or auditor who enrolled cannot skip
-    it later). An account signed in through single sign-on never does here: the
+    its holder ever enrolled (a moderator or auditor who enrolled voluntarily cannot
+    skip it later, nor fall back to a password only after an admin's reset: they
+    enrol again). An account signed in through single sign-on never does here: the
     identity provider does its second factor (OPS-1 calls this with ``via_sso=True``).
 
     Args:
-        operator: anything with ``roles`` (a set of role names) and
-            ``totp_confirmed_at`` (None until enrolment is confirmed).
+        operator: anything with ``roles`` (a set of role names),
+            ``totp_confirmed_at`` (None until enrolment is confirmed) and, optionally,
+            ``second_factor_required`` (True once enrolled; a reset keeps it).
         via_sso: True when the identity provider vouched for the sign-in.
     """
     if via_sso:
         return False
-    return bool(set(operator.roles) & SECOND_FACTOR_ROLES) or operator.totp_confirmed_at is not None
+    return (
+        bool(set(operator.roles) & SECOND_FACTOR_ROLES)
+        or operator.totp_confirmed_at is not None
+        or bool(getattr(operator, "second_factor_required", False))
+    )
 
 
 def time_step(epoch_seconds: float) -> int:

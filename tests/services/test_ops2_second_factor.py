@@ -194,3 +194,26 @@ def test_ops2_an_admin_cannot_reset_another_installations_operator(team):
     with pytest.raises(ApiError) as refused:
         service.reset_second_factor(make_operator(other.installation_id, "admin"), operator.id)
     assert refused.value.status == 404
+
+
+def test_ops2_a_reset_keeps_a_voluntary_second_factor_required(team):
+    """OPS-2: a moderator who enrolled voluntarily is not returned to password-only by a
+    reset: their next sign-in must enrol again, like a reviewer's."""
+    from app.domain.second_factor import needs_second_factor
+
+    operator, _, _ = _enrolled(team, roles=("moderator",), email="mo@example.com")
+    admin, admin2 = make_operator(team.installation_id, "admin"), make_operator(team.installation_id, "admin2")
+    pending = service.reset_second_factor(admin, operator.id)
+    approve_change(admin2, pending.change_id, pending.digest)
+    db.session.rollback()
+    after = db.session.get(OperatorUser, operator.id)
+    assert after.totp_confirmed_at is None and after.totp_secret is None
+    assert needs_second_factor(after)
+    service.confirm_enrolment(operator.id, _code(service.start_enrolment(operator.id).secret))
+    assert needs_second_factor(db.session.get(OperatorUser, operator.id))
+
+
+def test_ops2_a_moderator_never_enrolled_still_signs_in_with_a_password(team):
+    from app.domain.second_factor import needs_second_factor
+
+    assert not needs_second_factor(_new(team, roles=("moderator",), email="plain@example.com"))

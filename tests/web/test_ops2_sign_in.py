@@ -153,3 +153,22 @@ def test_ops3_an_unreadable_seed_refuses_the_sign_in_clearly_not_500(client, wor
     password_step(client, "reviewer@example.com")
     assert code_step(client, codes[0]).status_code == 303
     assert client.get("/proposals").status_code == 200
+
+
+def test_ops2_after_a_reset_a_voluntary_enrollee_must_enrol_again_at_sign_in(client, world):
+    """OPS-2: a moderator who enrolled voluntarily, then reset by two admins, is sent to
+    enrolment at the next sign-in (not signed in with the password alone)."""
+    from app.services.admin import mfa
+    from app.services.admin.reviews import approve_change
+
+    from ..builders import make_operator
+
+    moderator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "moderator@example.com"))
+    enrolment = mfa.start_enrolment(moderator.id)
+    mfa.confirm_enrolment(moderator.id, pyotp.TOTP(enrolment.secret).now())
+    admin, admin2 = make_operator(moderator.installation_id, "admin"), make_operator(moderator.installation_id, "admin2")
+    pending = mfa.reset_second_factor(admin, moderator.id)
+    approve_change(admin2, pending.change_id, pending.digest)
+    response = password_step(client, "moderator@example.com")
+    assert response.status_code == 303 and response.headers["Location"].endswith("/login/enrol")
+    assert client.get("/proposals").status_code == 302

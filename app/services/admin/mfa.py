@@ -182,6 +182,7 @@ def confirm_enrolment(operator_id: str, code: Any, *, session_version: int | Non
             raise refused()
         operator.totp_confirmed_at = utcnow()
         operator.totp_last_step = step
+        operator.second_factor_required = True  # kept by a reset (OPS-2)
         shown = _new_recovery_codes(uow, operator.id)
         _audit(uow, operator, "operator.second_factor_enrolled", recovery_codes=len(shown))
         uow.commit()
@@ -213,6 +214,7 @@ def enrol_operator(operator_id: str, secret: str, *, actor: Actor) -> list[str]:
         operator.totp_secret = secret
         operator.totp_confirmed_at = utcnow()
         operator.totp_last_step = None
+        operator.second_factor_required = True
         shown = _new_recovery_codes(uow, operator.id)
         _audit(uow, operator, "operator.second_factor_enrolled", actor, recovery_codes=len(shown))
         uow.commit()
@@ -375,6 +377,7 @@ def _apply_reset(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any]
     operator.totp_secret = None
     operator.totp_confirmed_at = None
     operator.totp_last_step = None
+    operator.second_factor_required = True  # whatever the role: enrol again, never password-only
     operator.session_version += 1  # a lost device: the sessions it opened end now
     uow.session.execute(delete(OperatorRecoveryCode).where(OperatorRecoveryCode.operator_id == operator.id))
     uow.audit(
@@ -402,7 +405,8 @@ SECOND_FACTOR_RESET = ChangeType(
 def reset_second_factor(admin: OperatorUser, operator_id: str) -> PendingChange:
     """Propose resetting an operator's second factor (OPS-2): once a second admin
     approves, their seed and recovery codes are gone, their sessions end, and they
-    enrol again at their next sign-in.
+    must enrol again at their next sign-in, whatever their role (a moderator who had
+    enrolled voluntarily too: ``second_factor_required`` stays set).
 
     Four-eyes (FOUR-2): whoever knows the account's password could enrol their own
     device after a reset, so one admin alone must not be able to open a reviewer's
