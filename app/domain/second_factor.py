@@ -21,8 +21,12 @@ RECOVERY_CODE_COUNT = 10
 RECOVERY_CODE_LENGTH = 10  # characters of RECOVERY_ALPHABET, shown as two groups of 5
 RECOVERY_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I lookalikes
 # One message for every refused second step — wrong code, reused code, expired or
-# missing pending step — so that a refusal says nothing about which it was (SEC-6).
-REFUSAL = "The code is not right, or it was used already, or the sign-in took too long. Sign in again."
+# missing pending step — so that a refusal says nothing about which it was (SEC-6);
+# it still says what to do after signing out and in again within one 30 s step.
+REFUSAL = (
+    "The code is not right, or it was used already (each code works once: wait for the next "
+    "code in your app), or the sign-in took too long. Sign in again."
+)
 
 _TOTP = re.compile(r"^\d{6}$")
 

@@ -217,3 +217,13 @@ def test_ops2_a_moderator_never_enrolled_still_signs_in_with_a_password(team):
     from app.domain.second_factor import needs_second_factor
 
     assert not needs_second_factor(_new(team, roles=("moderator",), email="plain@example.com"))
+
+
+def test_ops2_the_one_refusal_says_to_wait_for_the_next_code_and_the_docs_quote_it():
+    """SEC-6 keeps one refusal for every case; it still tells the operator who signed out
+    and back in within 30 s what to do (a code is accepted once, OPS-2)."""
+    from pathlib import Path
+
+    assert "used already" in REFUSAL and "wait for the next code" in REFUSAL
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "second-factor.md").read_text()
+    assert REFUSAL in " ".join(doc.split())
