@@ -379,29 +379,33 @@ def register_cli(app: Flask) -> None:
     @click.argument("file", type=click.Path(dir_okay=False, writable=True))
     def backup(file: str) -> None:
         """Write every table to FILE as JSON lines (gzip when it ends in .gz), read in one
-        transaction (OPS-6). The instance's keys are not in it: keep them beside it."""
+        transaction (OPS-6), ending with a MAC under a key derived from AUDIT_CHAIN_KEY.
+        The instance's keys are not in it: keep them beside it."""
         from pathlib import Path
 
         from .extensions import db
-        from .services.backup import write_backup
+        from .services.backup import backup_key, write_backup
+        from .services.uow import chain_key
 
         with db.engine.connect() as conn:
-            counts = write_backup(conn, Path(file))
+            counts = write_backup(conn, Path(file), backup_key(chain_key()))
         click.echo(f"backup written to {file}: {sum(counts.values())} rows in {len(counts)} tables")
 
     @app.cli.command("restore")
     @click.argument("file", type=click.Path(exists=True, dir_okay=False))
     def restore(file: str) -> None:
         """Load a backup into this empty database, migrated to the backup's migration (OPS-6);
-        refuses a database with rows or at another migration."""
+        refuses a database with rows or at another migration, and a file cut short or
+        altered (its MAC, under AUDIT_CHAIN_KEY, checked before any row is written)."""
         from pathlib import Path
 
         from .extensions import db
-        from .services.backup import RestoreRefused, restore_backup
+        from .services.backup import RestoreRefused, backup_key, restore_backup
+        from .services.uow import chain_key
 
         try:
             with db.engine.connect() as conn:
-                counts = restore_backup(conn, Path(file))
+                counts = restore_backup(conn, Path(file), backup_key(chain_key()))
         except RestoreRefused as refused:
             click.echo(f"{refused.code}: {refused}", err=True)
             sys.exit(1)

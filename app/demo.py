@@ -537,7 +537,7 @@ def run_demo(app, console_port: int, platform_port: int, platform: str = "demo")
     for email, _name, roles in DEMO_USERS:
         print(f"    {email:24} {DEMO_PASSWORD}   {', '.join(roles)}")
     print("  Reviewers and admins also need a code (OPS-2): add their seed to an authenticator app,")
-    print("  or print a current code with: python -m app.demo_code <email>")
+    print(f"  or print a current code with: {sys.executable} -m app.demo_code <email>")
     for email, _name, roles in DEMO_USERS:
         if set(roles) & SECOND_FACTOR_ROLES:
             print(f"    {email:24} seed {demo_totp_seed(email)}")

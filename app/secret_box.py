@@ -100,10 +100,10 @@ class SecretBox:
         aead = self._keys.get(kid)
         if aead is None:
             raise SecretBoxError(f"sealed under key {kid}, which is not configured (SECRETS_KEY, SECRETS_KEY_PREVIOUS)")
-        raw = base64.urlsafe_b64decode(body)
-        try:
+        try:  # an altered body (cut, not base64, shorter than a nonce) is as unreadable as a wrong key
+            raw = base64.urlsafe_b64decode(body)
             return aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], context.encode()).decode()
-        except InvalidTag as exc:
+        except (InvalidTag, ValueError, TypeError) as exc:
             raise SecretBoxError(f"a sealed secret for {context} did not open (altered or moved)") from exc
 
     def needs_reseal(self, value: str | None) -> bool:

@@ -13,45 +13,69 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCK = ROOT / "requirements.lock"
+LOCK = ROOT / "requirements.lock"  # what production installs: pyproject.toml's dependencies
+TEST_LOCK = ROOT / "requirements-test.lock"  # what CI installs: those and the `test` extra
 PIN = re.compile(r"^([A-Za-z0-9][\w.-]*)==(\S+) \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", re.M)
 
 
-def locked() -> dict[str, tuple[str, list[str]]]:
-    """name -> (version, hashes) of every pin in requirements.lock."""
+def locked(lock: Path) -> dict[str, tuple[str, list[str]]]:
+    """name -> (version, hashes) of every pin in `lock`."""
     return {
         canonicalize_name(name): (version, re.findall(r"sha256:([0-9a-f]{64})", hashes))
-        for name, version, hashes in PIN.findall(LOCK.read_text())
+        for name, version, hashes in PIN.findall(lock.read_text())
     }
 
 
 def test_ops5_every_requirement_is_pinned_in_its_range_with_hashes():
-    """OPS-5: each requirement of pyproject.toml and of its test extra is in
-    requirements.lock at a version it allows, and every pin there has its hashes
+    """OPS-5: each requirement of pyproject.toml is in both locks, and each of its test
+    extra in the test lock, at a version it allows; every pin there has its hashes
     (pip's --require-hashes refuses a lock with one unhashed line)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pins = locked()
-    pinned_lines = re.findall(r"^[A-Za-z0-9][\w.-]*==", LOCK.read_text(), re.M)
-    assert len(pins) == len(pinned_lines) > 50
-    for line in project["dependencies"] + project["optional-dependencies"]["test"]:
-        requirement = Requirement(line)
-        version, hashes = pins[canonicalize_name(requirement.name)]
-        assert requirement.specifier.contains(version, prereleases=True), (requirement, version)
-        assert hashes, requirement.name
+    runtime = project["dependencies"]
+    for lock, requirements in ((LOCK, runtime), (TEST_LOCK, runtime + project["optional-dependencies"]["test"])):
+        pins = locked(lock)
+        pinned_lines = re.findall(r"^[A-Za-z0-9][\w.-]*==", lock.read_text(), re.M)
+        assert len(pins) == len(pinned_lines) > 30, lock.name
+        for line in requirements:
+            requirement = Requirement(line)
+            version, hashes = pins[canonicalize_name(requirement.name)]
+            assert requirement.specifier.contains(version, prereleases=True), (lock.name, requirement, version)
+            assert hashes, (lock.name, requirement.name)
+
+
+def test_ops5_the_runtime_lock_holds_no_test_tooling():
+    """OPS-5: requirements.lock, which production hosts install, holds none of the test
+    extra's packages (pytest, Playwright's browser driver, mutmut...), and the test lock
+    pins every package of the runtime lock at the same version with the same hashes, so
+    CI tests what production runs."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime, test = locked(LOCK), locked(TEST_LOCK)
+    test_only = {canonicalize_name(Requirement(line).name) for line in project["optional-dependencies"]["test"]}
+    assert {"pytest", "playwright", "mutmut", "schemathesis", "hypothesis"} <= test_only
+    assert not test_only & runtime.keys(), test_only & runtime.keys()
+    assert test_only <= test.keys()
+    for name, pin in runtime.items():
+        assert test.get(name) == pin, (name, pin, test.get(name))
 
 
 def test_ops5_ci_and_readme_install_from_the_lock_with_hashes():
-    """OPS-5: .ci/test and README's start command install the dependencies from the lock
-    with --require-hashes and the project itself without dependencies; .ci/test
-    installs again when the lock changes."""
+    """OPS-5: .ci/test installs the test lock, README's start command and the deployment
+    guide the runtime lock, each with --require-hashes and the project itself without
+    dependencies; .ci/test installs again when either lock or pyproject.toml changes."""
     ci = (ROOT / ".ci" / "test").read_text()
-    assert "pip install -q --require-hashes -r requirements.lock" in ci
+    assert "pip install -q --require-hashes -r requirements-test.lock" in ci
+    assert "-r requirements.lock" not in ci
     assert "pip install -q --no-deps -e ." in ci
-    assert "cat requirements.lock pyproject.toml | sha256sum" in ci
+    assert "cat requirements.lock requirements-test.lock pyproject.toml | sha256sum" in ci
     assert "'.[test]'" not in ci
-    readme = (ROOT / "README.md").read_text()
-    assert ".venv/bin/pip install -q --require-hashes -r requirements.lock" in readme
-    assert ".venv/bin/pip install -q --no-deps -e ." in readme
+    for doc in ("README.md", "docs/tour.md"):
+        text = (ROOT / doc).read_text()
+        assert ".venv/bin/pip install -q --require-hashes -r requirements.lock " in text, doc
+        assert ".venv/bin/pip install -q --no-deps -e ." in text, doc
+        assert "requirements-test.lock \\" not in text, doc
+    deploy = (ROOT / "docs" / "deploy" / "README.md").read_text()
+    assert ".venv/bin/pip install --require-hashes -r requirements.lock " in deploy
+    assert "requirements-test.lock" not in deploy
 
 
 def test_ops5_the_project_has_a_license():
@@ -69,10 +93,11 @@ def test_ops5_the_lock_check_passes_and_fails_on_a_requirement_the_lock_lacks(tm
     ok = subprocess.run(["bash", ".ci/lock", "--check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "requirements.lock matches pyproject.toml" in ok.stdout
+    assert "requirements-test.lock matches pyproject.toml" in ok.stdout
 
     copy = tmp_path / "checkout"
     (copy / ".ci").mkdir(parents=True)
-    for name in (".ci/lock", "requirements.lock", "README.md", "LICENSE"):
+    for name in (".ci/lock", "requirements.lock", "requirements-test.lock", "README.md", "LICENSE"):
         (copy / name).write_text((ROOT / name).read_text())
     pyproject = (ROOT / "pyproject.toml").read_text().replace('"pyotp>=2.9,<3"', '"pyotp>=3,<4"')
     (copy / "pyproject.toml").write_text(pyproject)

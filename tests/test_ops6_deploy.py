@@ -60,6 +60,27 @@ def test_ops6_the_units_pass_systemd_analyze_verify(tmp_path):
         assert checked.returncode == 0 and checked.stderr.strip() == "", (name, checked.stderr)
 
 
+def test_ops6_every_unit_using_run_console_creates_it():
+    """Each unit that reads the console's runtime directory (its ReadWritePaths, or
+    PROMETHEUS_MULTIPROC_DIR from console.env, which every unit loads) creates it and the
+    metrics directory itself (RuntimeDirectory=), so a worker-only host, or workers
+    started before the web unit, still start; and keeps them when it stops
+    (RuntimeDirectoryPreserve=yes), since systemd would remove them under the others."""
+    (metrics,) = re.findall(r"^PROMETHEUS_MULTIPROC_DIR=(.*)$", (DEPLOY / "console.env").read_text(), re.M)
+    assert metrics.startswith("/run/")
+    relative = Path(metrics).relative_to("/run")  # RuntimeDirectory= names it and each parent
+    needed = {str(relative)} | {str(parent) for parent in relative.parents if parent != Path(".")}
+    assert needed == {"console", "console/metrics"}
+    for unit in UNITS:
+        text = unit.read_text()
+        assert "EnvironmentFile=/etc/console/console.env" in text, unit.name
+        created = {name for line in re.findall(r"^RuntimeDirectory=(.*)$", text, re.M) for name in line.split()}
+        writable = {path for line in re.findall(r"^ReadWritePaths=(.*)$", text, re.M) for path in line.split()}
+        used = needed | {path.removeprefix("/run/") for path in writable if path.startswith("/run/")}
+        assert used <= created, (unit.name, sorted(used - created))
+        assert re.search(r"^RuntimeDirectoryPreserve=yes$", text, re.M), unit.name
+
+
 def test_ops6_console_env_names_only_settings_the_console_reads():
     """Every variable in docs/deploy/console.env is read by the console's code."""
     names = re.findall(r"^([A-Z][A-Z0-9_]+)=", (DEPLOY / "console.env").read_text(), re.M)

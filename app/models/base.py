@@ -57,7 +57,9 @@ class SealedText(TypeDecorator):
     * A stored value that is still plain text (written before migration 0018) is given
       back as it is, so an installation reads its secrets until it is migrated;
       ``flask secrets-status`` counts such values and ``flask rotate-secrets-key``
-      seals them.
+      seals them. A column born sealed (``plain_allowed=False``: nothing plain was ever
+      written there by the console) gives a plain value back as unreadable: only someone
+      without the key could have written it.
     * A sealed value that no configured key opens is given back as an
       `app.secret_box.UnreadableSecret` (not a ``str``), so the row still loads: the
       console still shows the connection, and delivery fails with
@@ -68,9 +70,10 @@ class SealedText(TypeDecorator):
     impl = String(1000)
     cache_ok = True
 
-    def __init__(self, context: str, length: int = 1000) -> None:
+    def __init__(self, context: str, length: int = 1000, *, plain_allowed: bool = True) -> None:
         super().__init__(length)
         self.context = context
+        self.plain_allowed = plain_allowed
 
     @staticmethod
     def _box():
@@ -90,8 +93,10 @@ class SealedText(TypeDecorator):
     def process_result_value(self, value: str | None, dialect):
         from app.secret_box import SecretBoxError, UnreadableSecret, is_sealed
 
-        if value is None or not is_sealed(value):
+        if value is None:
             return value
+        if not is_sealed(value):
+            return value if self.plain_allowed else UnreadableSecret(value, f"{self.context} holds a value never sealed")
         try:
             return self._box().open(value, context=self.context)
         except SecretBoxError as error:
@@ -108,6 +113,7 @@ class SealedJSON(SealedText):
 
     def __init__(self, context: str) -> None:
         TypeDecorator.__init__(self)
+        self.plain_allowed = True
         self.context = context
 
     def process_bind_param(self, value, dialect) -> str | None:

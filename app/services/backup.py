@@ -6,6 +6,11 @@ them into an empty database at the same migration. Columns are read as the datab
 holds them (tables reflected, not the models): sealed secrets stay sealed (OPS-3) and
 audit rows keep their exact text, so the chain verifies after a restore.
 
+The file is authenticated: its last line is an HMAC-SHA256 of every line before it
+(the text, whatever the compression), under a key derived from ``AUDIT_CHAIN_KEY``.
+Restore checks it before writing a row, so a file edited at rest (a role raised, a
+decision changed, counts kept) is refused, and so is a file taken under another key.
+
 What a backup does not hold: ``SECRET_KEY``, ``AUDIT_CHAIN_KEY`` and ``SECRETS_KEY``
 (the instance's keys, never in the database) and the shipped audit checkpoints. Keep
 them beside it (docs/backups.md).
@@ -16,7 +21,8 @@ File format (``.gz`` suffix: gzip), one JSON value per line::
     {"table": "installations", "columns": ["id", "slug", …]}
     ["inst-1", "default", …]                       one array per row, in column order
     …
-    {"end": {"installations": 1, …}}             row counts: a cut file is refused
+    {"end": {"installations": 1, …}}             row counts
+    {"mac": "hmac-sha256:<64 hex>"}               over the bytes of every line above
 
 Values JSON cannot hold are tagged: ``{"$dt": iso}`` (datetime), ``{"$d": iso}`` (date),
 ``{"$dec": text}`` (Decimal), ``{"$b64": text}`` (bytes).
@@ -27,7 +33,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import gzip
+import hashlib
+import hmac
 import json
+import zlib
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -39,9 +48,14 @@ from sqlalchemy.engine import Connection
 from app.domain.clock import iso, utcnow
 
 KIND = "console_backup"
-VERSION = 1
+VERSION = 2  # 2: the trailer MAC line
 BATCH = 1000
 VERSION_TABLE = "alembic_version"
+MAC_SCHEME = "hmac-sha256"
+# What a broken file raises while it is read: a line cut in half (ValueError), a gzip
+# stream cut short (EOFError) or corrupted (BadGzipFile, zlib.error), a line of the
+# wrong shape (KeyError, TypeError).
+UNREADABLE = (ValueError, EOFError, KeyError, TypeError, gzip.BadGzipFile, zlib.error)
 
 
 class RestoreRefused(Exception):
@@ -90,6 +104,50 @@ def decode_value(value: Any) -> Any:
     raise ValueError(f"unknown value tag {tag!r}")
 
 
+# -- authentication -------------------------------------------------------------------
+
+
+def backup_key(chain_key: bytes) -> bytes:
+    """The key backups are MACed under: derived from ``AUDIT_CHAIN_KEY`` with its own
+    label, so the chain key itself signs nothing but the chain (OPS-6)."""
+    return hmac.new(chain_key, b"console-backup v2", hashlib.sha256).digest()
+
+
+def _mac_line(mac: hmac.HMAC) -> str:
+    return _line({"mac": f"{MAC_SCHEME}:{mac.hexdigest()}"})
+
+
+def _authenticated_lines(path: Path, key: bytes) -> Iterator[bytes]:
+    """The backup's lines (bytes, header included) before its MAC line; once they are
+    all read, checks the MAC line against them.
+
+    Raises:
+        RestoreRefused: ``backup_incomplete`` when the file is cut short or unreadable
+            (no MAC line at its end); ``backup_altered`` when the MAC does not match.
+    """
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    try:
+        with _open_bytes(path) as lines:
+            held = None
+            for line in lines:
+                if held is not None:
+                    mac.update(held)
+                    yield held
+                held = line
+        trailer = json.loads(held) if held is not None and held.endswith(b"\n") else None
+        stated = trailer.get("mac") if isinstance(trailer, dict) else None
+    except UNREADABLE as error:
+        raise RestoreRefused("backup_incomplete", f"{path} is cut short or corrupted: {error}") from error
+    if not isinstance(stated, str):
+        raise RestoreRefused("backup_incomplete", f"{path} is cut short: it does not end with its MAC line")
+    if not hmac.compare_digest(stated, f"{MAC_SCHEME}:{mac.hexdigest()}"):
+        raise RestoreRefused(
+            "backup_altered",
+            f"{path} was altered after it was written, or taken under another AUDIT_CHAIN_KEY: "
+            "its MAC does not match; restore an intact copy with the key it was taken under",
+        )
+
+
 # -- schema ---------------------------------------------------------------------------
 
 
@@ -113,6 +171,10 @@ def _open(path: Path, mode: str, gz: bool | None = None) -> IO[str]:
     return path.open(mode, encoding="utf-8")
 
 
+def _open_bytes(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
 def _line(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
 
@@ -120,7 +182,18 @@ def _line(value: Any) -> str:
 # -- backup ---------------------------------------------------------------------------
 
 
-def write_backup(conn: Connection, path: Path) -> dict[str, int]:
+class _MacWriter:
+    """Writes lines to a text file and feeds their UTF-8 bytes to a MAC."""
+
+    def __init__(self, file: IO[str], mac: hmac.HMAC) -> None:
+        self.file, self.mac = file, mac
+
+    def write(self, line: str) -> None:
+        self.mac.update(line.encode("utf-8"))
+        self.file.write(line)
+
+
+def write_backup(conn: Connection, path: Path, key: bytes) -> dict[str, int]:
     """Write every table of the database behind ``conn`` to ``path`` (OPS-6).
 
     Args:
@@ -129,6 +202,8 @@ def write_backup(conn: Connection, path: Path) -> dict[str, int]:
             meanwhile are all in or all out.
         path: the file to write (gzip when it ends in ``.gz``); written beside and
             renamed into place at the end, so a failed backup leaves no file.
+        key: the MAC key (``backup_key(AUDIT_CHAIN_KEY)``); the last line is the
+            HMAC-SHA256 of all the lines before it.
 
     Returns:
         Rows written per table.
@@ -144,7 +219,9 @@ def write_backup(conn: Connection, path: Path) -> dict[str, int]:
         revision = _revision(conn)
         if revision is None:
             raise RestoreRefused("not_migrated", "the database has no alembic_version: nothing to back up")
-        with _open(partial, "w", gz=path.suffix == ".gz") as out:
+        with _open(partial, "w", gz=path.suffix == ".gz") as file:
+            mac = hmac.new(key, digestmod=hashlib.sha256)
+            out = _MacWriter(file, mac)
             header = {"kind": KIND, "v": VERSION, "revision": revision, "dialect": conn.dialect.name}
             out.write(_line({**header, "taken_at": iso(utcnow())}))
             for table in _tables(conn):
@@ -159,6 +236,7 @@ def write_backup(conn: Connection, path: Path) -> dict[str, int]:
                     out.write(_line([encode_value(value) for value in row]))
                     counts[table.name] += 1
             out.write(_line({"end": counts}))
+            file.write(_mac_line(mac))
     partial.replace(path)
     return counts
 
@@ -182,61 +260,77 @@ def read_header(path: Path) -> dict[str, Any]:
     return header
 
 
-def _sections(path: Path) -> Iterator[tuple[str, list[str], list[list[Any]]]]:
+def _sections(lines: Iterator[bytes], path: Path) -> Iterator[tuple[str, list[str], list[list[Any]]]]:
     """(table, columns, rows of one batch) in file order; checks the end line's counts."""
-    with _open(path, "r") as lines:
-        next(lines)
-        table, columns, batch, seen, ended = None, [], [], {}, None
-        for number, line in enumerate(lines, start=2):
-            value = json.loads(line)
-            if isinstance(value, list):
-                if table is None:
-                    raise RestoreRefused("not_a_backup", f"line {number}: a row before any table")
-                batch.append(value)
-                seen[table] += 1
-                if len(batch) >= BATCH:
-                    yield table, columns, batch
-                    batch = []
-                continue
-            if table is not None and batch:
+    next(lines)
+    table, columns, batch, seen, ended = None, [], [], {}, None
+    for number, line in enumerate(lines, start=2):
+        value = json.loads(line)
+        if isinstance(value, list):
+            if table is None:
+                raise RestoreRefused("not_a_backup", f"line {number}: a row before any table")
+            batch.append(value)
+            seen[table] += 1
+            if len(batch) >= BATCH:
                 yield table, columns, batch
                 batch = []
-            if "end" in value:
-                ended = value["end"]
-                break
-            table, columns = value["table"], value["columns"]
-            seen[table] = 0
+            continue
+        if table is not None and batch:
+            yield table, columns, batch
+            batch = []
+        if "end" in value:
+            ended = value["end"]
+            continue
+        table, columns = value["table"], value["columns"]
+        seen[table] = 0
     if ended is None or ended != seen:
         raise RestoreRefused(
             "backup_incomplete", f"{path} is cut short or altered: its end line does not match its rows"
         )
 
 
-def _checked_sections(path: Path) -> Iterator[tuple[str, list[str], list[list[Any]]]]:
-    """``_sections``, with a line cut in half or a broken gzip stream refused as incomplete."""
+def _checked_sections(path: Path, key: bytes) -> Iterator[tuple[str, list[str], list[list[Any]]]]:
+    """``_sections`` of the file's authenticated lines; a line of the wrong shape is
+    refused as incomplete, and the MAC is checked again as the rows are read (the
+    file could change between the check before the transaction and this read)."""
     try:
-        yield from _sections(path)
-    except (ValueError, EOFError, KeyError, TypeError, gzip.BadGzipFile) as error:
+        yield from _sections(_authenticated_lines(path, key), path)
+    except UNREADABLE as error:
         raise RestoreRefused("backup_incomplete", f"{path} is cut short or altered: {error}") from error
+
+
+def verify_backup(path: Path, key: bytes) -> None:
+    """Read the whole backup and check its MAC line, writing nothing (OPS-6).
+
+    Raises:
+        RestoreRefused: ``backup_incomplete`` or ``backup_altered`` (see
+            ``_authenticated_lines``).
+    """
+    for _ in _authenticated_lines(path, key):
+        pass
 
 
 def _nonempty_tables(conn: Connection, tables: list[Table]) -> list[str]:
     return [t.name for t in tables if conn.execute(select(func.count()).select_from(t)).scalar()]
 
 
-def restore_backup(conn: Connection, path: Path) -> dict[str, int]:
+def restore_backup(conn: Connection, path: Path, key: bytes) -> dict[str, int]:
     """Load a backup into the empty database behind ``conn`` in one transaction (OPS-6).
 
     Args:
         conn: a connection to a database migrated to the backup's revision
             (``flask db upgrade <revision>``) with no rows.
         path: a file written by ``write_backup``.
+        key: the MAC key it was written under (``backup_key(AUDIT_CHAIN_KEY)``); the
+            MAC is checked before any row is written.
 
     Returns:
         Rows restored per table.
 
     Raises:
-        RestoreRefused: ``not_a_backup``, ``backup_incomplete`` (nothing is kept),
+        RestoreRefused: ``not_a_backup``, ``backup_incomplete`` (cut short or
+            unreadable), ``backup_altered`` (the MAC does not match: edited, or
+            another key),
             ``revision_mismatch`` (the database is at another migration),
             ``database_not_empty``, ``unknown_table`` / ``unknown_column`` (the
             schema is not the one the backup was taken from).
@@ -258,7 +352,8 @@ def restore_backup(conn: Connection, path: Path) -> dict[str, int]:
                 "database_not_empty",
                 f"the database already has rows in {', '.join(busy)}: restore only into an empty database",
             )
-        for name, columns, rows in _checked_sections(path):
+        verify_backup(path, key)  # the whole file, before the first row is written
+        for name, columns, rows in _checked_sections(path, key):
             table = tables.get(name)
             if table is None:
                 raise RestoreRefused("unknown_table", f"the backup has table {name}, which this database lacks")

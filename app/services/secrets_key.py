@@ -35,6 +35,7 @@ class SealedColumn:
     name: str
     context: str
     has_installation: bool
+    plain_allowed: bool = True  # False: a plain value there was never the console's (see SealedText)
 
 
 def sealed_columns() -> list[SealedColumn]:
@@ -44,7 +45,8 @@ def sealed_columns() -> list[SealedColumn]:
         for col in tbl.columns:
             if isinstance(col.type, SealedText):
                 [key] = tbl.primary_key.columns  # a sealed column's table has a one-column key
-                found.append(SealedColumn(tbl.name, key.name, col.name, col.type.context, "installation_id" in tbl.c))
+                found.append(SealedColumn(tbl.name, key.name, col.name, col.type.context, "installation_id" in tbl.c,
+                                          col.type.plain_allowed))
     return found
 
 
@@ -179,6 +181,9 @@ def rotate_secrets_key(invoked_by: dict[str, str]) -> Rotation:
                     rotation.unchanged += bool(value)
                     continue
                 kid = sealed_key_id(value)
+                if not kid and not sealed.plain_allowed:  # sealing it would make a stranger's value trusted
+                    missing["plain"] += 1
+                    continue
                 try:
                     plain = box.open(value, context=sealed.context) if kid else value
                 except SecretBoxError:

@@ -102,12 +102,17 @@ def _known(uow: UnitOfWork, identity: SsoIdentity, groups: frozenset[str], issue
     return operator
 
 
+def _unverified(value: Any) -> bool:
+    """Whether ``email_verified`` says no: the JSON boolean, or the strings some IdPs send."""
+    return value is False or (isinstance(value, str) and value.strip().lower() in ("false", "0", "no"))
+
+
 def _email(claims: Mapping[str, Any]) -> str:
     email = claims.get("email")
     if isinstance(email, str) and email_lookalike_problem(email):  # FOUR-10, as for invited accounts
         raise ApiError(403, "sso_email_not_ascii", email_lookalike_problem(email))
     email = email.strip().lower() if isinstance(email, str) else ""
-    if not EMAIL_PATTERN.match(email) or has_control_characters(email) or claims.get("email_verified") is False:
+    if not EMAIL_PATTERN.match(email) or has_control_characters(email) or _unverified(claims.get("email_verified")):
         raise ApiError(
             403,
             "sso_email_missing",
@@ -134,8 +139,9 @@ def _create(
         raise ApiError(
             409,
             "sso_email_taken",
-            f"An account with the email {email} exists already and signs in with its password. The console does not "
-            "join it to your identity provider's account by email. Sign in with the password, or ask an admin.",
+            # The address is not repeated: whoever holds an IdP account must not learn which emails have accounts here.
+            "An account with this email exists already and signs in with its password. The console does not join it "
+            "to your identity provider's account by email. Sign in with the password, or ask an admin.",
         )
     operator = OperatorUser(
         installation_id=installation.id,

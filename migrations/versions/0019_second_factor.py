@@ -37,6 +37,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_operator_recovery_codes")),
     )
     op.create_index("ix_operator_recovery_codes_operator_id", "operator_recovery_codes", ["operator_id"])
+    # Sessions opened with the password alone end here: every account signs in again, and
+    # reviewers and admins pass (or enrol) their second factor then.
+    op.execute("UPDATE operator_users SET session_version = session_version + 1")
 
 
 def downgrade() -> None:

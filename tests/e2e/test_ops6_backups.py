@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
-from app.services.backup import write_backup
+from app.extensions import db
+from app.services.backup import backup_key, write_backup
 
 from ..builders import approve, decide_report
 from .databases import ROOT, app_on, fresh_database, revisions, run_cli
@@ -51,13 +52,14 @@ def shell(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
 
 
 def rows_of(url: str, path: Path) -> list[str]:
-    """A database's rows as backup lines, without the header (which has the time)."""
+    """A database's rows as backup lines, without the header (which has the time) and
+    the MAC line (which covers the header)."""
     engine = create_engine(url)
     with engine.connect() as conn:
-        write_backup(conn, path)
+        write_backup(conn, path, backup_key(b"any key"))
     engine.dispose()
     with gzip.open(path, "rt") as lines:
-        return lines.read().splitlines()[1:]
+        return lines.read().splitlines()[1:-1]
 
 
 @pytest.fixture
@@ -131,7 +133,23 @@ def test_ops6_restore_refuses_a_database_with_rows_another_migration_or_a_cut_fi
     (tmp_path / "other.jsonl").write_text(json.dumps({"kind": "something else"}) + "\n")
     other = run_cli(empty_app, "restore", str(tmp_path / "other.jsonl"))
     assert other.exit_code == 1 and "not_a_backup:" in other.output
-    assert any(json.loads(lines[-1])["end"].values())  # the story wrote rows
+    assert any(json.loads(lines[-2])["end"].values())  # the story wrote rows
     assert rows_of(empty, tmp_path / "empty.jsonl.gz")[-1] == json.dumps(
-        {"end": dict.fromkeys(json.loads(lines[-1])["end"], 0)}, separators=(",", ":")
+        {"end": dict.fromkeys(json.loads(lines[-2])["end"], 0)}, separators=(",", ":")
     )
+
+
+def test_ops6_restore_refuses_a_backup_taken_under_another_audit_chain_key(app, story, tmp_path):
+    """OPS-6: a backup's MAC line is keyed by AUDIT_CHAIN_KEY; restoring it with another
+    key answers `backup_altered` naming the key, exit 1, and writes no row."""
+    backup = tmp_path / "other-key.jsonl.gz"
+    with db.engine.connect() as conn:
+        write_backup(conn, backup, backup_key(b"another-audit-chain-key-" + b"x" * 32))
+    empty = fresh_database(tmp_path, "ops6_restore")
+    empty_app = app_on(empty, tmp_path)
+    assert run_cli(empty_app, "db", "upgrade").exit_code == 0
+    refused = run_cli(empty_app, "restore", str(backup))
+    assert refused.exit_code == 1, refused.output
+    assert "backup_altered:" in refused.output and "another AUDIT_CHAIN_KEY" in refused.output
+    assert rows_of(empty, tmp_path / "empty.jsonl.gz")[-1].startswith('{"end":{')
+    assert not any(json.loads(rows_of(empty, tmp_path / "empty.jsonl.gz")[-1])["end"].values())

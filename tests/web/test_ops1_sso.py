@@ -141,10 +141,13 @@ def test_ops1_an_unknown_identity_without_a_mapped_group_is_refused(app, client,
 
 def test_ops1_the_email_of_a_password_account_is_never_taken_over(app, client, world, idp):
     """OPS-1: an IdP user whose email is a password account's is refused (409
-    ``sso_email_taken``): the accounts are not joined by email."""
+    ``sso_email_taken``): the accounts are not joined by email, and the refusal does not
+    repeat the address (an IdP user must not learn which emails have accounts here)."""
     set_mapping(app, client, "ts-admins = admin")
     idp.set_user("eve-sub", email="admin@example.com", groups=["ts-admins"])
-    assert_refused(sso_sign_in(client, idp, "eve-sub"), 409, "sso_email_taken")
+    refused = sso_sign_in(client, idp, "eve-sub")
+    assert_refused(refused, 409, "sso_email_taken")
+    assert "admin@example.com" not in refused.get_data(as_text=True)
     assert db.session.scalars(select(SsoIdentity)).all() == []
     assert operator("admin@example.com").sign_in_method == "password"
 

@@ -27,7 +27,7 @@ from app.domain.personal_data import (
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ErasureRequest, OperatorUser, RetentionSetting, new_id
-from app.services.cases.erasure import erase_reports, retention_days, subject_report_ids
+from app.services.cases.erasure import erase_reports, retention_days, subject_report_ids, subject_spellings
 from app.services.uow import Actor, unit_of_work
 
 
@@ -112,8 +112,9 @@ def _decided(session, row: ErasureRequest, state: ErasureState, operator: Operat
 def approve(operator: OperatorUser, request_id: str) -> ErasureRequest:
     """Approve another admin's request and apply it in the same transaction (OPS-4).
 
-    A subject erasure empties the personal data of every report about the subject
-    (`subject_report_ids`) and the queue rows naming it as author; a retention request
+    A subject erasure empties the personal data of every report about the subject,
+    under any stored spelling of its reference (`subject_spellings`, `subject_report_ids`),
+    and the queue rows naming it as author; a retention request
     sets the period (the sweep erases what is due). Audited ``erasure.approved`` with
     the counts per table.
 
@@ -128,8 +129,9 @@ def approve(operator: OperatorUser, request_id: str) -> ErasureRequest:
         details = {"kind": row.kind, "requested_by": row.requested_by}
         if row.kind == ErasureKind.SUBJECT.value:
             reference = row.subject_reference or ""
-            ids = subject_report_ids(session, row.installation_id, reference)
-            counts = erase_reports(session, row.installation_id, ids, ErasedBy.REQUEST, now, author_reference=reference)
+            spellings = subject_spellings(session, row.installation_id, reference)
+            ids = subject_report_ids(session, row.installation_id, spellings)
+            counts = erase_reports(session, row.installation_id, ids, ErasedBy.REQUEST, now, author_references=spellings)
             details |= {"subject_reference": reference, "reports": len(ids), "counts": counts.as_dict()}
             _decided(session, row, ErasureState.APPROVED, operator, now, counts=counts.as_dict())
         else:

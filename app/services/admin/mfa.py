@@ -119,9 +119,14 @@ def uri_for(operator: OperatorUser, secret: str) -> str:
     return pyotp.TOTP(secret).provisioning_uri(name=operator.email, issuer_name=ISSUER)
 
 
-def start_enrolment(operator_id: str) -> Enrolment:
+def start_enrolment(operator_id: str, *, renew: bool = False) -> Enrolment:
     """The seed an operator enrols with (OPS-2): a new one, or the one shown before
     while enrolment is not confirmed (a reload shows the same seed).
+
+    Args:
+        renew: a new seed even if one was shown before: a sign-in's first view of
+            enrolment, so whoever saw an earlier sign-in's seed (knowing only the
+            password) holds nothing once the account's holder enrols.
 
     Raises:
         ApiError: 404 ``operator_not_found``; 409 ``second_factor_enrolled`` when the
@@ -134,8 +139,9 @@ def start_enrolment(operator_id: str) -> Enrolment:
             raise ApiError(404, "operator_not_found", "No such operator.")
         if operator.totp_confirmed_at is not None:
             raise ApiError(409, "second_factor_enrolled", "This account has a second factor already.")
-        _refuse_unreadable(uow, operator, "enrolment")
-        if not operator.totp_secret:
+        if not renew:  # a renewed seed replaces an unreadable one: it was never confirmed
+            _refuse_unreadable(uow, operator, "enrolment")
+        if renew or not operator.totp_secret:
             operator.totp_secret = pyotp.random_base32()
         secret = operator.totp_secret
         enrolment = Enrolment(secret, uri_for(operator, secret))

@@ -13,10 +13,11 @@ the installation's retention period.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 
 from app.domain.bulk.subjects import canonical_reference
 from app.domain.case_states import ReportState
@@ -48,10 +49,38 @@ class ErasedCounts:
         return self.evidence + self.reports + self.appeals + self.subjects
 
 
-def subject_report_ids(session, installation_id: str, reference: str) -> list[str]:
-    """Ids of the reports about a subject: a target naming it, evidence whose author it
-    is, or the queue row for it (any spelling, `canonical_reference`)."""
-    spellings = {reference, canonical_reference(reference)}
+def subject_spellings(session, installation_id: str, reference: str) -> set[str]:
+    """Every spelling of the subject `reference` names that the installation's rows
+    store (OPS-4): the stored target and author references that `canonical_reference`
+    reduces to the same subject (``User:77001`` for ``user:77001``, ``at://did:plc:abcd``
+    for ``did:plc:abcd``), the one rule the queue groups spellings by (BULK-1, QUEUE-1).
+
+    The database finds candidates on the installation's reference indexes by the part of
+    the canonical form every spelling holds verbatim (after the scheme, whose case may
+    differ); Python keeps those whose canonical form is the subject's.
+
+    Args:
+        reference: the subject's reference as the request typed it.
+
+    Returns:
+        The typed reference, its canonical form and every stored spelling of it.
+    """
+    canonical = canonical_reference(reference)
+    scheme, colon, rest = canonical.partition(":")
+    spellings = {reference, canonical}
+    for table, column in ((ReportTarget, ReportTarget.target_reference),
+                          (ReportEvidence, ReportEvidence.author_reference)):
+        held = column.contains(rest, autoescape=True) if colon and rest else \
+            func.lower(column).contains(canonical, autoescape=True)
+        stored = session.scalars(select(column).where(table.installation_id == installation_id, held).distinct())
+        spellings.update(s for s in stored if s and canonical_reference(s) == canonical)
+    return spellings
+
+
+def subject_report_ids(session, installation_id: str, spellings: set[str]) -> list[str]:
+    """Ids of the reports about a subject, given its `subject_spellings`: a target naming
+    it, evidence whose author it is, or the queue row for it."""
+    spellings = sorted(spellings)
     by_target = select(ReportTarget.report_id).where(
         ReportTarget.installation_id == installation_id, ReportTarget.target_reference.in_(spellings))
     by_author = select(ReportEvidence.report_id).where(
@@ -62,7 +91,7 @@ def subject_report_ids(session, installation_id: str, reference: str) -> list[st
 
 
 def erase_reports(session, installation_id: str, report_ids: list[str], by: ErasedBy, now: datetime,
-                  author_reference: str | None = None) -> ErasedCounts:
+                  author_references: Collection[str] = ()) -> ErasedCounts:
     """Empty the personal data of these reports, in the caller's transaction (OPS-4).
 
     Args:
@@ -70,7 +99,8 @@ def erase_reports(session, installation_id: str, report_ids: list[str], by: Eras
         report_ids: the installation's reports to erase.
         by: `ErasedBy.REQUEST` or `ErasedBy.RETENTION`, stored as ``erased_reason``.
         now: the moment stored as ``erased_at``.
-        author_reference: also erase the queue rows naming this account as author.
+        author_references: also erase the queue rows naming this account as author
+            (its `subject_spellings`).
 
     Returns:
         The rows emptied per table; rows erased before are not counted again.
@@ -93,12 +123,12 @@ def erase_reports(session, installation_id: str, report_ids: list[str], by: Eras
             update(Appeal).where(Appeal.installation_id == installation_id, Appeal.report_id.in_(chunk),
                                  Appeal.erased_at.is_(None))
             .values(statement="", **marks).execution_options(synchronize_session=False)).rowcount
-    counts.subjects = _erase_subjects(session, installation_id, report_ids, by, now, author_reference)
+    counts.subjects = _erase_subjects(session, installation_id, report_ids, by, now, author_references)
     session.expire_all()
     return counts
 
 
-def _erase_subjects(session, installation_id, report_ids, by, now, author_reference) -> int:
+def _erase_subjects(session, installation_id, report_ids, by, now, author_references) -> int:
     """Recompute the queue rows of the erased reports from what is left (QUEUE-1): their
     preview, author name and search text came from the erased text. A row is marked
     erased once none of its reports holds personal data any more."""
@@ -107,9 +137,9 @@ def _erase_subjects(session, installation_id, report_ids, by, now, author_refere
     for start in range(0, len(report_ids), BATCH):
         ids.update(session.scalars(select(Report.subject_id).where(
             Report.id.in_(report_ids[start:start + BATCH]), Report.subject_id.is_not(None))).all())
-    if author_reference:
+    if author_references:
         ids.update(session.scalars(select(S.id).where(
-            S.installation_id == installation_id, S.author_reference == author_reference)).all())
+            S.installation_id == installation_id, S.author_reference.in_(sorted(author_references)))).all())
     if not ids:
         return 0
     refresh_subjects(session, ids, now)

@@ -115,8 +115,9 @@ def enrol():
     if not form.is_submitted():
         if not _fresh(pending):
             return redirect(url_for("auth.login"))
-        try:
-            enrolment = service.start_enrolment(pending["operator_id"])
+        try:  # each sign-in enrols with its own seed; a reload of this page shows it again
+            enrolment = service.start_enrolment(pending["operator_id"], renew=not pending.get("seeded"))
+            session[PENDING] = {**pending, "seeded": True}
         except ApiError as error:  # enrolled meanwhile, or gone: start again
             if error.status == 503:  # this server cannot read the seed (OPS-3)
                 raise

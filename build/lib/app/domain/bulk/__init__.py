@@ -1,1 +1,0 @@
-"""Bulk enforcement: one reviewed decision over many subjects (SPEC BULK)."""

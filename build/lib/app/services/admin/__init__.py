@@ -1,2 +1,0 @@
-"""The admin screens' services: integrations, connections, components,
-workflows, budgets and operators."""

@@ -1,1 +1,0 @@
-"""The cases: reports, decisions, appeals and approval tasks."""

@@ -1,2 +1,0 @@
-"""The action lifecycle: prepare, approve, deliver, receipts, retry, compensation,
-corrections, events, sweeps and workflow runs."""

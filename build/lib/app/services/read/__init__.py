@@ -1,1 +1,0 @@
-"""Read models: the queries behind each console screen."""
