@@ -34,6 +34,13 @@ SEALED = (
     ("connection_versions", "signing_secret"),
     ("config_changes", "secrets_json"),
 )
+SEALED_SINCE_0019 = SEALED + (("operator_users", "totp_secret"),)  # the operators' seeds (OPS-2)
+
+
+def sealed_count() -> int:
+    """How many sealed values the database holds (the world's two connection secrets
+    and its enrolled operators' TOTP seeds)."""
+    return sum(len(raw_values(t, c)) for t, c in SEALED_SINCE_0019)
 
 
 def raw_rows() -> dict[str, list[tuple]]:
@@ -179,17 +186,19 @@ def test_ops3_rotation_reseals_everything_under_the_new_key(app, world):
     old, new = app.config["SECRETS_KEY"], new_key_text()
     new_id = SecretBox(decode_key(new)).current_id
     rotating = other_app(app, SECRETS_KEY=new, SECRETS_KEY_PREVIOUS=old)
+    n = sealed_count()
+    assert n > 2  # connection secrets and operators' seeds
     assert run_in(rotating, ["secrets-status"]).exit_code == 0  # under a previous key: readable
     first = run_in(rotating, ["rotate-secrets-key"])
     assert first.exit_code == 0, first.output
     assert "connection_versions.bearer_token: 1 resealed" in first.output
-    assert "resealed 2, sealed 0 plain, 0 under the current key already" in first.output
+    assert f"resealed {n}, sealed 0 plain, 0 under the current key already" in first.output
     again = run_in(rotating, ["rotate-secrets-key"])
-    assert "resealed 0, sealed 0 plain, 2 under the current key already" in again.output
-    assert {sealed_key_id(v) for t, c in SEALED for v in raw_values(t, c)} == {new_id}
+    assert f"resealed 0, sealed 0 plain, {n} under the current key already" in again.output
+    assert {sealed_key_id(v) for t, c in SEALED_SINCE_0019 for v in raw_values(t, c)} == {new_id}
     [event] = db.session.scalars(select(AuditEvent).where(AuditEvent.action == "secrets.key_rotated")).all()
     details = json.loads(event.details_json)
-    assert details["key_id"] == new_id and details["all_installations"] == {"resealed": 2, "sealed_plain": 0}
+    assert details["key_id"] == new_id and details["all_installations"] == {"resealed": n, "sealed_plain": 0}
     assert world.platform_token not in event.details_json and world.signing_secret not in event.details_json
     rotated = other_app(app, SECRETS_KEY=new)  # the old key dropped
     status = run_in(rotated, ["secrets-status"])
@@ -254,14 +263,15 @@ def test_ops3_the_commands_in_docs_secrets_md_run(app, world):
         "SECRETS_KEY": app.config["SECRETS_KEY"],
     }
     env.pop("SECRETS_KEY_PREVIOUS", None)
+    n = sealed_count()
     db.session.remove()
     done = subprocess.run(
         ["bash", "-c", doc_script()], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "resealed 2, sealed 0 plain" in done.stdout
+    assert f"resealed {n}, sealed 0 plain" in done.stdout
     assert "nothing is sealed under a previous key: SECRETS_KEY_PREVIOUS may be removed" in done.stdout
     assert done.stdout.rstrip().endswith("under a previous key: 0")
-    key_ids = {sealed_key_id(v) for t, c in SEALED for v in raw_values(t, c)}
+    key_ids = {sealed_key_id(v) for t, c in SEALED_SINCE_0019 for v in raw_values(t, c)}
     assert len(key_ids) == 1 and old_id not in key_ids
     assert db.session.scalar(select(AuditEvent.id).where(AuditEvent.action == "secrets.key_rotated"))
