@@ -15,6 +15,15 @@ from app.domain.audit_chain import MIN_KEY_LENGTH
 from app.domain.states import LEASE_SECONDS, MAX_TIMEOUT_SECONDS, REQUEST_SHARE_OF_LEASE
 
 
+# The session key's stand-in in docs/deploy/console.env: never a real key.
+PLACEHOLDER_SECRET = "change-me"
+
+
+class ConfigError(ValueError):
+    """A setting the console refuses to start with; the message is one line that names
+    the variable and what is wrong (`create_app` prints it and exits, no traceback)."""
+
+
 def env_bool(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
     if value is None:
@@ -61,13 +70,13 @@ def audit_chain_key(instance_path: str) -> str:
     folder (the laptop default; production sets the variable) (REC-3).
 
     Raises:
-        ValueError: when the variable is set but shorter than 32 characters.
+        ConfigError: when the variable is set but shorter than 32 characters.
     """
     value = os.environ.get("AUDIT_CHAIN_KEY")
     if value is None:
         return instance_secret(instance_path, "audit_chain_key")
     if len(value.strip()) < MIN_KEY_LENGTH:
-        raise ValueError(f"AUDIT_CHAIN_KEY must be at least {MIN_KEY_LENGTH} characters")
+        raise ConfigError(f"AUDIT_CHAIN_KEY must be at least {MIN_KEY_LENGTH} characters")
     return value.strip()
 
 
@@ -89,12 +98,16 @@ def delivery_lease_seconds() -> float:
     fifths of it, the rest is kept for recording the outcome.
 
     Raises:
-        ValueError: when the value is not a number or shorter than 150 s.
+        ConfigError: when the value is not a number or shorter than 150 s.
     """
-    value = float(os.environ.get("DELIVERY_LEASE_SECONDS", LEASE_SECONDS))
+    text = os.environ.get("DELIVERY_LEASE_SECONDS", str(LEASE_SECONDS))
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"DELIVERY_LEASE_SECONDS must be a number of seconds, not {text!r}") from None
     if value * REQUEST_SHARE_OF_LEASE < MAX_TIMEOUT_SECONDS:
         shortest = MAX_TIMEOUT_SECONDS / REQUEST_SHARE_OF_LEASE
-        raise ValueError(f"DELIVERY_LEASE_SECONDS must be at least {shortest:g} (a connection may take 120 s)")
+        raise ConfigError(f"DELIVERY_LEASE_SECONDS must be at least {shortest:g} (a connection may take 120 s)")
     return value
 
 
@@ -103,11 +116,31 @@ def public_url() -> str | None:
     invitation link (FOUR-6); None when unset (invitations are then never mailed).
 
     Raises:
-        ValueError: when set but not an absolute http(s) URL without userinfo, query or
+        ConfigError: when set but not an absolute http(s) URL without userinfo, query or
             fragment (`app.domain.accounts.check_public_url`): the console refuses to start.
     """
     value = os.environ.get("PUBLIC_URL", "").strip()
-    return check_public_url(value) if value else None
+    try:
+        return check_public_url(value) if value else None
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def production_secret_key(value: str | None) -> None:
+    """In production, the session signing key must be a real one (SEC, OPS-6): set,
+    at least 32 characters, not the placeholder of docs/deploy/console.env. Whoever
+    knows the key forges any session, so ``SECRET_KEY=change-me`` must not start.
+
+    Raises:
+        ConfigError: when it is missing, the placeholder, or shorter than 32 characters.
+    """
+    value = (value or "").strip()
+    if not value:
+        raise ConfigError("SECRET_KEY must be set in production (32+ random characters)")
+    if value == PLACEHOLDER_SECRET or len(value) < MIN_KEY_LENGTH:
+        raise ConfigError(
+            f"SECRET_KEY must be at least {MIN_KEY_LENGTH} random characters in production, not a placeholder"
+        )
 
 
 class Config:
@@ -176,6 +209,7 @@ class Config:
         # production: Secure cookies, strong session protection, HSTS (behind TLS).
         self.CONSOLE_ENV = os.environ.get("CONSOLE_ENV", "development")
         if self.CONSOLE_ENV == "production":
+            production_secret_key(os.environ.get("SECRET_KEY"))
             self.SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
             self.REMEMBER_COOKIE_SECURE = self.SESSION_COOKIE_SECURE
         self.METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None

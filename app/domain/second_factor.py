@@ -21,8 +21,12 @@ RECOVERY_CODE_COUNT = 10
 RECOVERY_CODE_LENGTH = 10  # characters of RECOVERY_ALPHABET, shown as two groups of 5
 RECOVERY_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I lookalikes
 # One message for every refused second step — wrong code, reused code, expired or
-# missing pending step — so that a refusal says nothing about which it was (SEC-6).
-REFUSAL = "The code is not right, or it was used already, or the sign-in took too long. Sign in again."
+# missing pending step — so that a refusal says nothing about which it was (SEC-6);
+# it still says what to do after signing out and in again within one 30 s step.
+REFUSAL = (
+    "The code is not right, or it was used already (each code works once: wait for the next "
+    "code in your app), or the sign-in took too long. Sign in again."
+)
 
 _TOTP = re.compile(r"^\d{6}$")
 
@@ -31,18 +35,24 @@ def needs_second_factor(operator: Any, *, via_sso: bool = False) -> bool:
     """Whether signing this operator in needs a second step after the password (OPS-2).
 
     A password account needs one when its roles include reviewer or admin, or when
-    its holder enrolled voluntarily (a moderator or auditor who enrolled cannot skip
-    it later). An account signed in through single sign-on never does here: the
+    its holder ever enrolled (a moderator or auditor who enrolled voluntarily cannot
+    skip it later, nor fall back to a password only after an admin's reset: they
+    enrol again). An account signed in through single sign-on never does here: the
     identity provider does its second factor (OPS-1 calls this with ``via_sso=True``).
 
     Args:
-        operator: anything with ``roles`` (a set of role names) and
-            ``totp_confirmed_at`` (None until enrolment is confirmed).
+        operator: anything with ``roles`` (a set of role names),
+            ``totp_confirmed_at`` (None until enrolment is confirmed) and, optionally,
+            ``second_factor_required`` (True once enrolled; a reset keeps it).
         via_sso: True when the identity provider vouched for the sign-in.
     """
     if via_sso:
         return False
-    return bool(set(operator.roles) & SECOND_FACTOR_ROLES) or operator.totp_confirmed_at is not None
+    return (
+        bool(set(operator.roles) & SECOND_FACTOR_ROLES)
+        or operator.totp_confirmed_at is not None
+        or bool(getattr(operator, "second_factor_required", False))
+    )
 
 
 def time_step(epoch_seconds: float) -> int:

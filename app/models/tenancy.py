@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from flask_login import UserMixin
-from sqlalchemy import Boolean, ForeignKey, Integer, String
+from sqlalchemy import Boolean, ForeignKey, Integer, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -50,6 +50,9 @@ class OperatorUser(UserMixin, Base):
     totp_secret: Mapped[str | None] = mapped_column(SealedText("operator_users.totp_secret", plain_allowed=False), nullable=True)
     totp_confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     totp_last_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Set at enrolment and kept by a reset: an account whose holder enrolled (even a
+    # moderator, voluntarily) must enrol again rather than fall back to a password only.
+    second_factor_required: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     @property
     def roles(self) -> frozenset[str]:

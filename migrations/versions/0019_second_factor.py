@@ -1,6 +1,7 @@
 """A second factor for password accounts (SPEC OPS-2): each operator's TOTP seed
 (sealed at rest, OPS-3), when enrolment was confirmed, the last time step a code was
-accepted for (no replay), and recovery codes kept only as hashes.
+accepted for (no replay), whether the account must keep a second factor (once
+enrolled, also after a reset), and recovery codes kept only as hashes.
 
 Revision ID: 0019
 Revises: 0018
@@ -20,6 +21,9 @@ def upgrade() -> None:
         batch.add_column(sa.Column("totp_secret", sa.String(1000), nullable=True))
         batch.add_column(sa.Column("totp_confirmed_at", sa.DateTime(timezone=True), nullable=True))
         batch.add_column(sa.Column("totp_last_step", sa.Integer(), nullable=True))
+        batch.add_column(
+            sa.Column("second_factor_required", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
     op.create_table(
         "operator_recovery_codes",
         sa.Column("id", sa.String(length=200), nullable=False),
@@ -42,6 +46,7 @@ def downgrade() -> None:
     op.drop_index("ix_operator_recovery_codes_operator_id", table_name="operator_recovery_codes")
     op.drop_table("operator_recovery_codes")
     with op.batch_alter_table("operator_users") as batch:
+        batch.drop_column("second_factor_required")
         batch.drop_column("totp_last_step")
         batch.drop_column("totp_confirmed_at")
         batch.drop_column("totp_secret")

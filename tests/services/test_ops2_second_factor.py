@@ -194,3 +194,36 @@ def test_ops2_an_admin_cannot_reset_another_installations_operator(team):
     with pytest.raises(ApiError) as refused:
         service.reset_second_factor(make_operator(other.installation_id, "admin"), operator.id)
     assert refused.value.status == 404
+
+
+def test_ops2_a_reset_keeps_a_voluntary_second_factor_required(team):
+    """OPS-2: a moderator who enrolled voluntarily is not returned to password-only by a
+    reset: their next sign-in must enrol again, like a reviewer's."""
+    from app.domain.second_factor import needs_second_factor
+
+    operator, _, _ = _enrolled(team, roles=("moderator",), email="mo@example.com")
+    admin, admin2 = make_operator(team.installation_id, "admin"), make_operator(team.installation_id, "admin2")
+    pending = service.reset_second_factor(admin, operator.id)
+    approve_change(admin2, pending.change_id, pending.digest)
+    db.session.rollback()
+    after = db.session.get(OperatorUser, operator.id)
+    assert after.totp_confirmed_at is None and after.totp_secret is None
+    assert needs_second_factor(after)
+    service.confirm_enrolment(operator.id, _code(service.start_enrolment(operator.id).secret))
+    assert needs_second_factor(db.session.get(OperatorUser, operator.id))
+
+
+def test_ops2_a_moderator_never_enrolled_still_signs_in_with_a_password(team):
+    from app.domain.second_factor import needs_second_factor
+
+    assert not needs_second_factor(_new(team, roles=("moderator",), email="plain@example.com"))
+
+
+def test_ops2_the_one_refusal_says_to_wait_for_the_next_code_and_the_docs_quote_it():
+    """SEC-6 keeps one refusal for every case; it still tells the operator who signed out
+    and back in within 30 s what to do (a code is accepted once, OPS-2)."""
+    from pathlib import Path
+
+    assert "used already" in REFUSAL and "wait for the next code" in REFUSAL
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "second-factor.md").read_text()
+    assert REFUSAL in " ".join(doc.split())

@@ -12,7 +12,7 @@ from app.domain.second_factor import REFUSAL
 from app.extensions import db
 from app.models import AuditEvent, OperatorUser
 
-from ..builders import login, pass_second_factor, pending_changes, totp_code
+from ..builders import enrol, login, pass_second_factor, pending_changes, totp_code
 from ..conftest import csrf_from
 
 
@@ -112,3 +112,63 @@ def test_ops2_an_admins_reset_is_a_change_for_a_second_admin(client, world):
     assert [c.kind for c in pending_changes()] == ["operator.second_factor_reset"]
     db.session.rollback()
     assert db.session.get(OperatorUser, reviewer.id).totp_confirmed_at is not None
+
+
+def seal_seed_under_missing_key(email: str) -> OperatorUser:
+    """Seal an operator's TOTP seed under a key this app lacks (a host not yet
+    restarted after ``rotate-secrets-key``)."""
+    from sqlalchemy import text
+
+    from app.secret_box import SecretBox, decode_key, new_key_text
+
+    operator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == email))
+    lost = SecretBox(decode_key(new_key_text())).seal(pyotp.random_base32(), context="operator_users.totp_secret")
+    db.session.execute(text("UPDATE operator_users SET totp_secret = :v WHERE id = :id"), {"v": lost, "id": operator.id})
+    db.session.commit()
+    return operator
+
+
+def test_ops3_an_unreadable_seed_refuses_the_sign_in_clearly_not_500(client, world):
+    """OPS-3, OPS-2: a seed no configured key opens: a TOTP code at the code page is
+    answered 503 ``second_factor_seed_unreadable`` naming SECRETS_KEY, nothing is used
+    up, the refusal is audited and the operator is not signed in; a recovery code (a
+    hash, not sealed) still signs in, so a lost key does not lock every account out."""
+    codes = enrol("reviewer@example.com")
+    reviewer = seal_seed_under_missing_key("reviewer@example.com")
+    last_step = reviewer.totp_last_step
+    password_step(client, "reviewer@example.com")
+    refused = code_step(client, totp_code("reviewer@example.com"))
+    body = refused.get_data(as_text=True)
+    assert refused.status_code == 503 and "second_factor_seed_unreadable" in body and "SECRETS_KEY" in body
+    assert client.get("/proposals").status_code == 302
+    db.session.rollback()
+    assert db.session.get(OperatorUser, reviewer.id).totp_last_step == last_step
+    reasons = db.session.scalars(
+        select(AuditEvent.details_json).where(
+            AuditEvent.target_id == reviewer.id, AuditEvent.action == "operator.second_factor_refused"
+        )
+    ).all()
+    assert any('"seed_unreadable"' in r for r in reasons)
+    assert code_step(client, "ABCDE-FGHJK").status_code == 401  # a wrong recovery code: the one refusal
+    password_step(client, "reviewer@example.com")
+    assert code_step(client, codes[0]).status_code == 303
+    assert client.get("/proposals").status_code == 200
+
+
+def test_ops2_after_a_reset_a_voluntary_enrollee_must_enrol_again_at_sign_in(client, world):
+    """OPS-2: a moderator who enrolled voluntarily, then reset by two admins, is sent to
+    enrolment at the next sign-in (not signed in with the password alone)."""
+    from app.services.admin import mfa
+    from app.services.admin.reviews import approve_change
+
+    from ..builders import make_operator
+
+    moderator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "moderator@example.com"))
+    enrolment = mfa.start_enrolment(moderator.id)
+    mfa.confirm_enrolment(moderator.id, pyotp.TOTP(enrolment.secret).now())
+    admin, admin2 = make_operator(moderator.installation_id, "admin"), make_operator(moderator.installation_id, "admin2")
+    pending = mfa.reset_second_factor(admin, moderator.id)
+    approve_change(admin2, pending.change_id, pending.digest)
+    response = password_step(client, "moderator@example.com")
+    assert response.status_code == 303 and response.headers["Location"].endswith("/login/enrol")
+    assert client.get("/proposals").status_code == 302

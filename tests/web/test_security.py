@@ -77,6 +77,7 @@ def test_passwords_are_hashed_with_scrypt(app, world):
 @pytest.fixture
 def production(app, monkeypatch, tmp_path):
     monkeypatch.setenv("CONSOLE_ENV", "production")
+    monkeypatch.setenv("SECRET_KEY", "production-session-key-" + "s" * 20)  # refused if short
     prod = create_app(
         {
             "TESTING": True,

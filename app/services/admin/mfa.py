@@ -26,6 +26,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import OperatorRecoveryCode, OperatorUser
 from app.models.base import new_id
+from app.secret_box import UnreadableSecret
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import plausible_id
 from app.services.uow import Actor, UnitOfWork, unit_of_work
@@ -47,6 +48,27 @@ class Enrolment:
 def refused() -> ApiError:
     """The one refusal of a second step (OPS-2, SEC-6)."""
     return ApiError(401, "second_factor_refused", factor_rules.REFUSAL, "code")
+
+
+def seed_unreadable() -> ApiError:
+    """The refusal when this process cannot open an operator's sealed seed (OPS-3):
+    its ``SECRETS_KEY`` is not the one the seed was sealed with. A server fault, not
+    the operator's (503); fail closed: the TOTP code is not checked, nothing is used up."""
+    return ApiError(
+        503,
+        "second_factor_seed_unreadable",
+        "This server cannot read second-factor seeds: its SECRETS_KEY is not the one they were sealed "
+        "with. Nothing was changed. Try again in a few minutes, or tell an administrator.",
+    )
+
+
+def _refuse_unreadable(uow: UnitOfWork, operator: OperatorUser | None, stage: str) -> None:
+    """Raise `seed_unreadable` (audited, nothing else written) when the operator's seed
+    is sealed under a key this process lacks."""
+    if operator is not None and isinstance(operator.totp_secret, UnreadableSecret):
+        _audit(uow, operator, "operator.second_factor_refused", stage=stage, reason="seed_unreadable")
+        uow.commit()
+        raise seed_unreadable()
 
 
 def _hash_recovery(operator_id: str, code: str) -> str:
@@ -108,7 +130,8 @@ def start_enrolment(operator_id: str, *, renew: bool = False) -> Enrolment:
 
     Raises:
         ApiError: 404 ``operator_not_found``; 409 ``second_factor_enrolled`` when the
-            operator's second factor is in force already (an admin resets it first).
+            operator's second factor is in force already (an admin resets it first);
+            503 ``second_factor_seed_unreadable`` (`seed_unreadable`).
     """
     with unit_of_work() as uow:
         operator = _operator(uow.session, operator_id)
@@ -116,6 +139,8 @@ def start_enrolment(operator_id: str, *, renew: bool = False) -> Enrolment:
             raise ApiError(404, "operator_not_found", "No such operator.")
         if operator.totp_confirmed_at is not None:
             raise ApiError(409, "second_factor_enrolled", "This account has a second factor already.")
+        if not renew:  # a renewed seed replaces an unreadable one: it was never confirmed
+            _refuse_unreadable(uow, operator, "enrolment")
         if renew or not operator.totp_secret:
             operator.totp_secret = pyotp.random_base32()
         secret = operator.totp_secret
@@ -143,7 +168,8 @@ def confirm_enrolment(operator_id: str, code: Any, *, session_version: int | Non
 
     Raises:
         ApiError: 401 ``second_factor_refused`` (audited as
-            ``operator.second_factor_refused``); 409 ``second_factor_enrolled``.
+            ``operator.second_factor_refused``); 409 ``second_factor_enrolled``;
+            503 ``second_factor_seed_unreadable`` (`seed_unreadable`).
     """
     kind, code = factor_rules.code_kind(code)
     now = time.time()
@@ -153,6 +179,7 @@ def confirm_enrolment(operator_id: str, code: Any, *, session_version: int | Non
             raise refused()
         if operator.totp_confirmed_at is not None:
             raise ApiError(409, "second_factor_enrolled", "This account has a second factor already.")
+        _refuse_unreadable(uow, operator, "enrolment")
         step = _matching_step(operator.totp_secret or _DUMMY_SECRET, code if kind == "totp" else "", now)
         stale = session_version is not None and session_version != operator.session_version
         if step is None or not operator.totp_secret or stale or not operator.active:
@@ -161,6 +188,7 @@ def confirm_enrolment(operator_id: str, code: Any, *, session_version: int | Non
             raise refused()
         operator.totp_confirmed_at = utcnow()
         operator.totp_last_step = step
+        operator.second_factor_required = True  # kept by a reset (OPS-2)
         shown = _new_recovery_codes(uow, operator.id)
         _audit(uow, operator, "operator.second_factor_enrolled", recovery_codes=len(shown))
         uow.commit()
@@ -192,6 +220,7 @@ def enrol_operator(operator_id: str, secret: str, *, actor: Actor) -> list[str]:
         operator.totp_secret = secret
         operator.totp_confirmed_at = utcnow()
         operator.totp_last_step = None
+        operator.second_factor_required = True
         shown = _new_recovery_codes(uow, operator.id)
         _audit(uow, operator, "operator.second_factor_enrolled", actor, recovery_codes=len(shown))
         uow.commit()
@@ -244,14 +273,21 @@ def verify_second_factor(
 
     Raises:
         ApiError: 401 ``second_factor_refused``, audited as
-            ``operator.second_factor_refused`` with a reason (never the code).
+            ``operator.second_factor_refused`` with a reason (never the code);
+            503 ``second_factor_seed_unreadable`` for a TOTP code when this process
+            cannot open the operator's seed (OPS-3, `seed_unreadable`): nothing is
+            used up. A recovery code (kept as a hash, not sealed) is checked as usual,
+            so a lost ``SECRETS_KEY`` does not lock every enrolled account out.
     """
     kind, code = factor_rules.code_kind(code)
     now = time.time()
     with unit_of_work() as uow:
         operator = _operator(uow.session, operator_id)
+        if kind != "recovery":  # recovery codes are hashes, not sealed: they still work
+            _refuse_unreadable(uow, operator, "sign_in")
         enrolled = operator is not None and operator.totp_confirmed_at is not None and bool(operator.totp_secret)
-        secret = operator.totp_secret if enrolled else _DUMMY_SECRET
+        readable = enrolled and not isinstance(operator.totp_secret, UnreadableSecret)
+        secret = operator.totp_secret if readable else _DUMMY_SECRET
         owner = operator.id if operator is not None else "none"
         stored = uow.session.execute(
             select(OperatorRecoveryCode.id, OperatorRecoveryCode.code_hash, OperatorRecoveryCode.used_at).where(
@@ -347,6 +383,7 @@ def _apply_reset(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any]
     operator.totp_secret = None
     operator.totp_confirmed_at = None
     operator.totp_last_step = None
+    operator.second_factor_required = True  # whatever the role: enrol again, never password-only
     operator.session_version += 1  # a lost device: the sessions it opened end now
     uow.session.execute(delete(OperatorRecoveryCode).where(OperatorRecoveryCode.operator_id == operator.id))
     uow.audit(
@@ -374,7 +411,8 @@ SECOND_FACTOR_RESET = ChangeType(
 def reset_second_factor(admin: OperatorUser, operator_id: str) -> PendingChange:
     """Propose resetting an operator's second factor (OPS-2): once a second admin
     approves, their seed and recovery codes are gone, their sessions end, and they
-    enrol again at their next sign-in.
+    must enrol again at their next sign-in, whatever their role (a moderator who had
+    enrolled voluntarily too: ``second_factor_required`` stays set).
 
     Four-eyes (FOUR-2): whoever knows the account's password could enrol their own
     device after a reset, so one admin alone must not be able to open a reviewer's

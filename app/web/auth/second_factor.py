@@ -82,7 +82,8 @@ def second_factor():
     """The code page (OPS-2): a TOTP code or a recovery code signs the pending operator in.
 
     Answers 303 to where the sign-in was going; 401 with the sign-in page for any
-    refusal (wrong, used, expired); 400 for a form without its CSRF token.
+    refusal (wrong, used, expired); 400 for a form without its CSRF token; 503
+    ``second_factor_seed_unreadable`` when this server cannot open the seed (OPS-3).
     """
     pending, form = _pending(), CodeForm()
     if not form.is_submitted():
@@ -117,7 +118,9 @@ def enrol():
         try:  # each sign-in enrols with its own seed; a reload of this page shows it again
             enrolment = service.start_enrolment(pending["operator_id"], renew=not pending.get("seeded"))
             session[PENDING] = {**pending, "seeded": True}
-        except ApiError:  # enrolled meanwhile, or gone: start again
+        except ApiError as error:  # enrolled meanwhile, or gone: start again
+            if error.status == 503:  # this server cannot read the seed (OPS-3)
+                raise
             session.pop(PENDING, None)
             return redirect(url_for("auth.login"))
         return _no_store(render_template("auth/enrol.html", form=form, enrolment=enrolment), 200)
