@@ -130,7 +130,8 @@
     if (event.key === "j") { move(1); }
     else if (event.key === "k") { move(-1); }
     else if (event.key === "Enter" && current && document.activeElement === document.body) {
-      current.querySelector("a[href]").click();
+      if (!current.isConnected && current.id) { current = document.getElementById(current.id) || current; }
+      current.querySelector("a[href]").click();  // a detached link would not navigate
     }
     else if (event.key === "/") {
       var field = document.querySelector("form[data-keys=filter] input:not([type=checkbox]), form[data-keys=filter] select");
@@ -160,6 +161,10 @@
     localise(root);
     enableCopy(root);
     dropFollowNotices();
+  });
+  // htmx settles a swapped row's attributes after the swap, dropping the class set above
+  document.addEventListener("htmx:afterSettle", function () {
+    if (current && current.isConnected) { current.classList.add("kb-current"); }
   });
   document.addEventListener("htmx:oobAfterSwap", function () { localise(document); });
   document.addEventListener("htmx:afterRequest", function (event) {
