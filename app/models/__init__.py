@@ -1,5 +1,6 @@
 """Tables, one module per concept of the domain. Importing this registers them all."""
 
+from .approvals import ApprovalNotice, ApprovalSettingsVersion, ApprovalVote, EmergencyReview, ProtectedSubject
 from .attempts import ConnectionAttempt
 from .audit import AuditEvent
 from .base import Base, CanonicalJSON, insert_ignore, new_id
@@ -32,6 +33,11 @@ __all__ = [
     "ActionApproval",
     "ActionProposal",
     "ActionReceiptRecord",
+    "ApprovalNotice",
+    "ApprovalSettingsVersion",
+    "ApprovalVote",
+    "EmergencyReview",
+    "ProtectedSubject",
     "Appeal",
     "AppealCorrection",
     "AppealDecision",

@@ -51,6 +51,8 @@ class BulkBatch(Base):
     state: Mapped[str] = mapped_column(String(20), default=BatchState.DRY_RUN.value)  # moves: case_states.BATCH
     maker_id: Mapped[str] = mapped_column(ForeignKey("operator_users.id"))
     approved_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)
+    # POL-3: the approval policies that applied to the batch (`route_record`); None: the default
+    approval_route: Mapped[dict[str, Any] | None] = json_column("approval_route_json", nullable=True)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     ended_by: Mapped[str | None] = mapped_column(ForeignKey("operator_users.id"), nullable=True)  # reject/cancel
     dry_run_digest: Mapped[str] = mapped_column(String(100))  # the frozen item list (BULK-2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import Boolean, ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, SealedText, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
@@ -111,6 +111,7 @@ class ComponentVersion(Base):
     input_schema: Mapped[dict] = json_column("input_schema_json", default=dict)
     output_schema: Mapped[dict] = json_column("output_schema_json", default=dict)
     approval_policy: Mapped[dict] = json_column("approval_policy_json", default=lambda: {"mode": "human"})
+    irreversible: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # POL-5
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # TEMP-1: {duration_seconds, reversal: {component_version_id, action_code, payload}}
     temporary: Mapped[dict | None] = json_column("temporary_json", nullable=True)

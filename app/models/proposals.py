@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     literal,
     text,
     update,
@@ -115,6 +116,9 @@ class ActionProposal(Base):
     )
     # BULK-3: the batch whose one approval authorizes it (its ledger counts it, BULK-6)
     bulk_batch_id: Mapped[str | None] = mapped_column(ForeignKey("bulk_batches.id"), nullable=True)
+    # POL-3: the approval policies that applied when it was prepared (`route_record`); None: the default
+    approval_route: Mapped[dict[str, Any] | None] = json_column("approval_route_json", nullable=True)
+    emergency: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # POL-6
     created_by_type: Mapped[str] = mapped_column(String(30))  # system, operator
     created_by_id: Mapped[str] = mapped_column(String(200))
     delivery_attempt_count: Mapped[int] = mapped_column(default=0)

@@ -9,7 +9,7 @@ from sqlalchemy import Boolean, ForeignKey, Integer, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .base import Base, SealedText, UTCDateTime, created_at_column, id_column
+from .base import Base, SealedText, UTCDateTime, created_at_column, id_column, json_column
 
 ROLES = ("moderator", "reviewer", "admin", "auditor")
 
@@ -53,6 +53,9 @@ class OperatorUser(UserMixin, Base):
     # Set at enrolment and kept by a reset: an account whose holder enrolled (even a
     # moderator, voluntarily) must enrol again rather than fall back to a password only.
     second_factor_required: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # POL-1: what approval policies' eligibility filters read, set by admins (four-eyes)
+    team: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    attributes: Mapped[dict[str, str]] = json_column("attributes_json", default=dict)
 
     @property
     def roles(self) -> frozenset[str]:

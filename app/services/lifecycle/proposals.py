@@ -162,7 +162,10 @@ def insert_proposal(session, new: NewProposal) -> ActionProposal:
     Returns:
         The flushed row.
     """
+    from app.services.approval_routing import route_proposal
+
     proposal = ActionProposal(**proposal_values(new))
+    route_proposal(session, proposal)  # POL-3: the policies it waits for, as they are now
     session.add(proposal)
     session.flush()
     return proposal
