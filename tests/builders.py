@@ -857,3 +857,51 @@ def at_once(app, calls) -> list:
     for thread in threads:
         thread.join(60)
     return results
+
+
+def set_approval_settings(installation_id: str, settings: dict) -> None:
+    """Put approval settings in force as if a second admin had approved them (POL-3);
+    `settings` is `approval_policy.settings_to_json`'s document."""
+    from app.domain.approval_policy import settings_problems
+    from app.domain.digests import json_digest
+    from app.models import ApprovalSettingsVersion
+
+    assert not settings_problems(settings), settings_problems(settings)
+    latest = db.session.scalar(
+        select(ApprovalSettingsVersion.version)
+        .where(ApprovalSettingsVersion.installation_id == installation_id)
+        .order_by(ApprovalSettingsVersion.version.desc())
+        .limit(1)
+    )
+    with unit_of_work() as uow:
+        uow.session.add(
+            ApprovalSettingsVersion(
+                installation_id=installation_id,
+                version=(latest or 0) + 1,
+                settings=settings,
+                settings_digest=json_digest(settings),
+            )
+        )
+        uow.commit()
+    db.session.expire_all()
+
+
+def set_operator_attributes(operator_id: str, *, team: str | None = None, attributes: dict | None = None) -> None:
+    """Give an operator a team and attributes as if a second admin had approved it (POL-1)."""
+    set_row(OperatorUser, operator_id, team=team, attributes=attributes or {})
+
+
+PEER_AND_LEAD = {
+    "policies": [
+        {
+            "key": "peer_and_lead",
+            "label": "A peer and a lead",
+            "ttl_seconds": 3600,
+            "factors": [
+                {"key": "peer", "label": "peer", "count": 1, "roles": ["reviewer"]},
+                {"key": "lead", "label": "lead", "count": 1, "roles": ["reviewer"], "attributes": {"level": "lead"}},
+            ],
+        }
+    ],
+    "routes": [{"policies": ["peer_and_lead"]}],
+}

@@ -354,3 +354,29 @@ def idp(app):
     with running_provider() as provider:
         provider.configure(app)
         yield provider
+
+
+class _Clock:
+    """The injected clock: `advance` moves this process's `utcnow` forward."""
+
+    def __init__(self):
+        from datetime import timedelta
+
+        self.shift = timedelta(0)
+
+    def advance(self, **delta) -> None:
+        from datetime import timedelta
+
+        from app.domain.clock import shift_clock
+
+        self.shift += timedelta(**delta)
+        shift_clock(self.shift)
+
+
+@pytest.fixture
+def clock():
+    """An injected clock for this test (in-process only): ``clock.advance(hours=25)``."""
+    from app.domain.clock import shift_clock
+
+    yield _Clock()
+    shift_clock(None)

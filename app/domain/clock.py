@@ -5,9 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 
+_shift = timedelta(0)  # the tests' injected clock (`shift_clock`); zero in production
+
+
 def utcnow() -> datetime:
     """The current time as an aware UTC datetime."""
-    return datetime.now(UTC)
+    return datetime.now(UTC) + _shift
+
+
+def shift_clock(by: timedelta | None) -> None:
+    """Move this process's `utcnow` forward by `by` from the real time (None: back to
+    the real time). The tests' injected clock; nothing in the product calls it."""
+    global _shift
+    _shift = by or timedelta(0)
 
 
 def iso(value: datetime | None) -> str | None:
