@@ -154,6 +154,8 @@ def _recheck_preconditions(session, proposal: ActionProposal) -> None:
         ApiError: 409 ``action_precondition_changed`` / ``action_case_no_longer_eligible``
             (PRE-1, PRE-2) / ``action_report_missing``.
     """
+    if proposal.appeal_id:  # a correction's own conditions are checked as it is approved (CORR-2, `_decide_without_run`)
+        return
     try:
         snapshot = report_snapshot(session, proposal.report_id)
         closed_ok = acts_on_closed_case(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
