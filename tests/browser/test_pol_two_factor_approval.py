@@ -10,7 +10,14 @@ from sqlalchemy import select
 from app.extensions import db
 from app.models import ActionApproval, OperatorUser
 
-from ..builders import PEER_AND_LEAD, decide_report, make_operator, reload, set_approval_settings, set_operator_attributes
+from ..builders import (
+    PEER_AND_LEAD,
+    decide_report,
+    make_operator,
+    reload,
+    set_approval_settings,
+    set_operator_attributes,
+)
 from .test_console_stories import approve_in_page, sign_in, sign_out
 
 

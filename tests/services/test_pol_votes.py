@@ -17,7 +17,15 @@ from app.models import ActionApproval, ActionProposal, ApprovalVote, AuditEvent,
 from app.services.cases.tasks import claim_task
 from app.services.lifecycle.approval import decide_proposal
 
-from ..builders import PEER_AND_LEAD, make_operator, make_proposal, reload, set_approval_settings, set_operator_attributes, set_row
+from ..builders import (
+    PEER_AND_LEAD,
+    make_operator,
+    make_proposal,
+    reload,
+    set_approval_settings,
+    set_operator_attributes,
+    set_row,
+)
 
 
 @pytest.fixture
@@ -56,7 +64,8 @@ def refused(proposal, operator, decision="approved", reason=None):
 def rows(proposal):
     db.session.rollback()
     count = lambda model: db.session.scalar(select(func.count()).select_from(model))  # noqa: E731
-    return (db.session.get(ActionProposal, proposal.id).state, count(ApprovalVote), count(ActionApproval), count(AuditEvent))
+    state = db.session.get(ActionProposal, proposal.id).state
+    return state, count(ApprovalVote), count(ActionApproval), count(AuditEvent)
 
 
 def test_a_peer_and_a_lead_release_it_two_peers_do_not(app, team, people):
@@ -98,7 +107,8 @@ def test_the_maker_is_refused(app, team, people):
 def test_someone_no_factor_admits_is_refused(app, team, people):
     """POL-1: under a lead-only policy a reviewer without the lead attribute is
     refused with ``approval_not_eligible``, at the vote and at the task's claim."""
-    only_lead = {**PEER_AND_LEAD, "policies": [{**PEER_AND_LEAD["policies"][0], "factors": [PEER_AND_LEAD["policies"][0]["factors"][1]]}]}
+    policy = PEER_AND_LEAD["policies"][0]
+    only_lead = {**PEER_AND_LEAD, "policies": [{**policy, "factors": [policy["factors"][1]]}]}
     set_approval_settings(team.installation_id, only_lead)
     proposal = make_proposal(team)
     assert refused(proposal, people["peer"]) == (403, "approval_not_eligible")

@@ -88,7 +88,7 @@ def test_votes_that_no_longer_count_say_why(app, client, team, clock):
     expired_at = vote.expires_at.strftime("%H:%M UTC")
     clock.advance(hours=2)
     page = _text(client.get(f"/proposals/{proposal.id}").get_data(as_text=True))
-    assert f"No longer counting: Peer approved at" in page and f"expired at {expired_at}" in page
+    assert "No longer counting: Peer approved at" in page and f"expired at {expired_at}" in page
     assert "0 of 1 peer, 0 of 1 lead" in page
 
     set_row(ApprovalVote, vote.id, payload_digest="sha256:" + "0" * 64)
@@ -106,7 +106,8 @@ def test_someone_not_eligible_sees_why(app, client, team):
     proposal = make_proposal(team)
     token = login(client, peer.email)
     page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
-    assert "You are not eligible for any part of this approval. Who may approve: A lead: lead (reviewer, level lead)." in _text(page)
+    why = "You are not eligible for any part of this approval. Who may approve: A lead: lead (reviewer, level lead)."
+    assert why in _text(page)
     assert f'action="/proposals/{proposal.id}/decision"' not in page
     response = _post(client, proposal, token, "forged")
     assert response.status_code == 403 and "approval_not_eligible" in response.get_data(as_text=True)

@@ -141,10 +141,6 @@ class ApprovalResult:
     idempotent_replay: bool
     missing: str | None = None
 
-    @property
-    def vote_only(self) -> bool:
-        return self.state == ProposalState.APPROVAL_REQUIRED
-
 
 def _recheck_preconditions(session, proposal: ActionProposal) -> None:
     """The preconditions checked before sending, checked again when the last factor
@@ -154,7 +150,7 @@ def _recheck_preconditions(session, proposal: ActionProposal) -> None:
         ApiError: 409 ``action_precondition_changed`` / ``action_case_no_longer_eligible``
             (PRE-1, PRE-2) / ``action_report_missing``.
     """
-    if proposal.appeal_id:  # a correction's own conditions are checked as it is approved (CORR-2, `_decide_without_run`)
+    if proposal.appeal_id:  # a correction's own conditions: checked as it is approved (`_decide_without_run`)
         return
     try:
         snapshot = report_snapshot(session, proposal.report_id)
@@ -266,7 +262,11 @@ def decide_proposal(
         expires_at = _vote_expiry(ballot, approver, now, proposal.expires_at)
         vote = pol.Vote(approver, decision, proposal.payload_digest, expires_at, None, now)
         standing = pol.standing(
-            ballot.policies, (*ballot.votes, vote), makers=ballot.makers, payload_digest=proposal.payload_digest, now=now
+            ballot.policies,
+            (*ballot.votes, vote),
+            makers=ballot.makers,
+            payload_digest=proposal.payload_digest,
+            now=now,
         )
         policy_key, factor_key = _counted_under(standing, operator.id, decision, approver)
         releases = decision == pol.APPROVE and standing.released_by is not None
@@ -397,7 +397,9 @@ def _record_vote(uow, proposal, operator, vote_id, decision, reason, idempotency
     try:
         uow.commit()
     except IntegrityError as error:
-        raise ApiError(409, "action_approval_changed", "Another vote was recorded first. Refresh the action.") from error
+        raise ApiError(
+            409, "action_approval_changed", "Another vote was recorded first. Refresh the action."
+        ) from error
     with bind(proposal_id=proposal.id, operation_id=proposal.operation_id):
         log.info("vote recorded", extra={"vote_id": vote_id, "decision": decision})
     return ApprovalResult(proposal.id, vote_id, ProposalState.APPROVAL_REQUIRED, False, missing)

@@ -108,7 +108,8 @@ def _missing(progress: pol.PolicyProgress) -> str | None:
 def _refusal_words(code: str, ballot: Ballot, standing: pol.Standing, viewer_id: str) -> str:
     if code == "approval_not_eligible":
         who = "; ".join(
-            f"{p.policy.label}: " + ", ".join(f"{f.factor.label} ({eligibility_words(f.factor.eligibility)})" for f in p.factors)
+            f"{p.policy.label}: "
+            + ", ".join(f"{f.factor.label} ({eligibility_words(f.factor.eligibility)})" for f in p.factors)
             for p in standing.alternatives
         )
         return f"You are not eligible for any part of this approval. Who may approve: {who}."
