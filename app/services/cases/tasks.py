@@ -13,6 +13,7 @@ from app.domain.digests import json_digest
 from app.domain.errors import ApiError
 from app.models import ActionProposal, HumanTask, HumanTaskClaim, OperatorUser, move_row
 from app.services.lifecycle.maker_lookup import approval_verdict
+from app.services.lifecycle.votes import NOT_ELIGIBLE, REFUSALS, eligibility_refusal
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 APPROVAL_RESPONSE_SCHEMA = {
@@ -107,7 +108,8 @@ def claim_task(task_id: str, operator: OperatorUser) -> HumanTask:
 
     Raises:
         ApiError: 404 ``task_not_found``; 403 ``maker_checker_violation`` for one of
-            the proposal's makers (FOUR-1); 409 ``task_not_claimable`` when it is
+            the proposal's makers (FOUR-1); 403 ``approval_not_eligible`` for one no
+            factor of its approval policies admits (POL-1); 409 ``task_not_claimable`` when it is
             claimed by someone else, completed or cancelled.
     """
     with unit_of_work() as uow:
@@ -117,6 +119,8 @@ def claim_task(task_id: str, operator: OperatorUser) -> HumanTask:
             allowed = approval_verdict(uow.session, proposal, operator)
             if not allowed:
                 raise ApiError(403, "maker_checker_violation", allowed.reason)
+            if eligibility_refusal(uow.session, proposal, operator) is not None:  # POL-1
+                raise ApiError(403, NOT_ELIGIBLE, REFUSALS[NOT_ELIGIBLE][1])
         if task.state == TaskState.CLAIMED and task.assigned_operator_id == operator.id:
             return task
         if not move_row(uow.session, task, TaskMove.CLAIM, values={"assigned_operator_id": operator.id}):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import func, select, tuple_
@@ -18,8 +18,8 @@ from app.domain.case_states import OPEN_CORRECTION_STATES
 from app.domain.attempts import attempt_status
 from app.domain.clock import utcnow
 from app.domain.maker_checker import Verdict
-from app.domain.proposal.makers import appeal_verdict
-from app.domain.proposal.offers import Offers, offers
+from app.domain.proposal.makers import appeal_verdict, makers as maker_ids
+from app.domain.proposal.offers import Offer, Offers, offers
 from app.domain.states import ProposalState
 from app.extensions import db
 from app.models import (
@@ -38,6 +38,7 @@ from app.models import (
 )
 from app.services.lifecycle.cancel_scheduled import cancel_facts
 from app.services.lifecycle.maker_lookup import facts_of, is_a_maker
+from app.services.read.approval_votes import VotePanel, vote_panel
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.reversals import active_reversal
 from app.services.read.list_columns import list_row_options
@@ -178,6 +179,7 @@ class ProposalDetail:
     actors: dict[str, str] = field(default_factory=dict)
     audit_total: int = 0
     attempt_statuses: dict[str, str] = field(default_factory=dict)  # attempt id -> finished|in_flight|abandoned
+    votes: VotePanel | None = None  # the approval's votes in words, while it awaits approval (POL-1..3)
 
     @property
     def last_failure(self) -> ConnectionAttempt | None:
@@ -237,24 +239,33 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
     actors = operator_names(actor_ids)
     made_by = facts_of(db.session, proposal)
     reversal = active_reversal(db.session, proposal.id) if proposal.temporary else None
+    shown = offers(
+        delivery_of(proposal),
+        operator_id=operator.id,
+        roles=operator.roles,
+        facts=made_by,
+        now=utcnow(),
+        task_state=task.state if task else None,
+        task_assignee_id=task.assigned_operator_id if task else None,
+        cancel=cancel_facts(db.session, proposal, made_by) if proposal.not_before else None,
+        temporary=bool(proposal.temporary),
+        reversal=delivery_of(reversal) if reversal is not None else None,
+    )
+    votes = None
+    if shown.decide.shown and not proposal.bulk_batch_id:  # POL-1..3: the policy, progress and votes
+        votes = vote_panel(operator, proposal, maker_ids(made_by), db.session)
+        if shown.decide.allowed and votes.refusal:
+            shown = replace(shown, decide=Offer(True, False, votes.refusal))
+        if shown.claim.allowed and votes.refusal_code == "approval_not_eligible":
+            shown = replace(shown, claim=Offer(True, False, votes.refusal))
     return ProposalDetail(
         proposal=proposal,
         report=proposal.report,
         approval=approval,
         approver=None,
         task=task,
-        offers=offers(
-            delivery_of(proposal),
-            operator_id=operator.id,
-            roles=operator.roles,
-            facts=made_by,
-            now=utcnow(),
-            task_state=task.state if task else None,
-            task_assignee_id=task.assigned_operator_id if task else None,
-            cancel=cancel_facts(db.session, proposal, made_by) if proposal.not_before else None,
-            temporary=bool(proposal.temporary),
-            reversal=delivery_of(reversal) if reversal is not None else None,
-        ),
+        votes=votes,
+        offers=shown,
         attempts_by_cycle=by_cycle,
         receipts=list(reversed(proposal.receipts)),
         audit=audit,

@@ -262,7 +262,9 @@ def decide(proposal_id: str):
         raise_for_json(error)  # REV-5: a JSON client gets JSON, maker/checker included
         return _render_detail(_detail_or_404(proposal_id), decision_form=form, error=error, status=error.status)
     action = label("action", detail.proposal.action_code)
-    if result.state == ProposalState.APPROVED:
+    if result.state == ProposalState.APPROVAL_REQUIRED:  # a vote that does not decide it yet (POL-1)
+        flash(f"Your vote on “{action}” is recorded. It still waits: {result.missing}.", "ok")
+    elif result.state == ProposalState.APPROVED:
         flash(f"You approved “{action}”. It is queued for delivery; this page follows it.", "follows")
     else:
         flash(f"You rejected “{action}”. Nothing will be sent.", "ok")
