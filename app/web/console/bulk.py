@@ -139,8 +139,9 @@ class _Refusal(Exception):
 
 
 def _step(batch_id: str, form, call, done: str):
-    """Run one service call for a POST step; 303 back to the batch on success. An
-    unknown batch is 404 whichever step is asked."""
+    """Run one service call for a POST step; 303 back to the batch on success, with
+    `done` flashed (text, or a function of the call's result). An unknown batch is
+    404 whichever step is asked."""
     try:
         _check_control(batch_id, form)
         result = call(form)
