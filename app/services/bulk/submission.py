@@ -39,6 +39,7 @@ from app.models import (
 )
 from app.models.statements import insert_rows
 from app.services.bulk.actions import BulkAction, load_action
+from app.services.bulk.batch_votes import record_route
 from app.services.bulk.dry_runs import operator_cap
 from app.services.bulk.item_proposals import ItemCase, item_proposal, mapped_item
 from app.services.cases.snapshot import decision_json, report_json
@@ -183,6 +184,7 @@ def submit_batch(operator: OperatorUser, batch_id: str, dry_run_digest: str) -> 
         session.execute(update(BulkItem), links)
         digest = batch_digest(batch.id, batch.decision_code, [p["payload_digest"] for p in proposals])
         expiry = min((p["expires_at"] for p in proposals), default=now)
+        record_route(session, batch)  # POL-3: the policies its approval needs
         if not move_row(session, batch, BatchMove.SUBMIT, values=dict(
                 batch_digest=digest, submitted_at=now, report_id=case.id, expires_at=expiry)):
             raise ApiError(409, "bulk_batch_not_submittable", "This bulk action changed meanwhile; reload it.")

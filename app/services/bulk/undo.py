@@ -53,6 +53,7 @@ from app.models import (
     move_row,
     new_id,
 )
+from app.services.bulk.batch_votes import record_route
 from app.services.bulk.dry_runs import check_reason
 from app.services.bulk.submission import load_batch
 from app.services.lifecycle.action_targets import destination_of, load_action_component
@@ -246,6 +247,7 @@ def _start(uow, operator: OperatorUser, batch_id: str, reason: str) -> str:
     undo = session.get(BulkBatch, undo_id)
     digest = batch_digest(undo_id, undo.decision_code, [p["payload_digest"] for p in proposals])
     expiry = min(p["expires_at"] for p in proposals)
+    record_route(session, undo)  # POL-3: the policies its approval needs
     if not move_row(session, undo, BatchMove.SUBMIT, values=dict(batch_digest=digest, submitted_at=now,
                                                                  expires_at=expiry)):
         raise ApiError(409, "bulk_undo_already_open", "This undo changed meanwhile; reload it.")

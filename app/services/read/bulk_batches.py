@@ -10,7 +10,7 @@ of items: rows are joined or grouped, never loaded one by one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -144,6 +144,7 @@ class BatchDetail:
     undoes_reference: str | None = None  # the public reference of the batch this undo undoes
     undo: dict[str, Any] = field(default_factory=dict)  # proposal id -> UndoMark of the page's items (REV-4)
     now: Any = None
+    approval: Any = None  # batch_votes.BatchApproval once submitted (POL-3)
 
     @property
     def finished(self) -> bool:
@@ -310,6 +311,16 @@ def _offers(batch: BulkBatch, operator: OperatorUser, makers: set[str] | None, u
     return BatchOffers(submit, decide, pause, resume, cancel, undo)
 
 
+def _policy_offer(batch: BulkBatch, approval, operator: OperatorUser) -> Offer:
+    """Approve or reject under a policy other than the default (POL-2): shown with
+    buttons only when the viewer may vote."""
+    if batch.expires_at <= utcnow():
+        return Offer(True, False, "This batch's authorization expired; start a new dry run.")
+    if approval.may_approve or approval.may_reject:
+        return Offer(True, True)
+    return Offer(True, False, approval.refusal or "")
+
+
 def batch_digest_of(operator: OperatorUser, batch_id: str) -> tuple[bool, str | None]:
     """(whether `batch_id` names a batch of the operator's installation, its batch
     digest or None before submission); one query."""
@@ -368,6 +379,14 @@ def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, dr
     undoes_reference = db.session.scalar(select(BulkBatch.public_reference).where(
         BulkBatch.id == batch.undoes_batch_id)) if batch.undoes_batch_id else None
     drift = drift_of(batch, drift_limit) if with_drift and batch.state == BatchState.SUBMITTED else None
+    offers = _offers(batch, operator, makers, undone=bool(undone_by))
+    approval = None
+    if batch.batch_digest is not None:
+        from app.services.bulk.batch_votes import approval_panel
+
+        approval = approval_panel(db.session, batch, operator, makers, utcnow())
+        if not approval.default and batch.state == BatchState.SUBMITTED:
+            offers = replace(offers, decide=_policy_offer(batch, approval, operator))
     return BatchDetail(
         batch=batch,
         maker_name=names.get(batch.maker_id, batch.maker_id),
@@ -377,10 +396,11 @@ def batch_detail(operator: OperatorUser, batch_id: str, *, after: Any = None, dr
         next_after=next_after,
         progress=progress_of(batch),
         drift=drift,
-        offers=_offers(batch, operator, makers, undone=bool(undone_by)),
+        offers=offers,
         undone_by=undone_by,
         undoes_reference=undoes_reference,
         undo=undo_marks(i.proposal_id for i in items if i.proposal_id),
         now=utcnow(),
+        approval=approval,
     )
 

@@ -139,16 +139,17 @@ class _Refusal(Exception):
 
 
 def _step(batch_id: str, form, call, done: str):
-    """Run one service call for a POST step; 303 back to the batch on success. An
-    unknown batch is 404 whichever step is asked."""
+    """Run one service call for a POST step; 303 back to the batch on success, with
+    `done` flashed (text, or a function of the call's result). An unknown batch is
+    404 whichever step is asked."""
     try:
         _check_control(batch_id, form)
-        call(form)
+        result = call(form)
     except _Refusal as refusal:
         return _refused(batch_id, refusal.error)
     except ApiError as error:
         return _refused(batch_id, error)
-    flash(done, "ok")
+    flash(done(result) if callable(done) else done, "ok")
     return redirect(url_for("console.bulk_batch", batch_id=batch_id), code=303)
 
 
@@ -169,7 +170,8 @@ def bulk_approve(batch_id: str):
     from app.services.bulk.batch_approval import approve_batch
 
     return _step(batch_id, DigestForm(), lambda f: approve_batch(current_user, batch_id, f.digest.data),
-                 "Approved: its items are queued for delivery; this page follows them.")
+                 lambda result: f"Your approval is recorded; the policy still waits: {result['waiting']}."
+                 if "waiting" in result else "Approved: its items are queued for delivery; this page follows them.")
 
 
 @bp.route("/bulk/<batch_id>/reject", methods=["POST"])
@@ -180,7 +182,8 @@ def bulk_reject(batch_id: str):
 
     return _step(batch_id, RejectForm(),
                  lambda f: reject_batch(current_user, batch_id, f.digest.data, f.reason.data or ""),
-                 "Rejected: nothing will be sent.")
+                 lambda result: "Your rejection is recorded; it does not veto the batch yet."
+                 if result == "recorded" else "Rejected: nothing will be sent.")
 
 
 def _controls():
