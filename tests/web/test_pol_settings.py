@@ -175,6 +175,8 @@ def test_pol1_an_operators_team_and_attributes_are_a_four_eyes_change(app, clien
     response = post(client, url, csrf, team="trust-leads", attributes="level=lead\nregion = eu")
     [change] = pending_changes()
     assert response.status_code == 303 and change.kind == "operator.attributes"
+    assert change.summary == f"Team and attributes of {reviewer.display_name} <{reviewer.email}>: trust-leads;" \
+        " level=lead, region=eu"
     assert change.content == {"operator_id": reviewer.id, "team": "trust-leads",
                               "attributes": {"level": "lead", "region": "eu"}}
     assert (operator(reviewer.id).team, operator(reviewer.id).attributes) == (None, {})

@@ -24,7 +24,11 @@ def _operator(session, installation_id: str, operator_id: Any) -> OperatorUser:
 
 def _current(session, installation_id: str, content: dict[str, Any]) -> dict[str, Any]:
     operator = _operator(session, installation_id, content["operator_id"])
-    return {"team": operator.team, "attributes": dict(operator.attributes or {})}
+    return {
+        "account": f"{operator.display_name} <{operator.email}>",
+        "team": operator.team,
+        "attributes": dict(operator.attributes or {}),
+    }
 
 
 def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
@@ -46,7 +50,8 @@ def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _sec
 
 def _summary(content: dict[str, Any], current: dict[str, Any] | None) -> str:
     pairs = ", ".join(f"{k}={v}" for k, v in sorted(content["attributes"].items())) or "no attributes"
-    return f"Operator team {content['team'] or '(none)'} and {pairs}"
+    account = (current or {}).get("account", "an operator")
+    return f"Team and attributes of {account}: {content['team'] or 'no team'}; {pairs}"
 
 
 OPERATOR_ATTRIBUTES = ChangeType(
