@@ -55,6 +55,8 @@ class ChangeKind(StrEnum):
     BULK_CAP = "bulk.cap"  # BULK-5: items per batch for a role
     OPERATOR_SECOND_FACTOR_RESET = "operator.second_factor_reset"  # OPS-2
     SSO_MAPPING = "sso.mapping"  # OPS-1: which identity-provider groups give which roles
+    APPROVAL_SETTINGS = "approval.settings"  # POL-1, POL-3: who must approve which actions
+    OPERATOR_ATTRIBUTES = "operator.attributes"  # POL-1: an operator's team and attributes (eligibility)
 
 
 K = ChangeKind
@@ -84,6 +86,9 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.bulk_cap_set": (K.BULK_CAP,),
     "admin.user_second_factor_reset": (K.OPERATOR_SECOND_FACTOR_RESET,),
     "admin.sso_mapping_set": (K.SSO_MAPPING,),
+    "admin.approval_settings_set": (K.APPROVAL_SETTINGS,),
+    "admin.user_attributes": (K.OPERATOR_ATTRIBUTES,),
+    "cli:approval-settings": (K.APPROVAL_SETTINGS,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
     "cli:bulk-cap": (K.BULK_CAP,),
 }
@@ -218,6 +223,13 @@ ALWAYS: dict[ChangeKind, str] = {
     K.SSO_MAPPING: (
         "It changes which identity-provider groups give which roles: who may sign in through single sign-on,"
         " and with what power."
+    ),
+    K.APPROVAL_SETTINGS: (
+        "It changes the approval policies and routes: how many people, and who, must approve which actions"
+        " before they are sent."
+    ),
+    K.OPERATOR_ATTRIBUTES: (
+        "It changes an operator's team or attributes: which approval factors they may count for."
     ),
 }
 

@@ -282,6 +282,34 @@ def case_sso_mapping(client, csrf, world):
     return observe, lambda: post(client, "/admin/sso", csrf, mapping="ts-admins = admin")
 
 
+def case_approval_settings(client, csrf, world):
+    """POL-3: who must approve which actions waits for a second admin."""
+    from app.domain.approval_policy import DEFAULT_SETTINGS, settings_to_json
+    from app.services.admin.approval_policies import settings_in_force
+
+    document = settings_to_json(DEFAULT_SETTINGS)
+    document["routes"] = []  # protected subjects and irreversible actions: one reviewer
+
+    def observe():
+        db.session.rollback()
+        return settings_in_force(world.installation_id)
+
+    return observe, lambda: post(client, "/admin/approvals", csrf, settings=json.dumps(document))
+
+
+def case_operator_attributes(client, csrf, world):
+    """POL-1: an operator's team and attributes decide which factors they count for."""
+    reviewer = world.user("reviewer")
+
+    def observe():
+        db.session.rollback()
+        row = db.session.get(OperatorUser, reviewer.id)
+        return row.team, dict(row.attributes or {})
+
+    url = f"/admin/users/{reviewer.id}/attributes"
+    return observe, lambda: post(client, url, csrf, team="trust-leads", attributes="level=lead")
+
+
 CASES = {
     ChangeKind.WORKFLOW_CREATE: case_workflow_create,
     ChangeKind.WORKFLOW_VERSION: case_workflow_version,
@@ -303,6 +331,8 @@ CASES = {
     ChangeKind.BULK_CAP: case_bulk_cap,
     ChangeKind.SSO_MAPPING: case_sso_mapping,
     ChangeKind.OPERATOR_SECOND_FACTOR_RESET: case_operator_second_factor_reset,
+    ChangeKind.APPROVAL_SETTINGS: case_approval_settings,
+    ChangeKind.OPERATOR_ATTRIBUTES: case_operator_attributes,
 }
 
 

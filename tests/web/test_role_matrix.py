@@ -128,6 +128,9 @@ ROUTES = [
     ("POST", "/admin/bulk-caps", {"admin"}),  # without a role: 400
     ("GET", "/admin/sso", {"admin", "auditor"}),  # OPS-1
     ("POST", "/admin/sso", {"admin"}),  # without a mapping: the same empty mapping, nothing stored
+    ("GET", "/admin/approvals", {"admin", "auditor"}),  # POL-3
+    ("POST", "/admin/approvals", {"admin"}),  # without a document: 400 approval_settings_invalid
+    ("POST", "/admin/users/{operator_id}/attributes", {"admin"}),  # POL-1: nothing to change, or a pending change
     ("GET", "/admin/erasure", {"admin", "auditor"}),  # OPS-4
     ("POST", "/admin/erasure", {"admin"}),  # without a subject: 400, nothing stored
     ("POST", "/admin/erasure-retention", {"admin"}),  # without days or reason: 400

@@ -59,6 +59,9 @@ class ComponentSpec:
         input_schema, output_schema: JSON Schemas as JSON text (at most 100,000
             characters each).
         approval_mode: ``human`` (maker/checker) or ``bounded_auto``.
+        irreversible: whether the action cannot be undone (no compensation exists,
+            POL-5): routed by default to a stronger approval policy, and said so
+            on the approval panel.
     """
 
     implementation_kind: str
@@ -67,6 +70,7 @@ class ComponentSpec:
     input_schema: str
     output_schema: str
     approval_mode: str
+    irreversible: bool = False
 
 
 def local_ref_problems(schema: dict[str, Any]) -> list[str]:
@@ -184,7 +188,7 @@ def clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> di
         ApiError: 400 ``component_implementation_kind_invalid``,
             ``component_operation_invalid``, ``connection_version_invalid``,
             ``component_input_schema_invalid``, ``component_output_schema_invalid``,
-            ``approval_policy_invalid``.
+            ``approval_policy_invalid``, ``component_irreversible_invalid``.
     """
     if spec.implementation_kind not in IMPLEMENTATION_KINDS:
         raise ApiError(
@@ -225,6 +229,8 @@ def clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> di
     output_schema = usable_schema(spec.output_schema, "output")
     if spec.approval_mode not in APPROVAL_MODES:
         raise ApiError(400, "approval_policy_invalid", "The approval policy is human or bounded_auto.", "approval_mode")
+    if not isinstance(spec.irreversible, bool):
+        raise ApiError(400, "component_irreversible_invalid", "Irreversible is true or false.", "irreversible")
     return {
         "implementation_kind": spec.implementation_kind,
         "implementation_reference": reference,
@@ -232,6 +238,7 @@ def clean_spec(spec: ComponentSpec, installation_id: str, uow: UnitOfWork) -> di
         "input_schema": input_schema,
         "output_schema": output_schema,
         "approval_policy": {"mode": spec.approval_mode},
+        "irreversible": spec.irreversible,  # POL-5
     }
 
 
@@ -284,6 +291,7 @@ def spec_content(spec: ComponentSpec) -> dict[str, Any]:
         "input_schema": parse_schema(spec.input_schema, "input"),
         "output_schema": parse_schema(spec.output_schema, "output"),
         "approval_mode": spec.approval_mode,
+        "irreversible": bool(spec.irreversible),  # POL-5: part of the version, so of the change's digest
     }
 
 
@@ -300,5 +308,6 @@ def content_columns(uow: UnitOfWork, installation_id: str, content: dict[str, An
         input_schema=canonical_json(content["input_schema"]),
         output_schema=canonical_json(content["output_schema"]),
         approval_mode=content["approval_mode"],
+        irreversible=content.get("irreversible", False),  # a change stored before POL-5 declares nothing
     )
     return clean_spec(spec, installation_id, uow)

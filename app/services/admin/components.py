@@ -46,6 +46,7 @@ class ComponentVersionView:
     input_schema: Any
     output_schema: Any
     approval_mode: str | None
+    irreversible: bool  # POL-5
     retired_at: datetime | None
     created_at: datetime
 
@@ -80,6 +81,7 @@ def _view(version: ComponentVersion, labels: dict[str, str]) -> ComponentVersion
         input_schema=version.input_schema,
         output_schema=version.output_schema,
         approval_mode=version.approval_policy.get("mode"),
+        irreversible=bool(version.irreversible),
         retired_at=version.retired_at,
         created_at=version.created_at,
     )
@@ -143,6 +145,7 @@ def _audit_details(version: ComponentVersion) -> dict[str, Any]:
         "implementation_reference": version.implementation_reference,
         "connection_version_id": version.connection_version_id,
         "approval_policy": version.approval_policy,
+        "irreversible": bool(version.irreversible),
     }
 
 
@@ -188,6 +191,7 @@ def _current_version(session, installation_id: str, content: dict[str, Any]) -> 
             "input_schema": latest.input_schema,
             "output_schema": latest.output_schema,
             "approval_mode": latest.approval_policy.get("mode"),
+            "irreversible": bool(latest.irreversible),
         }
     return current
 
@@ -210,10 +214,15 @@ def _apply_version(uow: UnitOfWork, context: ApplyContext, content: dict[str, An
     return {"definition_id": definition.id, "version_id": version.id}
 
 
+def _modes(content: dict[str, Any]) -> str:
+    """"human" or "human, irreversible" (POL-5) for a change's one-line summary."""
+    return content["approval_mode"] + (", irreversible" if content.get("irreversible") else "")
+
+
 COMPONENT_CREATE = ChangeType(
     kind=ChangeKind.COMPONENT_CREATE,
     subject_type="component_definition",
-    summary=lambda content, current: f"New component {content['name']!r} ({content['approval_mode']})",
+    summary=lambda content, current: f"New component {content['name']!r} ({_modes(content)})",
     apply=_apply_create,
     names=name_component_side,
 )
@@ -223,7 +232,7 @@ COMPONENT_VERSION = ChangeType(
     subject="definition_id",
     current=_current_version,
     summary=lambda content, current: (
-        f"Component {current['component']!r}: version {current['version'] + 1} ({content['approval_mode']})"
+        f"Component {current['component']!r}: version {current['version'] + 1} ({_modes(content)})"
     ),
     apply=_apply_version,
     names=name_component_side,

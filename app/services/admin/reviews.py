@@ -29,6 +29,7 @@ from app.extensions import db
 from app.models import ConfigChange, OperatorUser
 from app.secret_box import UnreadableSecret
 from app.services.admin import (
+    approval_policies,
     budgets,
     bulk_caps,
     components,
@@ -38,6 +39,7 @@ from app.services.admin import (
     label_settings,
     mfa,
     operator_changes,
+    operator_teams,
     operators,
     sso_mapping,
     token_changes,
@@ -71,6 +73,8 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         bulk_caps.BULK_CAP,
         mfa.SECOND_FACTOR_RESET,
         sso_mapping.SSO_MAPPING,
+        approval_policies.APPROVAL_SETTINGS,
+        operator_teams.OPERATOR_ATTRIBUTES,
     )
 }
 MAX_REASON = 2000
@@ -160,6 +164,8 @@ def _owned(session, installation_id: str, change_id: Any) -> ConfigChange:
 
 
 def _verdict(viewer: OperatorUser, change: ConfigChange) -> Verdict:
+    if change.kind == ChangeKind.OPERATOR_ATTRIBUTES.value and viewer.id == change.subject_id:  # POL-1
+        return Verdict(False, "This change sets your own team or attributes; another admin must approve it.")
     subject = change.subject_id if change.kind == ChangeKind.OPERATOR_ROLES.value else None
     return change_approver_verdict(viewer.id, viewer.roles, change.proposed_by, subject)
 

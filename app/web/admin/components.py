@@ -28,6 +28,7 @@ def _spec(form: ComponentVersionForm) -> service.ComponentSpec:
         input_schema=form.input_schema.data,
         output_schema=form.output_schema.data,
         approval_mode=form.approval_mode.data,
+        irreversible=bool(form.irreversible.data),
     )
 
 
@@ -56,6 +57,7 @@ def _version_form_for(listing: service.ComponentListing) -> ComponentVersionForm
         input_schema=pretty_json(latest.input_schema),
         output_schema=pretty_json(latest.output_schema),
         approval_mode=latest.approval_mode,
+        irreversible=latest.irreversible,
     )
 
 

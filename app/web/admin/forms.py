@@ -16,6 +16,7 @@ from wtforms import (
     TextAreaField,
 )
 from wtforms.fields.choices import SelectChoice
+from wtforms.validators import Length
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from app.models.components import IMPLEMENTATION_KINDS
@@ -129,6 +130,10 @@ class ComponentVersionForm(ConsoleForm):
         ],
         validate_choice=False,
     )
+    irreversible = BooleanField(
+        "Irreversible: this action cannot be undone (no compensation exists)",
+        description="Said on the approval panel; by default such actions need two reviewers (POL-5).",
+    )
 
 
 class ComponentForm(ComponentVersionForm):
@@ -189,3 +194,18 @@ class ChangeApproveForm(ConsoleForm):
 
 class ChangeRejectForm(ConsoleForm):
     reason = TextAreaField("Reason (3–2,000 characters, shown in the history)")
+
+
+class AttributesForm(ConsoleForm):
+    """An operator's team and attributes (POL-1): what approval eligibility reads."""
+
+    team = StringField("Team", description="One word, e.g. trust-leads; empty for none.", validators=[Length(max=200)])
+    attributes = TextAreaField(
+        "Attributes", description="key=value, one per line (e.g. level=lead); at most 10.", validators=[Length(max=5000)]
+    )
+
+
+class ApprovalSettingsForm(ConsoleForm):
+    """The whole approval settings document as JSON (POL-1, POL-3)."""
+
+    settings = TextAreaField("Approval settings (JSON)", validators=[Length(max=200_000)])

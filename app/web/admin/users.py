@@ -6,7 +6,8 @@ from flask import flash, redirect, render_template, url_for
 from flask_login import current_user, login_user
 
 from app.domain.errors import ApiError
-from app.services.admin import invitations, mfa
+from app.domain.approval_settings import attributes_text
+from app.services.admin import invitations, mfa, operator_teams
 from app.services.admin import operators as service
 from app.services.admin.changes import PendingChange
 
@@ -14,7 +15,7 @@ from ..decorators import role_required
 from .blueprint import bp
 from .changes import answer_pending
 from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, raise_if_not_found, refused
-from .forms import ActionForm, RolesForm, UserForm
+from .forms import ActionForm, AttributesForm, RolesForm, UserForm
 
 
 def _list_page(form=None, error=None, status=200):
@@ -24,13 +25,17 @@ def _list_page(form=None, error=None, status=200):
     return render_template("admin/users.html", rows=rows, invited=invited, form=form, error=error), status
 
 
-def _detail_page(operator_id: str, form=None, error=None, status=200):
+def _detail_page(operator_id: str, form=None, error=None, status=200, attributes_form=None):
     operator = service.operator_detail(current_user.installation_id, operator_id)
     form = form or RolesForm(formdata=None, roles=sorted(operator.roles))
+    attributes_form = attributes_form or AttributesForm(
+        formdata=None, team=operator.team or "", attributes=attributes_text(operator.attributes)
+    )
     return render_template(
         "admin/user.html",
         u=operator,
         form=form,
+        attributes_form=attributes_form,
         action_form=ActionForm(),
         invitation=invitations.invitation_status(operator.id),
         mail_configured=invitations.mail_configured(),
@@ -145,3 +150,22 @@ def user_invitation(operator_id: str):
     else:
         flash(outcome.get("invitation_mail_failed", "The invitation could not be mailed."), "error")
     return redirect(url_for("admin.user", operator_id=operator_id), code=303)
+
+
+@bp.route("/users/<operator_id>/attributes", methods=["POST"])
+@role_required(*EDIT_ROLES)
+def user_attributes(operator_id: str):
+    """Propose a user's team and attributes (POL-1): a change for a second admin (FOUR-2)."""
+    form = AttributesForm()
+    if not form.validate():
+        return _detail_page(operator_id, error=form_invalid(), status=400, attributes_form=form)
+    try:
+        outcome = operator_teams.propose_operator_attributes(
+            current_user, operator_id, team=form.team.data, attributes=form.attributes.data
+        )
+    except ApiError as error:
+        return _detail_page(operator_id, error=error, status=error.status, attributes_form=refused(form, error))
+    if outcome is None:
+        flash("Nothing to change: the team and attributes are those already.", "ok")
+        return redirect(url_for("admin.user", operator_id=operator_id), code=303)
+    return answer_pending(outcome)

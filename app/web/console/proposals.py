@@ -23,6 +23,7 @@ from app.services.read import console as readmodels
 from app.services.read.component_choices import action_components
 from app.services.read import review as reviews
 from app.services.read.approving import approving
+from app.services.read.reversibility import irreversible_note
 from app.services.read.temporary_actions import temporary_view
 from app.web.errors import raise_for_json
 from app.web.formatting import pretty_json
@@ -131,6 +132,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         error=error,
         poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
         approving=approving([p], label) if detail.offers.decide.shown else {},  # FOUR-5
+        irreversible=irreversible_note(p) if detail.offers.decide.shown else None,  # POL-5
     ), status
 
 
