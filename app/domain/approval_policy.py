@@ -172,7 +172,10 @@ def assign(policy: Policy, approvers: Iterable[Approver]) -> dict[str, tuple[str
 
     Returns factor key → approver ids counted for it.
     """
-    slots = [(f.key, i) for f in policy.factors for i in range(f.count)]
+    # The most specific factors first, so that a lead who approves alone is shown as the
+    # lead ("0 of 1 peer, 1 of 1 lead"), not as a peer; the matching's size is the same.
+    specific = sorted(policy.factors, key=lambda f: -(len(f.eligibility.attributes) + bool(f.eligibility.teams)))
+    slots = [(f.key, i) for f in specific for i in range(f.count)]
     factor_of = {f.key: f for f in policy.factors}
     holder: dict[tuple[str, int], Approver] = {}
 

@@ -121,7 +121,7 @@ def test_pol_2_a_vote_for_an_earlier_batch_digest_does_not_count(app, team, peop
     vote = db.session.scalar(select(ApprovalVote.id).where(ApprovalVote.batch_id == batch.id))
     set_row(ApprovalVote, vote, payload_digest="sha256:earlier", batch_digest="sha256:earlier")
     waiting = approve_batch(lead, batch.id, batch.batch_digest)
-    assert waiting["waiting"] == "A peer and a lead: 1 of 1 peer, 0 of 1 lead"  # the lead alone counts once
+    assert waiting["waiting"] == "A peer and a lead: 0 of 1 peer, 1 of 1 lead"  # the lead alone counts once, as the lead
     detail = batch_detail(lead, batch.id, with_drift=False)
     assert [v.not_counting for v in detail.approval.votes] == ["bound to an earlier batch digest", None]
     assert approve_batch(peer, batch.id, batch.batch_digest)["approved"] == LARGE
@@ -151,7 +151,7 @@ def test_pol_2_an_expired_vote_stops_counting(app, team, people, clock):
     approve_batch(peer, batch.id, batch.batch_digest)
     clock.advance(seconds=3601)
     waiting = approve_batch(lead, batch.id, batch.batch_digest)
-    assert waiting["waiting"] == "A peer and a lead: 1 of 1 peer, 0 of 1 lead"  # the lead alone counts once
+    assert waiting["waiting"] == "A peer and a lead: 0 of 1 peer, 1 of 1 lead"  # the lead alone counts once, as the lead
     assert _unchanged(batch.id) == (2, "submitted", LARGE)
     detail = batch_detail(lead, batch.id, with_drift=False)
     assert [v.not_counting for v in detail.approval.votes] == ["expired", None]
