@@ -186,6 +186,10 @@ def queue_notices(uow: UnitOfWork, proposal: ActionProposal) -> int:
     """
     from app.services.approval_routing import current_settings
 
+    from app.domain.states import ProposalState
+
+    if proposal.bulk_batch_id or proposal.state != ProposalState.APPROVAL_REQUIRED:
+        return 0  # a batch's items are approved with their batch; nothing waits otherwise
     session = uow.session
     channels = []
     if mail_on():
@@ -210,7 +214,8 @@ def queue_notices(uow: UnitOfWork, proposal: ActionProposal) -> int:
             added += 1
     if added:
         session.flush()
-        uow.after_commit(lambda: enqueue_notice_job(proposal.id))
+        subject_id = proposal.id
+        uow.after_commit(lambda: enqueue_notice_job(subject_id))
     return added
 
 

@@ -238,3 +238,18 @@ def test_pol7_a_webhook_without_a_signing_secret_is_not_sent(app, world, httpser
     row = notice_rows(proposal.id)[0]
     assert row.attempts == 1 and "NOTIFY_WEBHOOK_SECRET" in row.last_error
     assert httpserver.log == []
+
+
+def test_pol7_a_proposal_decided_before_its_notices_went_out_sends_none(app, world, smtp):
+    """POL-7: a notice whose proposal no longer waits for approval is not sent; it is
+    closed with the reason."""
+    from ..builders import approve
+
+    proposal = decide_report(world)
+    assert notice_rows(proposal.id)
+    approve(world, proposal)
+    assert notices.send_pending_notices() == 0
+    assert {(n.state, n.last_error) for n in notice_rows(proposal.id)} == {
+        ("failed", "the proposal no longer waits for approval")
+    }
+    assert smtp.recipients() == []
