@@ -248,12 +248,14 @@ class NoticeContent:
     link: str
 
     def text(self) -> str:
+        """The e-mail's body."""
         return (
             f"An action waits for your approval: {self.action} on {self.subject}.\n\n"
             f"Open it: {self.link}\n"
         )
 
     def document(self, notice: ApprovalNotice) -> dict:
+        """The webhook's JSON document (nothing beyond the subject, action, link and ids)."""
         return {
             "type": "approval.waiting",
             "notice_id": notice.id,
