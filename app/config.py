@@ -220,6 +220,9 @@ class Config:
         self.MAIL_PORT = int(os.environ.get("MAIL_PORT", "25"))
         self.MAIL_SENDER = os.environ.get("MAIL_SENDER", "console@localhost")
         self.MAIL_STARTTLS = env_bool("MAIL_STARTTLS", False)
+        # POL-7: approvers' webhook notices (to the approval settings' notify_webhook_url) are
+        # signed with this Standard Webhooks secret ("whsec_..."); unset, none is sent.
+        self.NOTIFY_WEBHOOK_SECRET = os.environ.get("NOTIFY_WEBHOOK_SECRET") or None
         # The console's address as users reach it: the only base of a mailed invitation link
         # (never the request's host, which the sender chooses); validated, see public_url().
         self.PUBLIC_URL = public_url()

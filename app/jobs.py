@@ -56,6 +56,14 @@ def probe_connection_job(connection_id: str) -> str | None:
         return outcome.state if outcome else None
 
 
+def send_notices_job() -> int:
+    """Send the approval notices that are due (SPEC POL-7). Returns how many were sent."""
+    from app.services.approval_notices import send_pending_notices
+
+    with _job_context():
+        return send_pending_notices()
+
+
 def sweep_job() -> dict:
     """Run the periodic sweeps once (SPEC EVT-3)."""
     from dataclasses import asdict

@@ -38,6 +38,22 @@ def navigation() -> list[tuple[Section, bool]]:
     return [(s, endpoint.startswith(s.prefix)) for s in SECTIONS if may_open(s.endpoint)]
 
 
+def inbox_count() -> int:
+    """How many proposals wait for the signed-in operator's approval (POL-7): the
+    navigation's badge, one query per page (cached for the request)."""
+    from flask_login import current_user
+
+    from app.services.approval_notices import awaiting_count
+
+    if not current_user or not current_user.is_authenticated:
+        return 0
+    cache = request.environ  # per request (tests share one app context, so not g)
+    if "console.inbox_count" not in cache:
+        cache["console.inbox_count"] = awaiting_count(current_user)
+    return cache["console.inbox_count"]
+
+
 def register_navigation(app: Flask) -> None:
-    """Make ``navigation()`` available to every template (base.html's menu)."""
+    """Make ``navigation()`` and ``inbox_count()`` available to every template (base.html's menu)."""
     app.jinja_env.globals["navigation"] = navigation
+    app.jinja_env.globals["inbox_count"] = inbox_count

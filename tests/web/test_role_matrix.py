@@ -58,6 +58,7 @@ ROUTES = [
     ("POST", "/proposals/{proposal_id}/cancel", {"moderator", "reviewer", "admin"}),  # TEMP-4
     ("POST", "/proposals/{proposal_id}/temporary-change", {"moderator", "reviewer", "admin"}),  # TEMP-3
     ("GET", "/tasks", {"reviewer", "admin", "auditor"}),
+    ("GET", "/inbox", ALL),  # POL-7: a factor may admit any role
     ("POST", "/tasks/{task_id}/claim", {"reviewer"}),
     ("POST", "/tasks/{task_id}/release", {"reviewer"}),
     ("GET", "/reports", ALL),

@@ -64,6 +64,9 @@ def open_approval_task(
     )
     uow.session.add(task)
     uow.session.flush()
+    from app.services.approval_notices import queue_notices
+
+    queue_notices(uow, proposal)  # POL-7: its eligible approvers are told, through the outbox
     return task
 
 

@@ -57,6 +57,7 @@ class SweepCounts:
     bulk_batches_completed: int = 0
     bulk_batches_expired: int = 0
     retention_rows_erased: int = 0
+    approval_notices_sent: int = 0
 
 
 def due_query(now, limit: int = BATCH):
@@ -243,6 +244,13 @@ def expire_bulk_batches(now) -> int:
     return sum(1 for batch_id in ids if expire_batch(batch_id))
 
 
+def send_approval_notices(now) -> int:
+    """Send the approval notices that are due (POL-7): the catch-up for a lost job."""
+    from app.services.approval_notices import send_pending_notices
+
+    return send_pending_notices(now)
+
+
 def run_sweeps() -> SweepCounts:
     """Run every sweep once and record it for the operations screen."""
     started = utcnow()
@@ -260,6 +268,7 @@ def run_sweeps() -> SweepCounts:
         counts.deliveries_enqueued = enqueue_due_deliveries(utcnow())
         counts.probes_scheduled = schedule_overdue_probes(utcnow())  # OPS-7
         counts.retention_rows_erased = erase_due_retention(started)  # OPS-4
+        counts.approval_notices_sent = send_approval_notices(utcnow())  # POL-7: what a lost job left
         counts.audit_checkpoints_written = write_due_checkpoints()  # REC-4
     except Exception as exc:
         log.exception("sweep failed")

@@ -1,0 +1,24 @@
+"""The approver's inbox: what waits for the signed-in operator's approval (SPEC POL-7)."""
+
+from __future__ import annotations
+
+from flask import render_template
+from flask_login import current_user
+
+from app.domain.approval_policy import policies_of
+from app.domain.clock import utcnow
+from app.services.approval_notices import INBOX_LIMIT, awaiting
+from app.web.badges import age
+
+from ..decorators import role_required
+from .blueprint import bp
+
+
+@bp.route("/inbox")
+@role_required()  # any operator: a policy's factor may admit any role (POL-1)
+def inbox():
+    now = utcnow()
+    rows = awaiting(current_user, now)
+    waited = {p.id: age(max(int((now - p.created_at).total_seconds()), 0)) for p in rows}
+    policies = {p.id: " or ".join(policy.label for policy in policies_of(p.approval_route)) for p in rows}
+    return render_template("inbox/list.html", rows=rows, waited=waited, policies=policies, limit=INBOX_LIMIT)
