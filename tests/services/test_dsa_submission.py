@@ -144,6 +144,21 @@ def test_a_claimed_statement_is_not_sent_by_another_run(app, world, tdb):
     assert tdb.batches() == []
 
 
+def test_the_submitter_stays_under_the_rate_limit(app, world, tdb):
+    """DSA-3, CONN-2: with the database allowing 2 requests a second, a submitter
+    limited to 1 a second sends 3 batches without a 429 (without its limit the third
+    request of the same second would be refused)."""
+    pending_statements(world, 6)
+    tdb.per_second = 2
+    tdb.tokens.add("second-token")
+    unlimited = endpoint(tdb, rate_limit_per_second=None)
+    assert submit_pending(world.installation_id, unlimited, max_batches=3, batch_size=1).answers == [201, 201, 429]
+    limited = TdbEndpoint(base_url=tdb.base_url, token="second-token", rate_limit_per_second=1.0)
+    run = submit_pending(world.installation_id, limited, max_batches=3, batch_size=1)
+    assert run.answers == [201, 201, 201]
+    assert len(tdb.statements) == 5
+
+
 def test_a_wrong_token_sends_again_later(app, world, tdb):
     """DSA-3: a 401 changes no statement's state; the run stops and says why."""
     pending_statements(world, 3)

@@ -28,6 +28,7 @@ comes later and will build the endpoint from it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -62,14 +63,20 @@ class TdbEndpoint:
         rate_limit_per_second: requests a second to stay under (the database's limit
             is 200 per user; keep a margin).
         timeout_seconds: one request's whole time.
-        limiter_key: the shared rate-limit bucket (one per token).
+        limiter_key: the shared rate-limit bucket; by default one per token, as the
+            database counts requests per user.
     """
 
     base_url: str
     token: str
-    rate_limit_per_second: float = RATE_LIMIT_PER_SECOND / 2
+    rate_limit_per_second: float | None = RATE_LIMIT_PER_SECOND / 2
     timeout_seconds: float = 30.0
-    limiter_key: str = "tdb"
+    limiter_key: str | None = None
+
+    @property
+    def bucket(self) -> str:
+        """The rate-limit bucket every submitter with this token shares (CONN-2)."""
+        return self.limiter_key or "tdb:" + hashlib.sha256(self.token.encode()).hexdigest()[:24]
 
 
 @dataclass
@@ -92,7 +99,9 @@ class SubmissionRun:
     answers: list[int | None] = field(default_factory=list)
 
 
-def submit_pending(installation_id: str, endpoint: TdbEndpoint, *, max_batches: int = 1000) -> SubmissionRun:
+def submit_pending(
+    installation_id: str, endpoint: TdbEndpoint, *, max_batches: int = 1000, batch_size: int = BATCH_MAX
+) -> SubmissionRun:
     """Send `installation_id`'s pending statements until none is left or the
     database asks to wait (DSA-3).
 
@@ -100,6 +109,7 @@ def submit_pending(installation_id: str, endpoint: TdbEndpoint, *, max_batches: 
         installation_id: whose statements.
         endpoint: base URL, token and rate limit of the Transparency Database.
         max_batches: at most this many requests in this run.
+        batch_size: statements per request (at most `BATCH_MAX`, 100).
 
     Returns:
         The `SubmissionRun`; ``retry_after`` set when the caller should run again
@@ -107,10 +117,10 @@ def submit_pending(installation_id: str, endpoint: TdbEndpoint, *, max_batches: 
     """
     run = SubmissionRun()
     while run.batches < max_batches:
-        token, batch = _claim(installation_id)
+        token, batch = _claim(installation_id, max(1, min(batch_size, BATCH_MAX)))
         if not batch:
             break
-        slot = rate_limit.take_slot(endpoint.limiter_key, endpoint.rate_limit_per_second)
+        slot = rate_limit.take_slot(endpoint.bucket, endpoint.rate_limit_per_second)
         if not slot.taken:
             _release(token)
             run.retry_after, run.error = slot.wait_seconds, "tdb_rate_limited"
@@ -129,8 +139,8 @@ def submit_pending(installation_id: str, endpoint: TdbEndpoint, *, max_batches: 
     return run
 
 
-def _claim(installation_id: str) -> tuple[str, list[DsaStatement]]:
-    """Claim up to `BATCH_MAX` pending statements, oldest first (one guarded UPDATE)."""
+def _claim(installation_id: str, size: int) -> tuple[str, list[DsaStatement]]:
+    """Claim up to `size` pending statements, oldest first (one guarded UPDATE)."""
     token = new_id("tdbclaim")
     now = utcnow()
     claimable = and_(
@@ -140,7 +150,7 @@ def _claim(installation_id: str) -> tuple[str, list[DsaStatement]]:
     )
     with unit_of_work() as uow:
         oldest = select(DsaStatement.id).where(claimable).order_by(DsaStatement.created_at, DsaStatement.id)
-        ids = list(uow.session.scalars(oldest.limit(BATCH_MAX)))
+        ids = list(uow.session.scalars(oldest.limit(size)))
         if not ids:
             return token, []
         claimed = uow.session.scalars(
