@@ -159,6 +159,22 @@ def test_the_submitter_stays_under_the_rate_limit(app, world, tdb):
     assert len(tdb.statements) == 5
 
 
+def test_a_dead_submitters_claim_runs_out_and_nothing_is_created_twice(app, world, tdb):
+    """DSA-3: a submitter that sent its batch and died before recording the answer
+    leaves its claim; once the lease ran out the next run sends the batch again, the
+    database refuses the puids as existing, and they are recorded as submitted."""
+    puids = pending_statements(world, 4)
+    for puid in puids:
+        tdb.statements[puid] = tdb._created({"puid": puid})  # what the dead submitter's request created
+    with unit_of_work() as uow:
+        held = {"claim_token": "dead", "claimed_until": utcnow() - timedelta(seconds=1)}
+        uow.session.execute(update(DsaStatement).values(held))
+        uow.commit()
+    run = submit_pending(world.installation_id, endpoint(tdb))
+    assert (run.batches, run.submitted, run.answers) == (1, 4, [422])
+    assert set(states().values()) == {"submitted"} and len(tdb.statements) == 4
+
+
 def test_a_wrong_token_sends_again_later(app, world, tdb):
     """DSA-3: a 401 changes no statement's state; the run stops and says why."""
     pending_statements(world, 3)

@@ -60,8 +60,8 @@ class TdbEndpoint:
     Attributes:
         base_url: the API's base, e.g. ``https://transparency.dsa.ec.europa.eu/api/v1``.
         token: the platform's API token (sent as ``Authorization: Bearer``).
-        rate_limit_per_second: requests a second to stay under (the database's limit
-            is 200 per user; keep a margin).
+        rate_limit_per_second: requests a second to stay under (the database allows
+            200 per user: keep a margin); None for no limit.
         timeout_seconds: one request's whole time.
         limiter_key: the shared rate-limit bucket; by default one per token, as the
             database counts requests per user.
