@@ -386,3 +386,14 @@ def clock():
 
     yield _Clock()
     shift_clock(None)
+
+
+@pytest.fixture
+def tdb():
+    """A DSA Transparency Database on loopback (tests/tdb_server.py), written from its
+    public documentation: token ``tdb-token``, ``tdb.base_url`` ends in ``/api/v1``."""
+    from .tdb_server import TransparencyDatabase
+
+    server = TransparencyDatabase().start()
+    yield server
+    server.close()

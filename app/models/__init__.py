@@ -9,6 +9,7 @@ from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .changes import ConfigChange
 from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion
+from .dsa import DsaStatement, move_statements
 from .erasure import ErasureRequest, RetentionSetting
 from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
@@ -59,6 +60,7 @@ __all__ = [
     "ConnectionHealth",
     "ConnectionVersion",
     "Decision",
+    "DsaStatement",
     "HumanTask",
     "HumanTaskClaim",
     "Installation",
@@ -91,6 +93,7 @@ __all__ = [
     "move_loaded",
     "move_proposal",
     "move_row",
+    "move_statements",
     "new_id",
     "overdue_sql",
     "queue_targets",

@@ -20,7 +20,9 @@ from pathlib import Path
 
 APP = Path(__file__).resolve().parents[2] / "app"
 STATE_COLUMNS = {"state", "completion_state"}
-GUARDED_MOVES = {"app/models/proposals.py", "app/models/moves.py"}
+# app/models/dsa.py: a statement of reasons' guarded move (DSA-3), its machine
+# `app.domain.dsa_answers.DSA_STATEMENT`
+GUARDED_MOVES = {"app/models/proposals.py", "app/models/moves.py", "app/models/dsa.py"}
 
 # Objects with states of their own that are not case objects, each written by one
 # guarded UPDATE or by the one transaction that owns the row.

@@ -95,8 +95,8 @@ def test_raw_sql_is_not_stamped(budget):
 
 def test_every_updated_at_column_is_stamped():
     columns = [table.c.updated_at for table in Base.metadata.sorted_tables if "updated_at" in table.c]
-    assert len(columns) == 16  # with code labels (REV-3), connection health (CONN-1), bulk (BULK), queue subjects
-    # (QUEUE), retention settings (OPS-4)
+    assert len(columns) == 17  # with code labels (REV-3), connection health (CONN-1), bulk (BULK), queue subjects
+    # (QUEUE), retention settings (OPS-4), statements of reasons (DSA-3)
     assert all(column.onupdate is not None and column.default is not None for column in columns)
 
 

@@ -1,0 +1,94 @@
+"""Statements of reasons for the DSA Transparency Database (SPEC §7 DSA-2, DSA-3),
+one row per applied restriction, and their one guarded move.
+
+A statement's state changes only through `move_statements`: one conditional UPDATE
+that matches while the row is in one of the move's from-states
+(`app.domain.dsa_answers.DSA_STATEMENT`) and still held by the submitter's claim, so
+two submitters racing for the same rows cannot both record an outcome.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, update
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from app.domain.clock import utcnow
+from app.domain.dsa_answers import DSA_STATEMENT, StatementState
+
+from .base import Base, UTCDateTime, created_at_column, id_column, json_column, updated_at_column
+
+
+class DsaStatement(Base):
+    """A restriction's statement of reasons and its submission (DSA-2, DSA-3).
+
+    `statement` is the API body (`app.domain.dsa.build_statement`); `puid` is unique
+    per installation, so a proposal yields one statement. While a submitter holds
+    it, `claim_token` names the submitter's batch and `claimed_until` the lease.
+    """
+
+    __tablename__ = "dsa_statements"
+    __table_args__ = (
+        UniqueConstraint("installation_id", "puid"),
+        Index("ix_dsa_statements_pending", "installation_id", "state", "created_at"),
+        Index("ix_dsa_statements_proposal", "proposal_id"),
+    )
+
+    id: Mapped[str] = id_column("sor")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    proposal_id: Mapped[str] = mapped_column(ForeignKey("action_proposals.id"))
+    puid: Mapped[str] = mapped_column(String(500))
+    statement: Mapped[dict[str, Any]] = json_column("statement_json")
+    state: Mapped[str] = mapped_column(String(20), default=StatementState.PENDING.value)
+    attempts: Mapped[int] = mapped_column(default=0)  # batches it was sent in
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    claim_token: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    tdb_uuid: Mapped[str | None] = mapped_column(String(100), nullable=True)  # the database's id, when created
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
+
+
+def move_statements(
+    session: Session, ids: list[str], move: StrEnum, *, claim_token: str | None = None, values: dict | None = None
+) -> set[str]:
+    """Apply `move` to the statements `ids` with one guarded UPDATE (DSA-3).
+
+    Args:
+        session: the unit of work's session.
+        ids: statement ids.
+        move: a `StatementMove`.
+        claim_token: when given, only rows still held by this claim move (and the
+            claim is released).
+        values: other attributes set in the same UPDATE, by attribute name.
+
+    Returns:
+        The ids that moved; the others were in none of the move's from-states or
+        no longer held by the claim (nothing written for them).
+
+    Raises:
+        TypeError: `move` is not a statement's move, or `values` names the state.
+    """
+    if "state" in (values or {}):
+        raise TypeError("a move writes the state from its table")
+    sources = [state.value for state in DSA_STATEMENT.sources(move)]
+    written: dict[str, Any] = {"state": DSA_STATEMENT.target(move).value, "updated_at": utcnow(), **(values or {})}
+    where = [DsaStatement.state.in_(sources)]
+    if claim_token is not None:
+        where.append(DsaStatement.claim_token == claim_token)
+        written.update(claim_token=None, claimed_until=None)
+    moved: set[str] = set()
+    for start in range(0, len(ids), 500):
+        statement = (
+            update(DsaStatement)
+            .where(DsaStatement.id.in_(ids[start : start + 500]), *where)
+            .values({getattr(DsaStatement, name): value for name, value in written.items()})
+            .returning(DsaStatement.id)
+            .execution_options(synchronize_session=False)
+        )
+        moved.update(session.scalars(statement))
+    return moved

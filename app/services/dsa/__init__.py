@@ -1,0 +1,1 @@
+"""Statements of reasons and transparency under the EU Digital Services Act (SPEC §7 DSA)."""
