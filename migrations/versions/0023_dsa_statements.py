@@ -1,14 +1,14 @@
 """Statements of reasons for the DSA Transparency Database (SPEC §7 DSA-2, DSA-3):
 one row per applied restriction, its API body, state and submission.
 
-Revision ID: 0022d_dsa
+Revision ID: 0023
 Revises: 0022
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022d_dsa"
+revision = "0023"
 down_revision = "0022"
 branch_labels = None
 depends_on = None
