@@ -55,6 +55,8 @@ class ChangeKind(StrEnum):
     BULK_CAP = "bulk.cap"  # BULK-5: items per batch for a role
     OPERATOR_SECOND_FACTOR_RESET = "operator.second_factor_reset"  # OPS-2
     SSO_MAPPING = "sso.mapping"  # OPS-1: which identity-provider groups give which roles
+    SUBJECT_PROTECT = "subject.protect"  # POL-4: mark an account or author protected
+    SUBJECT_UNPROTECT = "subject.unprotect"  # POL-4: unmark it
 
 
 K = ChangeKind
@@ -84,6 +86,8 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.bulk_cap_set": (K.BULK_CAP,),
     "admin.user_second_factor_reset": (K.OPERATOR_SECOND_FACTOR_RESET,),
     "admin.sso_mapping_set": (K.SSO_MAPPING,),
+    "admin.protected_mark": (K.SUBJECT_PROTECT,),
+    "admin.protected_unmark": (K.SUBJECT_UNPROTECT,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
     "cli:bulk-cap": (K.BULK_CAP,),
 }
@@ -218,6 +222,12 @@ ALWAYS: dict[ChangeKind, str] = {
     K.SSO_MAPPING: (
         "It changes which identity-provider groups give which roles: who may sign in through single sign-on,"
         " and with what power."
+    ),
+    K.SUBJECT_PROTECT: (
+        "It marks a subject protected: actions on it then need the protected policy's approvals (POL-4)."
+    ),
+    K.SUBJECT_UNPROTECT: (
+        "It unmarks a protected subject: actions on it then need only the ordinary policy's approvals (POL-4)."
     ),
 }
 

@@ -39,6 +39,7 @@ from app.services.admin import (
     mfa,
     operator_changes,
     operators,
+    protected_subjects,
     sso_mapping,
     token_changes,
     version_retirement,
@@ -71,6 +72,8 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         bulk_caps.BULK_CAP,
         mfa.SECOND_FACTOR_RESET,
         sso_mapping.SSO_MAPPING,
+        protected_subjects.SUBJECT_PROTECT,
+        protected_subjects.SUBJECT_UNPROTECT,
     )
 }
 MAX_REASON = 2000
