@@ -194,9 +194,9 @@ def propose_unmark(operator: OperatorUser, protected_id: Any, reason: Any) -> Pe
     """
     if not operator.has_role("admin"):
         raise ApiError(403, "forbidden", "Only admins can propose unprotecting a subject.")
-    reason = check_reason(reason)
     with unit_of_work() as uow:
         row = _owned(uow.session, operator.installation_id, protected_id)
+        reason = check_reason(reason)
         if row.unmarked_at is not None:
             raise ApiError(409, "protected_subject_not_protected", f"{row.subject_reference} is not protected.")
         content = {"protected_id": row.id, "kind": row.kind, "reference": row.subject_reference, "reason": reason}

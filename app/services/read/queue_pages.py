@@ -69,14 +69,18 @@ class QueueRow:
 
 def with_marks(rows: list[QueueRow], installation_id: str) -> list[QueueRow]:
     """The rows with their subjects' and authors' protected marks (POL-4): one query
-    for the whole page, none for an empty one."""
+    for the whole page, none for an empty one. Content by an author marked ``author``
+    carries that mark as its own."""
     marks = protected_marks(db.session, installation_id,
                             [r.reference for r in rows] + [r.author_reference for r in rows])
     if not marks:
         return rows
-    return [replace(r, mark=marks.get(canonical_reference(r.reference)),
-                    author_mark=marks.get(canonical_reference(r.author_reference)) if r.author_reference else None)
-            for r in rows]
+    marked = []
+    for r in rows:
+        author_mark = marks.get(canonical_reference(r.author_reference)) if r.author_reference else None
+        covering = author_mark if author_mark is not None and author_mark.kind == "author" else None
+        marked.append(replace(r, mark=marks.get(canonical_reference(r.reference)) or covering, author_mark=author_mark))
+    return marked
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from flask import render_template
 from flask_login import current_user
 from wtforms import SelectField, StringField, TextAreaField
+from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
 
 from app.domain.errors import ApiError
@@ -22,7 +23,7 @@ from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 
 
 class MarkForm(ConsoleForm):
-    kind = SelectField("What to protect", choices=list(KINDS.items()), validate_choice=False)
+    kind = SelectField("What to protect", choices=[SelectChoice(kind, words) for kind, words in KINDS.items()], validate_choice=False)
     reference = StringField("Subject reference", validators=[Length(max=600)])
     reason = TextAreaField("Reason", validators=[Length(max=4000)])
 
