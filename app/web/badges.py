@@ -76,7 +76,7 @@ def subject(p: Any, names: dict | None) -> Markup:
     """An action's subject named by what it is (QUEUE-6): the account with its name,
     not the post it was found through; `names` from subject_names(proposals)."""
     s = names.get(p.id) if names else None
-    mark = f" {protected_badge(s.mark)}" if s and s.mark else ""
+    mark = f" {protected_badge(s.mark)}" if s and getattr(s, "mark", None) else ""  # POL-4
     if s and s.account and s.via == s.reference:
         return Markup(f'<span class="subject">the author of <code>{escape(s.via)}</code>{mark}</span>')
     if s and s.account:

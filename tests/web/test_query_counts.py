@@ -104,8 +104,9 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
     # its attempts, its receipts, the audit count and rows, the actors' names, and
     # the approval verdict's correction lookup (8 and 8 then); now also the evidence,
     # the subject history, labels and undone marks (REV-1..4) and the makers' facts (FOUR-1),
-    # and what the reviewer approves: the decision, its maker and the delivery (FOUR-5)
-    assert (small, live_small) == (20, 12)
+    # and what the reviewer approves: the decision, its maker and the delivery (FOUR-5);
+    # the subject's protected mark (POL-4)
+    assert (small, live_small) == (21, 12)
 
 
 def test_lists_do_not_grow_with_rows(app, client, world):
@@ -128,10 +129,11 @@ def test_lists_do_not_grow_with_rows(app, client, world):
     # the operator first; the lists load their related rows in the same query
     # (4, 4, 4, 2, 2 and 5 before the labels, undone marks, evidence and makers' facts)
     assert after == {
-        "/proposals": 7,  # proposals with their reports, queues, state counts, labels, undone marks
-        "/proposals?state=approval_required": 7,
-        "/proposals?mine=1": 7,
-        "/tasks": 8,  # tasks with their proposals and assignees (one query), makers' facts, evidence,
+        "/proposals": 8,  # proposals with their reports, queues, state counts, labels, undone marks,
+        # the protected marks (POL-4)
+        "/proposals?state=approval_required": 8,
+        "/proposals?mine=1": 8,
+        "/tasks": 9,  # and the protected marks (POL-4);  # tasks with their proposals and assignees (one query), makers' facts, evidence,
         # decisions (FOUR-5); 10 when the proposals and the assignees' names were read again (issue 25)
         "/reports": 4,  # and the active temporary actions with their reversals (TEMP-2)
         "/operations": 10,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
@@ -153,8 +155,8 @@ def test_report_detail_is_bounded(app, client, world):
     assert queries_for(app, client, f"/reports/{world.report_ids[0]}") == first
     # the operator, the report, then one query each: targets, decisions with their
     # makers, runs, proposals, appeals (7), then the evidence, subject history, labels
-    # and undone marks (REV-1..4)
-    assert first == 17
+    # and undone marks (REV-1..4), the protected marks of its subjects and their authors (POL-4)
+    assert first == 18
 
 
 def test_appeal_pages_are_bounded(app, client, world):
@@ -182,7 +184,8 @@ def test_appeal_pages_are_bounded(app, client, world):
     # with their makers, its corrections with both actions and approver, then the two
     # checks each open correction runs (latest decision, a later appeal decision);
     # 6 and 2 before the evidence, the contested action and the labels (REV-1, REV-4)
-    assert (detail, listing) == (19, 3)
+    # the contested action's protected mark (POL-4)
+    assert (detail, listing) == (20, 3)
 
 
 def grow_subject_history(world, n: int) -> None:
