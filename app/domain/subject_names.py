@@ -23,7 +23,7 @@ class SubjectName:
             reference when the account is not known.
         name: the account's display name (``goalline_greg``), if known.
         via: the content the account was found through (``post:1003``), if any.
-        mark: its protected-subject mark (`app.domain.protected_subjects.ProtectionMark`,
+        mark: its protected-subject mark (`app.domain.protected.ProtectionMark`,
             POL-4), if protected.
     """
 

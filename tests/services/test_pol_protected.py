@@ -13,7 +13,7 @@ from app.services.admin.protected_subjects import propose_mark, propose_unmark
 from app.services.approval_routing import protection_of
 from app.services.read.protection import protected_marks
 
-from ..builders import add_report_with_evidence, approve_change, decide, decide_report, pending_changes
+from ..builders import add_report_with_evidence, approve_change, decide, pending_changes
 
 
 def protected_rows() -> list[ProtectedSubject]:

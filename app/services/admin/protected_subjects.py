@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind, ChangeState
 from app.domain.errors import ApiError
-from app.domain.protected_subjects import ProtectionMark, check_mark, check_reason
+from app.domain.protected import ProtectionMark, check_mark, check_reason
 from app.extensions import db
 from app.models import ConfigChange, OperatorUser, ProtectedSubject, ReportEvidence
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit

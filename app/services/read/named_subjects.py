@@ -8,7 +8,7 @@ from dataclasses import replace
 from sqlalchemy import select
 
 from app.domain.bulk.subjects import canonical_reference
-from app.domain.protected_subjects import ProtectionMark
+from app.domain.protected import ProtectionMark
 from app.domain.subject_names import SubjectName, is_account_target, name_subject
 from app.extensions import db
 from app.models import ActionProposal, ReportEvidence

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from sqlalchemy import or_, select
 
 from app.domain.bulk.subjects import canonical_reference
-from app.domain.protected_subjects import ProtectionMark
+from app.domain.protected import ProtectionMark
 from app.models import ProtectedSubject, ReportEvidence
 
 

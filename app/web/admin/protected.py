@@ -11,7 +11,7 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import Length
 
 from app.domain.errors import ApiError
-from app.domain.protected_subjects import KINDS
+from app.domain.protected import KINDS
 from app.services.admin import protected_subjects as service
 from app.web.errors import raise_for_json
 from app.web.forms import ConsoleForm
@@ -23,7 +23,8 @@ from .common import EDIT_ROLES, VIEW_ROLES, form_invalid, refused
 
 
 class MarkForm(ConsoleForm):
-    kind = SelectField("What to protect", choices=[SelectChoice(kind, words) for kind, words in KINDS.items()], validate_choice=False)
+    kind = SelectField("What to protect", choices=[SelectChoice(kind, words) for kind, words in KINDS.items()],
+                       validate_choice=False)
     reference = StringField("Subject reference", validators=[Length(max=600)])
     reason = TextAreaField("Reason", validators=[Length(max=4000)])
 
