@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from app.domain.clock import utcnow
 from app.domain.config_changes import ChangeKind, ChangeState
@@ -52,13 +52,12 @@ def protected_subjects(installation_id: str) -> list[ProtectedRow]:
     refs = {row.subject_reference for row in rows}
     names: dict[str, str] = {}
     if refs:
-        found = db.session.execute(
-            select(ReportEvidence.author_reference, ReportEvidence.author_name).where(
+        found = db.session.execute(  # one row per subject, however many posts by them
+            select(ReportEvidence.author_reference, func.max(ReportEvidence.author_name)).where(
                 ReportEvidence.installation_id == installation_id, ReportEvidence.author_reference.in_(refs),
-                ReportEvidence.author_name.is_not(None)).order_by(ReportEvidence.created_at.desc())
+                ReportEvidence.author_name.is_not(None)).group_by(ReportEvidence.author_reference)
         )
-        for reference, name in found:
-            names.setdefault(reference, name)
+        names = {reference: name for reference, name in found}
     return [ProtectedRow(mark_of(row), names.get(row.subject_reference)) for row in rows]
 
 
