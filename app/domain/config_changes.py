@@ -57,6 +57,8 @@ class ChangeKind(StrEnum):
     SSO_MAPPING = "sso.mapping"  # OPS-1: which identity-provider groups give which roles
     APPROVAL_SETTINGS = "approval.settings"  # POL-1, POL-3: who must approve which actions
     OPERATOR_ATTRIBUTES = "operator.attributes"  # POL-1: an operator's team and attributes (eligibility)
+    SUBJECT_PROTECT = "subject.protect"  # POL-4: mark an account or author protected
+    SUBJECT_UNPROTECT = "subject.unprotect"  # POL-4: unmark it
 
 
 K = ChangeKind
@@ -89,6 +91,8 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.approval_settings_set": (K.APPROVAL_SETTINGS,),
     "admin.user_attributes": (K.OPERATOR_ATTRIBUTES,),
     "cli:approval-settings": (K.APPROVAL_SETTINGS,),
+    "admin.protected_mark": (K.SUBJECT_PROTECT,),
+    "admin.protected_unmark": (K.SUBJECT_UNPROTECT,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
     "cli:bulk-cap": (K.BULK_CAP,),
 }
@@ -230,6 +234,12 @@ ALWAYS: dict[ChangeKind, str] = {
     ),
     K.OPERATOR_ATTRIBUTES: (
         "It changes an operator's team or attributes: which approval factors they may count for."
+    ),
+    K.SUBJECT_PROTECT: (
+        "It marks a subject protected: actions on it then need the protected policy's approvals (POL-4)."
+    ),
+    K.SUBJECT_UNPROTECT: (
+        "It unmarks a protected subject: actions on it then need only the ordinary policy's approvals (POL-4)."
     ),
 }
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from app.domain.bulk.subjects import PDS_ACCOUNT, subject_kind
 from app.domain.text_safety import BIDI_CONTROLS
@@ -22,12 +23,15 @@ class SubjectName:
             reference when the account is not known.
         name: the account's display name (``goalline_greg``), if known.
         via: the content the account was found through (``post:1003``), if any.
+        mark: its protected-subject mark (`app.domain.protected.ProtectionMark`,
+            POL-4), if protected.
     """
 
     account: bool
     reference: str
     name: str | None = None
     via: str | None = None
+    mark: Any = None
 
     def word_parts(self) -> tuple[str, str | None, str]:
         """`words` as (before, the account's name or None, after): the name is the

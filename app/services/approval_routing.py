@@ -46,15 +46,17 @@ def _references(target: dict[str, Any] | None) -> tuple[str | None, str | None]:
 
 
 def authors_of(session, report_id: str | None, reference: str | None) -> set[str]:
-    """Authors the report's evidence names for the targeted content."""
-    if not report_id:
+    """Authors the report's evidence names for the targeted content: only the evidence
+    of `reference` (canonical), not of the report's other targets."""
+    if not report_id or not reference:
         return set()
-    rows = session.scalars(
-        select(ReportEvidence.author_reference).where(
+    rows = session.execute(
+        select(ReportEvidence.target_reference, ReportEvidence.author_reference).where(
             ReportEvidence.report_id == report_id, ReportEvidence.author_reference.is_not(None)
         )
     )
-    return {canonical_reference(r) for r in rows if r}
+    return {canonical_reference(author) for target, author in rows
+            if author and canonical_reference(target) == reference}
 
 
 def protection_of(session, installation_id: str, target: dict | None, report_id: str | None = None):

@@ -128,7 +128,21 @@ def register_web(app: Flask) -> None:
     from app.domain.subject_names import action_title
     from app.services.read.named_subjects import subject_names
 
-    app.jinja_env.globals["subject_names"] = subject_names  # once per page: one query (QUEUE-6)
+    def page_subject_names(proposals, marks=None):
+        """`subject_names` once per page and set of proposals: a page naming the same
+        proposals twice (title and heading) reads them once (QUEUE-6, POL-4)."""
+        from flask import has_request_context, request
+
+        proposals = [p for p in proposals if p is not None]
+        if not has_request_context():
+            return subject_names(proposals, marks)
+        key = (tuple(p.id for p in proposals), marks is not None)
+        cache = request.environ.setdefault("console.subject_names", {})  # this request's only
+        if key not in cache:
+            cache[key] = subject_names(proposals, marks)
+        return cache[key]
+
+    app.jinja_env.globals["subject_names"] = page_subject_names  # once per page: one query (QUEUE-6)
     app.jinja_env.globals["action_title"] = action_title
     from app.domain.proposal.temporary import format_duration
 

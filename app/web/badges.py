@@ -76,13 +76,23 @@ def subject(p: Any, names: dict | None) -> Markup:
     """An action's subject named by what it is (QUEUE-6): the account with its name,
     not the post it was found through; `names` from subject_names(proposals)."""
     s = names.get(p.id) if names else None
+    mark = f" {protected_badge(s.mark)}" if s and getattr(s, "mark", None) else ""  # POL-4
     if s and s.account and s.via == s.reference:
-        return Markup(f'<span class="subject">the author of <code>{escape(s.via)}</code></span>')
+        return Markup(f'<span class="subject">the author of <code>{escape(s.via)}</code>{mark}</span>')
     if s and s.account:
         named = f"<strong>{escape(s.name)}</strong> (<code>{escape(s.reference)}</code>)" if s.name else (
             f"<code>{escape(s.reference)}</code>")
-        return Markup(f'<span class="subject">the account {named}</span>')
-    return Markup(f"<code>{escape(p.target.get('reference', ''))}</code>")
+        return Markup(f'<span class="subject">the account {named}{mark}</span>')
+    return Markup(f"<code>{escape(p.target.get('reference', ''))}</code>{mark}")
+
+
+def protected_badge(mark: Any) -> Markup:
+    """The protected-subject mark (POL-4): a small "Protected" badge with the reason in
+    its tooltip; nothing for None."""
+    if not mark:
+        return Markup("")
+    return Markup(f'<span class="badge protected" data-protected="{escape(mark.kind)}" '
+                  f'title="{escape(mark.title)}">Protected</span>')
 
 
 # -- the queue row's pieces (templates/_macros/queue.html; QUEUE-1, QUEUE-2, QUEUE-4) --
@@ -90,13 +100,18 @@ def subject(p: Any, names: dict | None) -> Markup:
 
 def subject_name(r: Any) -> Markup:
     """A queue subject named by what it is: its kind, reference and author (the
-    author's name is platform text, isolated in <bdi>: FOUR-10)."""
+    author's name is platform text, isolated in <bdi>: FOUR-10), each with its
+    protected mark (``mark``, ``author_mark``: POL-4) when the row has one."""
     html = f'<span class="subject"><strong>{escape(label("subject_kind", r.kind))}</strong> <code class="ref">{escape(r.reference)}</code>'
+    mark, author_mark = getattr(r, "mark", None), getattr(r, "author_mark", None)  # POL-4
+    if mark:
+        html += f" {protected_badge(mark)}"
     if r.author_name or r.author_reference:
         name = f"<bdi>{escape(r.author_name)}</bdi>" if r.author_name else ""
         other = r.author_reference and r.author_reference != r.reference
         small = f" <small>({escape(r.author_reference)})</small>" if other else ""
-        html += f'<span class="author"> · {name}{small}</span>'
+        badge = f" {protected_badge(author_mark)}" if author_mark and author_mark is not mark else ""
+        html += f'<span class="author"> · {name}{small}{badge}</span>'
     return Markup(html + "</span>")
 
 
@@ -366,6 +381,7 @@ def register_badges(app) -> None:
           ("subject_name", subject_name), ("words_of", words_of), ("age", age), ("due", due),
           ("claim_words", claim_words))}
     )
+    app.jinja_env.globals.update(protected_badge=protected_badge)
     app.jinja_env.globals.update(attempt_row=attempt_row, audit_row=audit_row, task_row=task_row,
                                  maker_line_tag=maker_line, proposal_state_tag=proposal_state,
                                  undo_link_tag=undo_link, proposal_row=proposal_row,

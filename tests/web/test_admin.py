@@ -107,7 +107,14 @@ def ids_for_paths(world) -> dict[str, str]:
     db.session.commit()
     pending = change_budget_limit(world.user("admin"), budget.id, 50)  # a raise waits for a second admin
     erasure = request_erasure(world.user("admin"), "user:1", "Data subject request, ticket DSR-1")  # OPS-4
+    from app.models import ProtectedSubject
+
+    protected = ProtectedSubject(installation_id=world.installation_id, kind="account", subject_reference="user:1",
+                                 reason="r")  # POL-4, as if two admins had marked it
+    db.session.add(protected)
+    db.session.commit()
     return {
+        "protected_id": protected.id,
         "integration_id": world.integration_id,
         "token_id": token.token_id,
         "connection_id": connection_version.connection_id,

@@ -308,6 +308,34 @@ def case_operator_attributes(client, csrf, world):
 
     url = f"/admin/users/{reviewer.id}/attributes"
     return observe, lambda: post(client, url, csrf, team="trust-leads", attributes="level=lead")
+def case_subject_protect(client, csrf, world):
+    """POL-4: marking an account protected waits for a second admin."""
+    from app.services.read.protection import protected_marks
+
+    def observe():
+        db.session.rollback()
+        return protected_marks(db.session, world.installation_id, ["user:5120"])
+
+    return observe, lambda: post(client, "/admin/protected", csrf, kind="account", reference="user:5120",
+                                 reason="a verified public figure")
+
+
+def case_subject_unprotect(client, csrf, world):
+    """POL-4: unmarking a protected subject waits for a second admin."""
+    from app.models import ProtectedSubject
+    from app.services.read.protection import protected_marks
+
+    with unit_of_work() as uow:
+        row = ProtectedSubject(installation_id=world.installation_id, kind="account", subject_reference="user:5120",
+                               reason="a verified public figure")
+        uow.session.add(row)
+        uow.commit()
+
+    def observe():
+        db.session.rollback()
+        return protected_marks(db.session, world.installation_id, ["user:5120"])
+
+    return observe, lambda: post(client, f"/admin/protected/{row.id}/unmark", csrf, reason="no longer public")
 
 
 CASES = {
@@ -330,6 +358,8 @@ CASES = {
     ChangeKind.OPERATOR_INVITE: case_operator_invite,
     ChangeKind.BULK_CAP: case_bulk_cap,
     ChangeKind.SSO_MAPPING: case_sso_mapping,
+    ChangeKind.SUBJECT_PROTECT: case_subject_protect,
+    ChangeKind.SUBJECT_UNPROTECT: case_subject_unprotect,
     ChangeKind.OPERATOR_SECOND_FACTOR_RESET: case_operator_second_factor_reset,
     ChangeKind.APPROVAL_SETTINGS: case_approval_settings,
     ChangeKind.OPERATOR_ATTRIBUTES: case_operator_attributes,

@@ -106,8 +106,9 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
     # the subject history, labels and undone marks (REV-1..4) and the makers' facts (FOUR-1),
     # and what the reviewer approves: the decision, its maker and the delivery (FOUR-5)
     # and the navigation's inbox count (POL-7; not on the live fragment), the votes and
-    # their approvers (POL-1..3; one query each, the live panel reads the votes too)
-    assert (small, live_small) == (23, 13)
+    # their approvers (POL-1..3; one query each, the live panel reads the votes too),
+    # the subject's protected mark (POL-4)
+    assert (small, live_small) == (24, 13)
 
 
 def test_lists_do_not_grow_with_rows(app, client, world):
@@ -131,10 +132,11 @@ def test_lists_do_not_grow_with_rows(app, client, world):
     # (4, 4, 4, 2, 2 and 5 before the labels, undone marks, evidence and makers' facts);
     # every full page then counts what waits in the navigation's inbox (POL-7: one query)
     assert after == {
-        "/proposals": 8,  # proposals with their reports, queues, state counts, labels, undone marks
-        "/proposals?state=approval_required": 8,
-        "/proposals?mine=1": 8,
-        "/tasks": 9,  # tasks with their proposals and assignees (one query), makers' facts, evidence,
+        "/proposals": 9,  # proposals with their reports, queues, state counts, labels, undone marks,
+        # the protected marks (POL-4)
+        "/proposals?state=approval_required": 9,
+        "/proposals?mine=1": 9,
+        "/tasks": 10,  # and the protected marks (POL-4);  # tasks with their proposals and assignees (one query), makers' facts, evidence,
         # decisions (FOUR-5); 10 when the proposals and the assignees' names were read again (issue 25)
         "/reports": 5,  # and the active temporary actions with their reversals (TEMP-2)
         "/operations": 11,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
@@ -156,8 +158,9 @@ def test_report_detail_is_bounded(app, client, world):
     assert queries_for(app, client, f"/reports/{world.report_ids[0]}") == first
     # the operator, the report, then one query each: targets, decisions with their
     # makers, runs, proposals, appeals (7), then the evidence, subject history, labels
-    # and undone marks (REV-1..4), and the navigation's inbox count (POL-7)
-    assert first == 18
+    # and undone marks (REV-1..4), and the navigation's inbox count (POL-7), the
+    # protected marks of its subjects and their authors (POL-4)
+    assert first == 19
 
 
 def test_appeal_pages_are_bounded(app, client, world):
@@ -185,8 +188,8 @@ def test_appeal_pages_are_bounded(app, client, world):
     # with their makers, its corrections with both actions and approver, then the two
     # checks each open correction runs (latest decision, a later appeal decision);
     # 6 and 2 before the evidence, the contested action and the labels (REV-1, REV-4);
-    # each with the navigation's inbox count (POL-7)
-    assert (detail, listing) == (20, 4)
+    # each with the navigation's inbox count (POL-7); the detail with the protected marks (POL-4)
+    assert (detail, listing) == (21, 4)
 
 
 def grow_subject_history(world, n: int) -> None:

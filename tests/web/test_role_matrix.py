@@ -18,6 +18,7 @@ from app.models import (
     Connection,
     HumanTask,
     IntegrationToken,
+    ProtectedSubject,
     ReportSubject,
     WorkflowDefinition,
 )
@@ -132,6 +133,9 @@ ROUTES = [
     ("GET", "/admin/approvals", {"admin", "auditor"}),  # POL-3
     ("POST", "/admin/approvals", {"admin"}),  # without a document: 400 approval_settings_invalid
     ("POST", "/admin/users/{operator_id}/attributes", {"admin"}),  # POL-1: nothing to change, or a pending change
+    ("GET", "/admin/protected", {"admin", "auditor"}),  # POL-4
+    ("POST", "/admin/protected", {"admin"}),  # without a kind: 400, nothing stored
+    ("POST", "/admin/protected/{protected_id}/unmark", {"admin"}),  # without a reason: 400, nothing stored
     ("GET", "/admin/erasure", {"admin", "auditor"}),  # OPS-4
     ("POST", "/admin/erasure", {"admin"}),  # without a subject: 400, nothing stored
     ("POST", "/admin/erasure-retention", {"admin"}),  # without days or reason: 400
@@ -202,7 +206,12 @@ def ids_of(world, platform_url) -> dict[str, str]:
     batch_id = start_dry_run(world.user("moderator"), selection={"source": "list", "text": "post:1005"},
                              action_key=action.key, decision_code=action.decision_code, reason="a bulk action")
     erasure_id = request_erasure(world.user("admin"), "user:777", "a privacy request, ticket 42").id  # OPS-4
+    with unit_of_work() as uow:  # POL-4: a protected subject, as if two admins had marked it
+        protected = ProtectedSubject(installation_id=iid, kind="account", subject_reference="user:5120", reason="r")
+        uow.session.add(protected)
+        uow.commit()
     return {
+        "protected_id": protected.id,
         "erasure_id": erasure_id,
         "batch_id": batch_id,
         "proposal_id": original.id,

@@ -41,6 +41,7 @@ from app.services.admin import (
     operator_changes,
     operator_teams,
     operators,
+    protected_subjects,
     sso_mapping,
     token_changes,
     version_retirement,
@@ -75,6 +76,8 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         sso_mapping.SSO_MAPPING,
         approval_policies.APPROVAL_SETTINGS,
         operator_teams.OPERATOR_ATTRIBUTES,
+        protected_subjects.SUBJECT_PROTECT,
+        protected_subjects.SUBJECT_UNPROTECT,
     )
 }
 MAX_REASON = 2000

@@ -5,12 +5,14 @@ paged by keyset (SPEC QUEUE-1, QUEUE-2, QUEUE-4). Reads `report_subjects` only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
+from app.domain.bulk.subjects import canonical_reference
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.domain.queue import (
@@ -29,6 +31,7 @@ from app.domain.queue import (
 )
 from app.extensions import db
 from app.models import OperatorUser, Queue, Report, ReportSubject, claim_active_sql, overdue_sql
+from app.services.read.protection import protected_marks
 
 S = ReportSubject
 HOLDER = aliased(OperatorUser)  # built once: aliases are pure and costly to build per request
@@ -60,6 +63,24 @@ class QueueRow:
     claimed_by_me: bool
     erased_at: datetime | None = None  # OPS-4: its reports' personal data erased
     erased_reason: str | None = None
+    mark: Any = None  # POL-4: the subject's protected mark (`ProtectionMark`), if protected
+    author_mark: Any = None  # POL-4: its author's, if protected
+
+
+def with_marks(rows: list[QueueRow], installation_id: str) -> list[QueueRow]:
+    """The rows with their subjects' and authors' protected marks (POL-4): one query
+    for the whole page, none for an empty one. Content by an author marked ``author``
+    carries that mark as its own."""
+    marks = protected_marks(db.session, installation_id,
+                            [r.reference for r in rows] + [r.author_reference for r in rows])
+    if not marks:
+        return rows
+    marked = []
+    for r in rows:
+        author_mark = marks.get(canonical_reference(r.author_reference)) if r.author_reference else None
+        covering = author_mark if author_mark is not None and author_mark.kind == "author" else None
+        marked.append(replace(r, mark=marks.get(canonical_reference(r.reference)) or covering, author_mark=author_mark))
+    return marked
 
 
 @dataclass(frozen=True)
@@ -147,6 +168,7 @@ def queue_page(operator: OperatorUser, wanted: QueueFilter, cursor: str | None =
     more = len(rows) > limit
     rows = rows[:limit]
     page = [_row(subject, name, target, holder_name, operator, now) for subject, name, target, holder_name in rows]
+    page = with_marks(page, operator.installation_id)
     next_cursor = encode_cursor(wanted.sort, sort_key(wanted.sort, rows[-1][0])) if more else None
     return QueuePage(page, next_cursor, _overdue_count(session, operator, wanted, now, queue_ids, targets),
                      [(slug, name) for slug, name, _id, _target in queues])

@@ -12,7 +12,7 @@ from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import OperatorUser, Queue, Report, ReportEvidence, ReportSubject, ReportTarget
 
-from .queue_pages import QueueRow, _row
+from .queue_pages import QueueRow, _row, with_marks
 
 REPORTS_SHOWN = 500
 
@@ -47,7 +47,8 @@ def subject_row(operator: OperatorUser, subject_id: str) -> QueueRow | None:
     if found is None:
         return None
     subject, queue_name, target, holder_name = found
-    return _row(subject, queue_name, target, holder_name, operator, utcnow())
+    [row] = with_marks([_row(subject, queue_name, target, holder_name, operator, utcnow())], operator.installation_id)
+    return row
 
 
 def subject_page(operator: OperatorUser, subject_id: str) -> SubjectPage | None:

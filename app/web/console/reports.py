@@ -4,10 +4,13 @@ from flask import abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
+from app.domain.bulk.subjects import canonical_reference
 from app.domain.errors import ApiError
+from app.extensions import db
 from app.services.cases.reports import record_decision
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read.protection import protected_marks
 from app.services.read.temporary_actions import active_temporary_actions
 from app.web.errors import raise_for_json
 from app.web.labels import label
@@ -55,10 +58,17 @@ def _render(report_id: str, form=None, error=None, status=200):
     detail = readmodels.report_detail(current_user, report_id)
     if detail is None:
         abort(404)
+    review = reviews.review_of(current_user.installation_id, report_id, [p.id for p in detail.proposals])
+    references = review.subject.references | {t.target_reference for t in detail.targets} | {
+        str(p.target.get("reference", "")) for p in detail.proposals if isinstance(p.target, dict)}
+    marks = protected_marks(db.session, current_user.installation_id, references, [report_id])  # POL-4: one query
     return render_template(
         "reports/detail.html",
         d=detail,
-        review=reviews.review_of(current_user.installation_id, report_id, [p.id for p in detail.proposals]),
+        review=review,
+        marks=marks,
+        protected=[(reference, marks[canonical_reference(reference)]) for reference in sorted(references)
+                   if canonical_reference(reference) in marks],
         form=form or decision_form(formdata=None),
         appeal_form=AppealForm(formdata=None),
         error=error,
