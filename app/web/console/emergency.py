@@ -98,6 +98,9 @@ def act_now(proposal_id: str):
 @role_required(*VIEW_ROLES)
 def act_now_reloaded(proposal_id: str):
     """A reload of a refused emergency form shows the proposal, not 405."""
+    from .proposals import _detail_or_404
+
+    _detail_or_404(proposal_id)  # another installation's proposal: 404
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
 
 
