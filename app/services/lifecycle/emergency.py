@@ -252,16 +252,12 @@ def review_emergency(review_id: str, *, verdict: str, reason: str, operator: Ope
                     idempotency_key=f"emergency-review:{review.id}",
                     operator=operator,
                 ).proposal_id
-        moved = session.execute(
+        written = {"reviewer_id": operator.id, "reviewed_at": now, "review_reason": reason,
+                   "compensation_proposal_id": compensation_id}
+        moved = session.execute(  # the review's guarded move (`emergency.REVIEW_MOVES`)
             update(EmergencyReview)
             .where(EmergencyReview.id == review.id, EmergencyReview.state.in_([s.value for s in sources]))
-            .values(
-                state=target.value,
-                reviewer_id=operator.id,
-                reviewed_at=now,
-                review_reason=reason,
-                compensation_proposal_id=compensation_id,
-            )
+            .values(state=target.value, **written)
             .execution_options(synchronize_session=False)
         ).rowcount
         if moved != 1:
