@@ -134,9 +134,9 @@ def test_lists_do_not_grow_with_rows(app, client, world):
         "/tasks": 8,  # tasks with their proposals and assignees (one query), makers' facts, evidence,
         # decisions (FOUR-5); 10 when the proposals and the assignees' names were read again (issue 25)
         "/reports": 4,  # and the active temporary actions with their reversals (TEMP-2)
-        "/operations": 10,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
+        "/operations": 11,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
         # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4),
-        # the deliveries retrying (QUEUE-6)
+        # the deliveries retrying (QUEUE-6), the overdue reviews of emergency actions (POL-6)
     }
 
 

@@ -99,7 +99,8 @@ class EmergencyPanel:
 def emergency_panel(operator: OperatorUser, proposal: ActionProposal, now: datetime | None = None) -> EmergencyPanel:
     """What the proposal page offers and shows of POL-6 for `operator`."""
     now = now or utcnow()
-    review = db.session.scalar(select(R).where(R.proposal_id == proposal.id))
+    # only an emergency action has a review: an ordinary proposal's page reads nothing more
+    review = db.session.scalar(select(R).where(R.proposal_id == proposal.id)) if proposal.emergency else None
     can_act = (
         review is None
         and rules.may_act_alone(operator.roles)
