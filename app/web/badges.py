@@ -225,7 +225,7 @@ def emergency_badge(p: Any) -> Markup:
 
 def emergency_refusal(code: str) -> str:
     """Why the viewer cannot review an emergency action, in words (POL-6)."""
-    from app.domain.emergency import REFUSALS
+    from app.domain.emergency_action import REFUSALS
 
     return REFUSALS.get(code, code)
 

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from app.domain import approval_policy as pol
 from app.domain.clock import utcnow
-from app.domain.emergency import reason_problem
+from app.domain.emergency_action import reason_problem
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.metrics import exposition

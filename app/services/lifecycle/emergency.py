@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from app.domain import emergency as rules
+from app.domain import emergency_action as rules
 from app.domain.case_states import TaskMove
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
@@ -72,7 +72,7 @@ def act_in_emergency(
 
     Args:
         proposal_id: a proposal awaiting approval.
-        reason: why it cannot wait; a reason of substance (`emergency.reason_problem`).
+        reason: why it cannot wait; a reason of substance (`emergency_action.reason_problem`).
         payload_digest: the digest the operator saw.
         idempotency_key: 1..200 characters, unique per operator; a replay returns the first result.
         operator: holds the ``emergency`` role.
@@ -254,7 +254,7 @@ def review_emergency(review_id: str, *, verdict: str, reason: str, operator: Ope
                 ).proposal_id
         written = {"reviewer_id": operator.id, "reviewed_at": now, "review_reason": reason,
                    "compensation_proposal_id": compensation_id}
-        moved = session.execute(  # the review's guarded move (`emergency.REVIEW_MOVES`)
+        moved = session.execute(  # the review's guarded move (`emergency_action.REVIEW_MOVES`)
             update(EmergencyReview)
             .where(EmergencyReview.id == review.id, EmergencyReview.state.in_([s.value for s in sources]))
             .values(state=target.value, **written)

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import case, func, select
 
-from app.domain import emergency as rules
+from app.domain import emergency_action as rules
 from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import ActionProposal, EmergencyReview, OperatorUser

@@ -9,7 +9,7 @@ from wtforms import HiddenField, RadioField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, Length
 
-from app.domain import emergency as rules
+from app.domain import emergency_action as rules
 from app.domain.errors import ApiError
 from app.services.lifecycle.emergency import act_in_emergency, review_emergency
 from app.services.read import emergency_reviews as reads
