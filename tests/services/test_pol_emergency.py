@@ -47,7 +47,8 @@ def stored(proposal_id):
     db.session.rollback()
     p = db.session.get(ActionProposal, proposal_id)
     return (p.state, p.emergency, count(ActionApproval), count(EmergencyReview),
-            db.session.scalar(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "action.emergency")),
+            db.session.scalar(
+                select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "action.emergency")),
             db.session.scalar(select(HumanTask.state).where(HumanTask.action_proposal_id == proposal_id)))
 
 
@@ -76,7 +77,8 @@ def test_an_emergency_action_by_its_maker_is_sent_at_once_and_opens_a_review(app
 
 @pytest.mark.parametrize(
     "reason",
-    ["urgent", "", "   ", "!" * 40, "a a a a a a a a a a a a a a a a a a a", "Thisisonelongwordwithoutanyspacesatall", None,
+    ["urgent", "", "   ", "!" * 40, "a a a a a a a a a a a a a a a a a a a", "Thisisonelongwordwithoutanyspacesatall",
+     None,
      "\u200b" * 40 + "now"],
 )
 def test_a_thin_reason_is_refused_and_nothing_is_stored(app, team, lead, reason):
@@ -135,7 +137,8 @@ def test_the_review_is_overdue_after_the_configured_time(app, team, lead, clock)
     assert [row.review.id for row in overdue_rows(team.installation_id)] == [first.review_id]
     text = exposition(utcnow())[0].decode()
     assert "console_emergency_reviews_overdue 1.0" in text
-    set_approval_settings(team.installation_id, pol.settings_to_json(replace(pol.DEFAULT_SETTINGS, emergency_review_seconds=7200)))
+    two_hours = replace(pol.DEFAULT_SETTINGS, emergency_review_seconds=7200)
+    set_approval_settings(team.installation_id, pol.settings_to_json(two_hours))
     second = act(make_proposal(team), lead, idempotency_key="emergency-2")
     review = db.session.get(EmergencyReview, second.review_id)
     assert abs((review.due_at - review.acted_at).total_seconds() - 7200) < 1
@@ -155,7 +158,8 @@ def test_a_disagreeing_review_proposes_the_compensation(app, team, lead):
     deliver(proposal.id)
     assert reload(proposal).state == "applied"
     reviewer = team.user("reviewer")
-    done = review_emergency(result.review_id, verdict="disagree", reason="Routine spam, not an emergency", operator=reviewer)
+    done = review_emergency(
+        result.review_id, verdict="disagree", reason="Routine spam, not an emergency", operator=reviewer)
     assert done.state == "disagreed" and done.compensation_proposal_id
     compensation = db.session.get(ActionProposal, done.compensation_proposal_id)
     assert (compensation.compensates_proposal_id, compensation.action_code, compensation.state) == (

@@ -58,9 +58,11 @@ def test_act_now_from_the_proposal_page_and_review_it(app, client, team):
     assert "Your retrospective review" in page and "Act now (emergency)" not in page
     review = db.session.scalar(select(EmergencyReview))
     response = other.post(f"/emergency-reviews/{review.id}",
-                          data={"csrf_token": reviewer, "verdict": "disagree", "reason": "Routine spam, not an emergency"})
+                          data={"csrf_token": reviewer, "verdict": "disagree",
+                                "reason": "Routine spam, not an emergency"})
     assert response.status_code == 303
-    compensation = db.session.scalar(select(ActionProposal).where(ActionProposal.compensates_proposal_id == proposal.id))
+    compensation = db.session.scalar(
+        select(ActionProposal).where(ActionProposal.compensates_proposal_id == proposal.id))
     assert response.headers["Location"].endswith(f"/proposals/{compensation.id}")
     page = other.get(f"/proposals/{proposal.id}").get_data(as_text=True)
     assert "Disagreed by" in page and "the compensation proposed" in page
@@ -79,7 +81,8 @@ def test_overdue_reviews_on_operations_and_the_reviews_page(app, client, team, c
     act_in_emergency(fresh.id, reason=REASON, payload_digest=fresh.payload_digest, idempotency_key="e-2", operator=lead)
     login(client, team.user("reviewer").email)
     operations = client.get("/operations").get_data(as_text=True)
-    assert "1 review overdue." in operations and late.id in operations and fresh.id not in operations.split('id="emergency-overdue-list"')[1]
+    listed = operations.split('id="emergency-overdue-list"')[1]
+    assert "1 review overdue." in operations and late.id in listed and fresh.id not in listed
     page = client.get("/emergency-reviews").get_data(as_text=True)
     rows = re.findall(r'<tr data-review="[^"]+" data-state="open"( class="overdue")?>', page)
     assert rows == [' class="overdue"', ""]
@@ -96,7 +99,8 @@ def test_the_emergency_mark_in_rows(app, team):
     act_in_emergency(proposal.id, reason=REASON, payload_digest=proposal.payload_digest, idempotency_key="e-1",
                      operator=lead)
     row = reload(proposal)
-    assert ">Emergency</span>" in str(emergency_badge(row)) and ">Emergency</span>" in str(emergency_badge({"emergency": True}))
+    assert ">Emergency</span>" in str(emergency_badge(row))
+    assert ">Emergency</span>" in str(emergency_badge({"emergency": True}))
     from types import SimpleNamespace as NS
 
     from app.web.console.forms import EmptyForm

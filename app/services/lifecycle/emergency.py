@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -45,7 +46,7 @@ class EmergencyResult:
     proposal_id: str
     approval_id: str
     review_id: str
-    due_at: object  # datetime, UTC
+    due_at: datetime  # UTC
     idempotent_replay: bool
 
 
@@ -104,7 +105,9 @@ def act_in_emergency(
         if prior is not None:
             review = session.scalar(select(EmergencyReview).where(EmergencyReview.proposal_id == prior.proposal_id))
             if prior.proposal_id != proposal_id or review is None:
-                raise ApiError(409, "idempotency_key_reused", "This idempotency key was already used for another decision.")
+                raise ApiError(
+                    409, "idempotency_key_reused", "This idempotency key was already used for another decision."
+                )
             return EmergencyResult(proposal_id, prior.id, review.id, review.due_at, True)
         proposal = session.get(ActionProposal, proposal_id)
         if proposal is None or proposal.installation_id != operator.installation_id:
@@ -166,7 +169,9 @@ def act_in_emergency(
         try:
             uow.commit()
         except IntegrityError as error:  # another decision won the race
-            raise ApiError(409, "action_approval_changed", "Another decision was recorded first. Refresh the action.") from error
+            raise ApiError(
+                409, "action_approval_changed", "Another decision was recorded first. Refresh the action."
+            ) from error
     with bind(proposal_id=proposal_id, operation_id=operation_id):
         log.warning("emergency action", extra={"approval_id": approval_id, "review_id": result.review_id})
     return result

@@ -35,7 +35,9 @@ def _names(ids) -> dict[str, str]:
     return {id: name for id, name in rows}
 
 
-def review_rows(installation_id: str, *, open_only: bool = False, limit: int = 200, now: datetime | None = None) -> list[ReviewRow]:
+def review_rows(
+    installation_id: str, *, open_only: bool = False, limit: int = 200, now: datetime | None = None
+) -> list[ReviewRow]:
     """The installation's emergency reviews: open ones first (overdue first, then by
     due time), then the reviewed ones, newest first (POL-6)."""
     now = now or utcnow()
@@ -74,14 +76,6 @@ def overdue_count(now: datetime, installation_id: str | None = None) -> int:
     return db.session.scalar(statement) or 0
 
 
-def emergency_ids(proposal_ids) -> set[str]:
-    """Which of these proposals were sent by an emergency action (POL-6)."""
-    ids = list({i for i in proposal_ids if i})
-    if not ids:
-        return set()
-    return set(db.session.scalars(select(ActionProposal.id).where(ActionProposal.id.in_(ids), ActionProposal.emergency.is_(True))))
-
-
 @dataclass(frozen=True)
 class EmergencyPanel:
     """The proposal page's emergency panel: the review (None before any emergency),
@@ -109,7 +103,8 @@ def emergency_panel(operator: OperatorUser, proposal: ActionProposal, now: datet
     )
     refusal = None
     if review is not None:
-        refusal = rules.review_refusal(operator.id, operator.roles, review.acted_by, makers_of(db.session, proposal), review.state)
+        makers = makers_of(db.session, proposal)
+        refusal = rules.review_refusal(operator.id, operator.roles, review.acted_by, makers, review.state)
     names = _names([review.acted_by, review.reviewer_id]) if review is not None else {}
     return EmergencyPanel(
         review=review,

@@ -121,14 +121,18 @@ def review(review_id: str):
     if proposal_id is None:
         raise ApiError(404, "emergency_review_not_found", "No such emergency review.")
     if not form.validate():
-        return _refused(proposal_id, ApiError(400, "emergency_review_verdict_invalid", rules.REFUSALS["emergency_review_verdict_invalid"]))
+        code = "emergency_review_verdict_invalid"
+        return _refused(proposal_id, ApiError(400, code, rules.REFUSALS[code]))
     try:
-        result = review_emergency(review_id, verdict=form.verdict.data, reason=form.reason.data or "", operator=current_user)
+        result = review_emergency(
+            review_id, verdict=form.verdict.data, reason=form.reason.data or "", operator=current_user
+        )
     except ApiError as error:
         return _refused(proposal_id, error)
     if result.compensation_proposal_id:
         flash("You disagreed. The compensation is proposed; another reviewer must approve it.", "ok")
         return redirect(url_for("console.proposal", proposal_id=result.compensation_proposal_id), code=303)
-    words = "agreed" if result.state == rules.ReviewState.AGREED.value else "disagreed (this action names no compensation)"
+    agreed = result.state == rules.ReviewState.AGREED.value
+    words = "agreed" if agreed else "disagreed (this action names no compensation)"
     flash(f"You {words}. The review is recorded.", "ok")
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
