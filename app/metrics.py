@@ -99,6 +99,13 @@ class DatabaseCollector:
             "Reversals of temporary actions still unsent five minutes past their time (TEMP-2).",
             value=overdue_reversal_count(self.now),
         )
+        from app.services.read.emergency_reviews import overdue_count
+
+        yield GaugeMetricFamily(
+            "console_emergency_reviews_overdue",
+            "Retrospective reviews of emergency actions still open past their due time (POL-6).",
+            value=overdue_count(self.now),
+        )
         yield from _connection_gauges(db.session)
         yield from _bulk_gauges(db.session)
         db.session.rollback()

@@ -26,7 +26,8 @@ from app.domain.text_safety import SuspiciousCharacter, suspicious_in
 
 ADMIN_ROLE = "admin"
 # Roles whose holders decide on their own: a reviewer approves actions, an admin approves changes.
-PRIVILEGED_ROLES = frozenset({"reviewer", "admin"})
+# An emergency role acts alone (POL-6): it signs in with a second factor too.
+PRIVILEGED_ROLES = frozenset({"reviewer", "admin", "emergency"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

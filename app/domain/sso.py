@@ -14,7 +14,7 @@ from typing import Any
 
 from app.domain.errors import ApiError
 
-ROLES = ("moderator", "reviewer", "admin", "auditor")  # the same as app.models.tenancy.ROLES
+ROLES = ("moderator", "reviewer", "admin", "auditor", "emergency")  # the same as app.models.tenancy.ROLES
 MAX_PAIRS = 200
 MAX_GROUP_LENGTH = 200
 MAX_GROUPS_IN_CLAIM = 1000

@@ -11,7 +11,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from .base import Base, SealedText, UTCDateTime, created_at_column, id_column, json_column
 
-ROLES = ("moderator", "reviewer", "admin", "auditor")
+ROLES = ("moderator", "reviewer", "admin", "auditor", "emergency")  # emergency: may act alone, reviewed afterwards (POL-6)
 
 
 class Installation(Base):

@@ -227,6 +227,24 @@ def proposal_state(p: Any, undo: Any = None) -> Markup:
     return Markup(f'{badge} <span class="undo">· being undone by {undo_link(undo)}</span>') if undo else badge
 
 
+EMERGENCY_BADGE = Markup(' <span class="badge emergency" title="Approved alone in an emergency; reviewed afterwards '
+                         '(POL-6)">Emergency</span>')
+
+
+def emergency_badge(p: Any) -> Markup:
+    """"Emergency" after an action one person approved alone (POL-6); nothing otherwise.
+    `p`: a proposal, or a mapping with ``emergency``."""
+    flagged = p.get("emergency") if isinstance(p, dict) else getattr(p, "emergency", False)
+    return EMERGENCY_BADGE if flagged else Markup("")
+
+
+def emergency_refusal(code: str) -> str:
+    """Why the viewer cannot review an emergency action, in words (POL-6)."""
+    from app.domain.emergency_action import REFUSALS
+
+    return REFUSALS.get(code, code)
+
+
 def proposal_row(row: dict, names: dict | None, undo: dict) -> Markup:
     """One proposal as a row of the proposals list: created, action, subject, report,
     state (undone or not), how far delivery got and the last error in words.
@@ -235,7 +253,7 @@ def proposal_row(row: dict, names: dict | None, undo: dict) -> Markup:
     return Markup(
         f'<tr>\n  <td data-label="Created">{time_tag(p.created_at)}</td>\n'
         f'  <td data-label="Action"><a href="{escape(row_url("console.proposal", "proposal_id", p.id))}" '
-        f'title="{escape(p.action_code)}">{escape(label("action", p.action_code))}</a></td>\n'
+        f'title="{escape(p.action_code)}">{escape(label("action", p.action_code))}</a>{emergency_badge(p)}</td>\n'
         f'  <td data-label="Target">{subject(p, names)}</td>\n'
         f'  <td data-label="Report"><a href="{escape(row_url("console.report", "report_id", p.report_id))}">'
         f"{escape(row['report_reference'])}</a></td>\n"
@@ -278,7 +296,7 @@ def task_row(row: dict, names: dict | None, reviews: dict, approving: dict, form
             '  <td data-label="Action">']
     if p:
         html.append(f'<a href="{escape(row_url("console.proposal", "proposal_id", p.id))}" title="{escape(p.action_code)}">'
-                    f'{escape(label("action", p.action_code))}</a>\n    ')
+                    f'{escape(label("action", p.action_code))}</a>{emergency_badge(p)}\n    ')
         a = approving.get(p.id)
         if a and a.maker:
             html.append(f'<br><small class="maker">{maker_line(a.maker, short=True)}</small>')
@@ -385,4 +403,5 @@ def register_badges(app) -> None:
     app.jinja_env.globals.update(attempt_row=attempt_row, audit_row=audit_row, task_row=task_row,
                                  maker_line_tag=maker_line, proposal_state_tag=proposal_state,
                                  undo_link_tag=undo_link, proposal_row=proposal_row,
-                                 claim_control_tag=claim_control, queue_row=queue_row)
+                                 claim_control_tag=claim_control, queue_row=queue_row,
+                                 emergency_badge=emergency_badge, emergency_refusal=emergency_refusal)

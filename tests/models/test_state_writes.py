@@ -38,6 +38,8 @@ NOT_CASE_OBJECTS = {
         "app/services/admin/erasure_requests.py",
         ".values(state=state.value, decided_by=operator.id, decided_at=now, **values)",
     ),
+    # an emergency action's retrospective review (POL-6): open → agreed or disagreed by one guarded UPDATE
+    ("app/services/lifecycle/emergency.py", ".values(state=target.value, **written)"),
     # budget reservations (DLV-3): settled in bulk by one statement
     (
         "app/services/lifecycle/budget_reservations.py",

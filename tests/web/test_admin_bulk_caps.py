@@ -15,7 +15,7 @@ def test_bulk_5_the_caps_page_lists_roles_and_a_proposal_applies_on_approval(app
     the change page and the page still shows the default until a second admin approves."""
     csrf = admin(client)
     page = text(client.get("/admin/bulk-caps"))
-    assert "Bulk caps" in page and page.count("(default)") == 4 and "1,000" in page
+    assert "Bulk caps" in page and page.count("(default)") == 5 and "1,000" in page
     response = post(client, "/admin/bulk-caps", csrf, role="reviewer", max_items="2500")
     [change] = pending_changes()
     assert response.status_code == 303 and response.headers["Location"].endswith(f"/admin/changes/{change.id}")

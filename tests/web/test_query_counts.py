@@ -136,12 +136,12 @@ def test_lists_do_not_grow_with_rows(app, client, world):
         # the protected marks (POL-4)
         "/proposals?state=approval_required": 9,
         "/proposals?mine=1": 9,
-        "/tasks": 10,  # and the protected marks (POL-4);  # tasks with their proposals and assignees (one query), makers' facts, evidence,
-        # decisions (FOUR-5); 10 when the proposals and the assignees' names were read again (issue 25)
+        "/tasks": 10,  # tasks with their proposals and assignees (one query), makers' facts, evidence,
+        # decisions (FOUR-5), the protected marks (POL-4)
         "/reports": 5,  # and the active temporary actions with their reversals (TEMP-2)
-        "/operations": 11,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
+        "/operations": 12,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
         # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4),
-        # the deliveries retrying (QUEUE-6)
+        # the deliveries retrying (QUEUE-6), the overdue reviews of emergency actions (POL-6)
     }
 
 

@@ -28,18 +28,19 @@ from app.services.bulk.actions import bulk_actions
 from app.services.bulk.dry_runs import start_dry_run
 from app.services.cases.appeals import decide_appeal, file_appeal
 from app.services.lifecycle.dispatch import deliver
+from app.services.lifecycle.emergency import act_in_emergency
 from app.services.admin.erasure_requests import request_erasure
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import approve, decide_report, make_world, pass_second_factor
 
-ROLES = ("moderator", "reviewer", "admin", "auditor")
-ALL = set(ROLES)
+ROLES = ("moderator", "reviewer", "admin", "auditor", "emergency")
+ALL = {"moderator", "reviewer", "admin", "auditor"}  # every page's readers; "emergency" is held beside them (POL-6)
 PASSWORD = "a-long-password-1"
 
 # (method, path template, roles allowed). {...} are filled from the world.
 ROUTES = [
-    ("GET", "/", ALL),
+    ("GET", "/", ALL | {"emergency"}),  # any role lands somewhere
     ("GET", "/proposals", ALL),
     ("GET", "/proposals/{proposal_id}", ALL),
     ("GET", "/proposals/{proposal_id}/live", ALL),
@@ -58,6 +59,10 @@ ROUTES = [
     ("POST", "/proposals/{proposal_id}/compensate", {"reviewer", "admin"}),
     ("POST", "/proposals/{proposal_id}/cancel", {"moderator", "reviewer", "admin"}),  # TEMP-4
     ("POST", "/proposals/{proposal_id}/temporary-change", {"moderator", "reviewer", "admin"}),  # TEMP-3
+    ("GET", "/proposals/{proposal_id}/emergency", ALL),  # POL-6: a reload of a refused form
+    ("POST", "/proposals/{proposal_id}/emergency", {"emergency"}),  # without a reason: 400 emergency_reason_too_thin
+    ("GET", "/emergency-reviews", {"reviewer", "admin", "auditor", "emergency"}),  # POL-6
+    ("POST", "/emergency-reviews/{emergency_review_id}", {"reviewer"}),  # without a verdict: 400
     ("GET", "/tasks", {"reviewer", "admin", "auditor"}),
     ("GET", "/inbox", ALL),  # POL-7: a factor may admit any role
     ("POST", "/tasks/{task_id}/claim", {"reviewer"}),
@@ -154,8 +159,8 @@ ROUTES = [
     ("POST", "/admin/users/{operator_id}/deactivate", {"admin"}),
     ("POST", "/admin/users/{operator_id}/reactivate", {"admin"}),
     ("POST", "/admin/users/{operator_id}/second-factor/reset", {"admin"}),  # OPS-2: a change for a second admin
-    ("GET", "/account/second-factor", ALL),  # OPS-2: one's own second factor
-    ("POST", "/account/second-factor", ALL),  # without a code: 401, nothing changes
+    ("GET", "/account/second-factor", ALL | {"emergency"}),  # OPS-2: one's own second factor
+    ("POST", "/account/second-factor", ALL | {"emergency"}),  # without a code: 401, nothing changes
     ("POST", "/admin/users/{operator_id}/invitation", {"admin"}),  # FOUR-6: not invited: 409
     ("GET", "/admin/changes", {"admin", "auditor"}),
     ("GET", "/admin/changes/{change_id}", {"admin", "auditor"}),
@@ -205,6 +210,12 @@ def ids_of(world, platform_url) -> dict[str, str]:
     )
     batch_id = start_dry_run(world.user("moderator"), selection={"source": "list", "text": "post:1005"},
                              action_key=action.key, decision_code=action.decision_code, reason="a bulk action")
+    lead = create_operator(iid, email=f"lead-{iid}@example.com", password=PASSWORD, display_name="Lead",
+                           roles=["moderator", "emergency"], actor=Actor.system())
+    urgent = decide_report(world, 2)
+    emergency_review_id = act_in_emergency(urgent.id, reason="A live-streamed attack is spreading right now",
+                                           payload_digest=urgent.payload_digest, idempotency_key="matrix",
+                                           operator=lead).review_id  # POL-6
     erasure_id = request_erasure(world.user("admin"), "user:777", "a privacy request, ticket 42").id  # OPS-4
     with unit_of_work() as uow:  # POL-4: a protected subject, as if two admins had marked it
         protected = ProtectedSubject(installation_id=iid, kind="account", subject_reference="user:5120", reason="r")
@@ -213,6 +224,7 @@ def ids_of(world, platform_url) -> dict[str, str]:
     return {
         "protected_id": protected.id,
         "erasure_id": erasure_id,
+        "emergency_review_id": emergency_review_id,
         "batch_id": batch_id,
         "proposal_id": original.id,
         "task_id": one(select(HumanTask.id).where(HumanTask.installation_id == iid, HumanTask.state == "open")),

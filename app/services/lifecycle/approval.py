@@ -86,6 +86,17 @@ def _decide_without_run(uow, proposal: ActionProposal, decision: str, operator: 
     uow.after_commit(lambda: enqueue_delivery(proposal_id, cycle, attempts))
 
 
+def continue_after_decision(uow, proposal: ActionProposal, approval_id: str, decision: str, operator) -> None:
+    """What follows the one decision, in its unit of work (APPR-5): a correction,
+    compensation or reversal is queued at once when approved; any other proposal's run
+    is told (it queues the approved action). Also the emergency action's path (POL-6)."""
+    uow.session.refresh(proposal)
+    if proposal.appeal_id or proposal.compensates_proposal_id or proposal.reverses_proposal_id:
+        _decide_without_run(uow, proposal, decision, operator)
+    else:
+        emit_approval_event(uow, proposal, approval_id, decision, operator.id)
+
+
 def validate_reason(reason: str | None) -> str | None:
     """Trim an optional reason; 3..2,000 characters when given (APPR-1).
 
@@ -327,11 +338,7 @@ def decide_proposal(
             proposal.id,
             details,
         )
-        session.refresh(proposal)
-        if proposal.appeal_id or proposal.compensates_proposal_id or proposal.reverses_proposal_id:
-            _decide_without_run(uow, proposal, decision, operator)
-        else:
-            emit_approval_event(uow, proposal, approval_id, decision, operator.id)
+        continue_after_decision(uow, proposal, approval_id, decision, operator)
         try:
             uow.commit()
         except IntegrityError as error:  # another decision won the race

@@ -70,99 +70,128 @@ def propose_compensation(
             ``idempotency_key_invalid``; 422 ``action_payload_schema_invalid``
             and the component's availability codes (COMP-1, COMP-2).
     """
-    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
-        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
     with unit_of_work() as uow:
-        session = uow.session
-        original = session.get(ActionProposal, proposal_id)
-        if original is None or original.installation_id != operator.installation_id:
-            raise ApiError(404, "action_not_found", "No such action proposal.")
-        operation_id = compensation_operation_id(original.operation_id, idempotency_key)
-        existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
-        if existing is not None:
-            return CompensationResult(existing.id, existing.payload_digest, existing.state, True)
-        if delivery_rules.compensation_refusal(delivery_of(original)):
-            raise ApiError(
-                409,
-                "action_compensation_unavailable",
-                "Only an applied or compensation-required action can be compensated.",
-            )
-        report = session.get(Report, original.report_id)
-        if closed_to_ordinary_actions(report.state):  # PRE-2: only appeal corrections may act now
-            raise ApiError(
-                409, "action_case_no_longer_eligible", f"The case is {report.state}; it takes no new action."
-            )
-        target = _object(target, "action_target_invalid", "target")
-        payload = _object(payload, "action_payload_invalid", "payload")
-        preconditions = _object(
-            {} if preconditions is None else preconditions, "action_preconditions_invalid", "preconditions"
-        )
-        if (
-            not isinstance(component_version_id, str)
-            or not component_version_id
-            or not isinstance(action_code, str)
-            or not 1 <= len(action_code) <= 200
-        ):
-            raise ApiError(
-                400,
-                "action_compensation_invalid",
-                "component_version_id and an action_code of 1 to 200 characters are required.",
-            )
-        try:
-            # FOUR-7: a retired version only if the action compensated was prepared with it
-            prepared_with = prepared_versions(original.component_version_id, original.temporary)
-            component = load_action_component(session, component_version_id, original.installation_id, prepared_with)
-        except ActionError as error:
-            raise ApiError(409, error.code, "That component cannot act.", "component_version_id") from error
-        if schema_errors(payload, component.input_schema):
-            raise ApiError(
-                422,
-                "action_payload_schema_invalid",
-                "The payload does not match the component's input schema.",
-                "payload",
-            )
-        new = compensation_proposal(
-            original=original_facts(original),
-            token=uuid.uuid4().hex,
-            idempotency_key=idempotency_key,
+        result = propose_compensation_in(
+            uow,
+            proposal_id,
+            component_version_id=component_version_id,
             action_code=action_code,
             target=target,
             payload=payload,
             preconditions=preconditions,
-            component_version_id=component.id,
-            policy_version_id=report.policy_version_id,
-            proposer_id=operator.id,
-            now=utcnow(),
-            destination=destination_of(session, component),  # FOUR-5
+            idempotency_key=idempotency_key,
+            operator=operator,
         )
-        proposal = insert_proposal(session, new)
-        open_approval_task(
-            uow,
-            proposal,
-            task_id=new.task_id,
-            queue_id=report.queue_id,
-            extra={"compensates_proposal_id": original.id},
+        if not result.idempotent_replay:
+            uow.commit()
+    return result
+
+
+def propose_compensation_in(
+    uow,
+    proposal_id: str,
+    *,
+    component_version_id: Any,
+    action_code: Any,
+    target: Any,
+    payload: Any,
+    preconditions: Any = None,
+    idempotency_key: str,
+    operator: OperatorUser,
+) -> CompensationResult:
+    """`propose_compensation` inside the caller's unit of work, which commits (or
+    rolls back) with its own writes; e.g. a disagreeing emergency review (POL-6).
+    Same arguments and errors as `propose_compensation`."""
+    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200:
+        raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 200 characters is required.")
+    session = uow.session
+    original = session.get(ActionProposal, proposal_id)
+    if original is None or original.installation_id != operator.installation_id:
+        raise ApiError(404, "action_not_found", "No such action proposal.")
+    operation_id = compensation_operation_id(original.operation_id, idempotency_key)
+    existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
+    if existing is not None:
+        return CompensationResult(existing.id, existing.payload_digest, existing.state, True)
+    if delivery_rules.compensation_refusal(delivery_of(original)):
+        raise ApiError(
+            409,
+            "action_compensation_unavailable",
+            "Only an applied or compensation-required action can be compensated.",
         )
-        change = delivery_rules.mark_compensated(delivery_of(original))
-        if change is not None and move_proposal(session, original.id, change.move, where=guard(change)):
-            uow.audit(
-                original.installation_id,
-                f"action-compensation-required:{original.id}",
-                "action.compensation_required",
-                Actor("operator", operator.id),
-                "action_proposal",
-                original.id,
-                {"compensation_proposal_id": new.id},
-            )
+    report = session.get(Report, original.report_id)
+    if closed_to_ordinary_actions(report.state):  # PRE-2: only appeal corrections may act now
+        raise ApiError(
+            409, "action_case_no_longer_eligible", f"The case is {report.state}; it takes no new action."
+        )
+    target = _object(target, "action_target_invalid", "target")
+    payload = _object(payload, "action_payload_invalid", "payload")
+    preconditions = _object(
+        {} if preconditions is None else preconditions, "action_preconditions_invalid", "preconditions"
+    )
+    if (
+        not isinstance(component_version_id, str)
+        or not component_version_id
+        or not isinstance(action_code, str)
+        or not 1 <= len(action_code) <= 200
+    ):
+        raise ApiError(
+            400,
+            "action_compensation_invalid",
+            "component_version_id and an action_code of 1 to 200 characters are required.",
+        )
+    try:
+        # FOUR-7: a retired version only if the action compensated was prepared with it
+        prepared_with = prepared_versions(original.component_version_id, original.temporary)
+        component = load_action_component(session, component_version_id, original.installation_id, prepared_with)
+    except ActionError as error:
+        raise ApiError(409, error.code, "That component cannot act.", "component_version_id") from error
+    if schema_errors(payload, component.input_schema):
+        raise ApiError(
+            422,
+            "action_payload_schema_invalid",
+            "The payload does not match the component's input schema.",
+            "payload",
+        )
+    new = compensation_proposal(
+        original=original_facts(original),
+        token=uuid.uuid4().hex,
+        idempotency_key=idempotency_key,
+        action_code=action_code,
+        target=target,
+        payload=payload,
+        preconditions=preconditions,
+        component_version_id=component.id,
+        policy_version_id=report.policy_version_id,
+        proposer_id=operator.id,
+        now=utcnow(),
+        destination=destination_of(session, component),  # FOUR-5
+    )
+    proposal = insert_proposal(session, new)
+    open_approval_task(
+        uow,
+        proposal,
+        task_id=new.task_id,
+        queue_id=report.queue_id,
+        extra={"compensates_proposal_id": original.id},
+    )
+    change = delivery_rules.mark_compensated(delivery_of(original))
+    if change is not None and move_proposal(session, original.id, change.move, where=guard(change)):
         uow.audit(
             original.installation_id,
-            f"action-compensation:{operation_id}",
-            "workflow.compensation_proposed",
+            f"action-compensation-required:{original.id}",
+            "action.compensation_required",
             Actor("operator", operator.id),
             "action_proposal",
-            new.id,
-            new.audit_details,
+            original.id,
+            {"compensation_proposal_id": new.id},
         )
-        result = CompensationResult(new.id, new.payload_digest, new.state, False)
-        uow.commit()
-    return result
+    uow.audit(
+        original.installation_id,
+        f"action-compensation:{operation_id}",
+        "workflow.compensation_proposed",
+        Actor("operator", operator.id),
+        "action_proposal",
+        new.id,
+        new.audit_details,
+    )
+    return CompensationResult(new.id, new.payload_digest, new.state, False)

@@ -11,6 +11,7 @@ from app.extensions import db
 from app.queueing import delivery_queue
 from app.services.lifecycle.dead_letter_retry import DeadLetterFilter, retry_dead_letters
 from app.services.read import connection_status as connection_views
+from app.services.read.emergency_reviews import overdue_rows
 from app.services.read.operations import operations_view
 from app.services.read.temporary_actions import reversals_due
 
@@ -47,6 +48,7 @@ def _render(where: DeadLetterFilter, form: DeadLetterRetryForm | None = None, er
         v=view,
         reversals_soon=soon,
         reversals_overdue=overdue,
+        emergency_overdue=overdue_rows(installation_id),  # POL-6
         connections=connection_views.health_views(db.session, installation_id),  # CONN-1, CONN-3
         connection_history=connection_views.history(db.session, installation_id),
         dead=dead,
