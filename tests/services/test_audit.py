@@ -49,8 +49,9 @@ def test_every_change_is_audited_with_a_unique_key(app, world):
     )
     approval_id = approved.details["approval_id"]
     assert approved.details_json == (
-        f'{{"approval_id":"{approval_id}","payload_digest":"{proposal.payload_digest}","reason":null}}'
-    )
+        f'{{"approval_id":"{approval_id}","payload_digest":"{proposal.payload_digest}","policy":"default",'
+        f'"reason":null,"votes":"One reviewer: 1 of 1 reviewer"}}'
+    )  # the policy that released it and its votes in words (POL-1)
 
 
 @pytest.mark.parametrize("statement", ["UPDATE audit_events SET action = 'forged'", "DELETE FROM audit_events"])

@@ -64,7 +64,7 @@ ROUTES = [
     ("GET", "/emergency-reviews", {"reviewer", "admin", "auditor", "emergency"}),  # POL-6
     ("POST", "/emergency-reviews/{emergency_review_id}", {"reviewer"}),  # without a verdict: 400
     ("GET", "/tasks", {"reviewer", "admin", "auditor"}),
-    ("GET", "/inbox", ALL),  # POL-7: a factor may admit any role
+    ("GET", "/inbox", ALL | {"emergency"}),  # POL-7: a factor may admit any role
     ("POST", "/tasks/{task_id}/claim", {"reviewer"}),
     ("POST", "/tasks/{task_id}/release", {"reviewer"}),
     ("GET", "/reports", ALL),
