@@ -194,6 +194,38 @@ def _counted_under(standing: pol.Standing, approver_id: str, decision: str, appr
     return None, None
 
 
+def write_decision(session, proposal: ActionProposal, operator, decision: str, reason: str | None,
+                   idempotency_key: str, now, values: dict | None = None) -> str:
+    """Move the proposal out of approval (APPR-5) and write its one `ActionApproval`
+    (APPR-3); `values` are set on the proposal with the move (an emergency's flag).
+
+    Returns:
+        The approval's id.
+
+    Raises:
+        ApiError: 409 ``action_approval_changed`` when another decision moved it first.
+    """
+    change = delivery_rules.decide(decision)
+    if not move_proposal(session, proposal.id, change.move, where=guard(change), values=values or {}):
+        raise ApiError(409, "action_approval_changed", DECISION_REFUSALS["action_approval_changed"])
+    approval_id = new_id("apv")
+    session.add(
+        ActionApproval(
+            id=approval_id,
+            installation_id=proposal.installation_id,
+            proposal_id=proposal.id,
+            task_id=None,
+            approver_id=operator.id,
+            payload_digest=proposal.payload_digest,
+            decision=decision,
+            reason=reason,
+            idempotency_key=idempotency_key,
+            created_at=now,
+        )
+    )
+    return approval_id
+
+
 def decide_proposal(
     proposal_id: str,
     *,
@@ -305,25 +337,8 @@ def decide_proposal(
         if not (releases or vetoes):
             return _record_vote(uow, proposal, operator, vote_id, decision, reason, idempotency_key, standing,
                                 (policy_key, factor_key, expires_at))
-        change = delivery_rules.decide(decision)
-        if not move_proposal(session, proposal.id, change.move, where=guard(change)):
-            raise ApiError(409, "action_approval_changed", DECISION_REFUSALS["action_approval_changed"])
-        approval_id = new_id("apv")
+        approval_id = write_decision(session, proposal, operator, decision, reason, idempotency_key, now)
         operation_id = proposal.operation_id
-        session.add(
-            ActionApproval(
-                id=approval_id,
-                installation_id=proposal.installation_id,
-                proposal_id=proposal.id,
-                task_id=None,
-                approver_id=operator.id,
-                payload_digest=proposal.payload_digest,
-                decision=decision,
-                reason=reason,
-                idempotency_key=idempotency_key,
-                created_at=now,
-            )
-        )
         finish_task_for_proposal(uow, proposal.id, TaskMove.COMPLETE, "direct_action_decision")
         details = {"payload_digest": proposal.payload_digest, "reason": reason, "approval_id": approval_id}
         if proposal.approval_route:  # POL-3: which policy decided it

@@ -23,7 +23,7 @@ from app.domain.case_states import TaskMove
 from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.domain.proposal import delivery as delivery_rules
-from app.models import ActionApproval, ActionProposal, EmergencyReview, OperatorUser, move_proposal, new_id
+from app.models import ActionApproval, ActionProposal, EmergencyReview, OperatorUser
 from app.observability import bind
 from app.services.approval_routing import current_settings
 from app.services.cases.tasks import finish_task_for_proposal
@@ -31,10 +31,11 @@ from app.services.lifecycle.approval import (
     DECISION_REFUSALS,
     _check_delivery_unchanged,
     continue_after_decision,
+    write_decision,
     validate_reason,
 )
 from app.services.lifecycle.maker_lookup import makers_of
-from app.services.lifecycle.proposals import delivery_of, guard
+from app.services.lifecycle.proposals import delivery_of
 from app.services.uow import Actor, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -117,23 +118,9 @@ def act_in_emergency(
         if refusal is not None:
             raise ApiError(409, refusal, DECISION_REFUSALS[refusal])
         _check_delivery_unchanged(session, proposal)
-        change = delivery_rules.decide("approved")
-        if not move_proposal(session, proposal.id, change.move, where=guard(change), values={"emergency": True}):
-            raise ApiError(409, "action_approval_changed", DECISION_REFUSALS["action_approval_changed"])
-        approval_id = new_id("apv")
-        session.add(
-            ActionApproval(
-                id=approval_id,
-                installation_id=proposal.installation_id,
-                proposal_id=proposal.id,
-                task_id=None,
-                approver_id=operator.id,
-                payload_digest=proposal.payload_digest,
-                decision="approved",
-                reason=rules.REASON_PREFIX + reason,
-                idempotency_key=idempotency_key,
-                created_at=now,
-            )
+        approval_id = write_decision(
+            session, proposal, operator, "approved", rules.REASON_PREFIX + reason, idempotency_key, now,
+            values={"emergency": True},
         )
         seconds = current_settings(session, proposal.installation_id).emergency_review_seconds
         review = EmergencyReview(
