@@ -363,3 +363,65 @@ def test_pol6_a_batch_item_cannot_be_approved_or_rushed_alone(app, team, people)
     assert refusal(lambda: act_in_emergency(item.id, reason=REASON, payload_digest=item.payload_digest,
                                             idempotency_key="e-item", operator=people["boss"]))[1] == (
         "action_decided_with_its_batch")
+
+
+# -- POL-2: a vote's time to live under alternative policies -----------------------------------
+
+TWO_ALTERNATIVES = {
+    "policies": [
+        {"key": "two_leads", "label": "Two leads", "ttl_seconds": 30 * 24 * 3600,
+         "factors": [{"key": "lead", "label": "lead", "count": 2, "roles": ["reviewer"],
+                      "attributes": {"level": "lead"}}]},
+        {"key": "peer_and_lead", "label": "A peer and a lead (fresh)", "ttl_seconds": 60,
+         "factors": [{"key": "peer", "label": "peer", "count": 1, "roles": ["reviewer"]},
+                     {"key": "lead", "label": "lead", "count": 1, "roles": ["reviewer"],
+                      "attributes": {"level": "lead"}}]},
+    ],
+    "routes": [{"policies": ["two_leads", "peer_and_lead"]}],
+}
+
+
+def test_pol2_a_vote_older_than_the_short_ttl_does_not_release_a_single_proposal(app, team, people, clock):
+    """POL-2 (correct): a lead's vote expires by the shortest time to live of the
+    alternatives it can count for; 5 minutes later a peer does not release it with it."""
+    set_approval_settings(team.installation_id, TWO_ALTERNATIVES)
+    proposal = make_proposal(team)
+    vote(proposal, people["lead"])
+    clock.advance(minutes=5)
+    assert vote(proposal, people["peer"]).state == "approval_required"
+
+
+@pytest.mark.xfail(strict=True, reason="POL-2: batch_votes.new_vote sets a vote's expiry by the first alternative "
+                   "that counts it (30 days) while it also counts for one with a 60 s time to live; a lead's "
+                   "5-minute-old vote still releases the batch with a peer")
+def test_pol2_a_vote_older_than_the_short_ttl_releases_a_batch(app, team, people, clock):
+    set_approval_settings(team.installation_id, TWO_ALTERNATIVES)
+    batch = _batch(team, 3)
+    lead, peer = people["lead"], people["peer"]
+    assert approve_batch(lead, batch.id, batch.batch_digest)["approved"] == 0
+    clock.advance(minutes=5)
+    result = approve_batch(peer, batch.id, batch.batch_digest)
+    assert result["approved"] == 0 and "waiting" in result
+
+
+# -- POL-1: an operator's attributes are a four-eyes change the subject cannot approve -----------
+
+
+def test_pol1_an_admin_cannot_approve_their_own_lead_attribute(app, world):
+    """POL-1, FOUR-2 (refused): admin proposes level=lead for admin2; admin2 cannot
+    approve it for themselves; the attributes stay unchanged."""
+    from app.models import OperatorUser
+    from app.services.admin.operator_teams import propose_operator_attributes
+
+    from ..builders import approve_change
+
+    admin2 = world.user("admin2")
+    pending = propose_operator_attributes(world.user("admin"), admin2.id, team="safety", attributes="level=lead")
+    with pytest.raises(ApiError) as caught:
+        approve_change(world, pending, approver="admin2")
+    assert caught.value.status == 403
+    db.session.expire_all()
+    assert (db.session.get(OperatorUser, admin2.id).attributes or {}) == {}
+    with pytest.raises(ApiError) as caught:  # nor can the proposer
+        approve_change(world, pending, approver="admin")
+    assert caught.value.status == 403
