@@ -425,3 +425,44 @@ def test_pol1_an_admin_cannot_approve_their_own_lead_attribute(app, world):
     with pytest.raises(ApiError) as caught:  # nor can the proposer
         approve_change(world, pending, approver="admin")
     assert caught.value.status == 403
+
+
+# -- POL-2: concurrent votes --------------------------------------------------------------------
+
+
+def test_pol2_a_peer_and_a_lead_voting_at_once_release_it_exactly_once(app, team, people):
+    """POL-2 (correct): votes on one proposal serialize; a peer and a lead racing (each
+    twice, with fresh keys) give one release, one ActionApproval, two counting votes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    proposal = make_proposal(team)
+    ids = {name: people[name].id for name in ("peer", "lead")}
+
+    def attempt(args):
+        index, name = args
+        with app.app_context():
+            from app.models import OperatorUser
+
+            operator = db.session.get(OperatorUser, ids[name])
+            try:
+                return vote(proposal, operator, key=f"race-{name}-{index}").state
+            except ApiError as error:
+                return error.code
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(attempt, enumerate(["peer", "lead", "peer", "lead"])))
+    assert results.count("approved") == 1, results
+    assert set(results) <= {"approved", "approval_required", "approval_already_given",
+                            "action_not_awaiting_approval", "action_approval_changed"}, results
+    assert count(ActionApproval, ActionApproval.proposal_id == proposal.id) == 1
+    assert count(ApprovalVote, ApprovalVote.proposal_id == proposal.id) == 2
+    assert reload(proposal).state == "queued"
+
+
+@pytest.mark.xfail(strict=True, reason="POL-1/POL-3: document_problems accepts a factor only auditors (who may not "
+                   "decide: APPR-4 needs the reviewer role) are eligible for; every single proposal routed to it "
+                   "waits forever, while batches (role check skipped) let auditors approve")
+def test_pol3_a_factor_only_non_deciders_can_hold_is_refused(app, world):
+    doc = _doc(factors=[{"key": "audit", "label": "auditor", "count": 1, "roles": ["auditor"]}])
+    status, code = refusal(lambda: propose_settings(world.user("admin"), parse_document(json.dumps(doc))))
+    assert (status, code) == (400, "approval_settings_invalid")
