@@ -466,3 +466,40 @@ def test_pol3_a_factor_only_non_deciders_can_hold_is_refused(app, world):
     doc = _doc(factors=[{"key": "audit", "label": "auditor", "count": 1, "roles": ["auditor"]}])
     status, code = refusal(lambda: propose_settings(world.user("admin"), parse_document(json.dumps(doc))))
     assert (status, code) == (400, "approval_settings_invalid")
+
+
+# -- POL-4 through a bulk batch -----------------------------------------------------------------
+
+
+def _protected_batch(world, selection):
+    from app.services.admin.protected_subjects import propose_mark
+
+    from ..builders import add_report_with_evidence, approve_change
+
+    approve_change(world, propose_mark(world.user("admin"), "author", "user:5120", "every post of a journalist"))
+    add_report_with_evidence(world, "bulk-prot-1", "post:7001", author_reference="user:5120", author_name="greg")
+    moderator = world.user("moderator")
+    action = bulk_actions(db.session, world.installation_id)[0]
+    batch_id = start_dry_run(moderator, selection=selection, action_key=action.key,
+                             decision_code=action.decision_code, reason="spam network")
+    submit_batch(moderator, batch_id, db.session.get(BulkBatch, batch_id).dry_run_digest)
+    db.session.expire_all()
+    return db.session.get(BulkBatch, batch_id)
+
+
+def test_pol4_a_batch_of_a_protected_authors_posts_routes_protected(app, world):
+    """POL-4, POL-3 (correct): a batch selected by the protected author is protected."""
+    batch = _protected_batch(world, {"source": "author", "author_reference": "user:5120"})
+    assert batch.approval_route["protected"] is True
+
+
+@pytest.mark.xfail(strict=True, reason="POL-4: protected_in_batch reads authors only from the evidence of each "
+                   "item's own report; a pasted list gives the protected author's post (known from another "
+                   "report's evidence) a report without evidence, so the batch routes to one reviewer")
+@pytest.mark.parametrize("text", ["post:7001\npost:99999", "POST:7001"])
+def test_pol4_a_pasted_list_with_a_protected_authors_post_dodges_the_protected_policy(app, world, text):
+    batch = _protected_batch(world, {"source": "list", "text": text})
+    item = db.session.scalar(select(ActionProposal).where(ActionProposal.bulk_batch_id == batch.id,
+                                                          ActionProposal.target_reference == "post:7001"))
+    assert item is not None  # the protected author's post is an item of the batch
+    assert batch.approval_route["protected"] is True
