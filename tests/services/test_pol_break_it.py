@@ -503,3 +503,24 @@ def test_pol4_a_pasted_list_with_a_protected_authors_post_dodges_the_protected_p
                                                           ActionProposal.target_reference == "post:7001"))
     assert item is not None  # the protected author's post is an item of the batch
     assert batch.approval_route["protected"] is True
+
+
+# -- POL-6: the actor overriding the review of their own emergency ---------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="POL-6/FOUR-1: the compensation a disagreeing review proposes may be "
+                   "rejected by the very operator who acted alone: makers_of(compensation) does not include the "
+                   "emergency actor, so they overrule the second person and their action stands")
+def test_pol6_the_actor_cannot_reject_the_compensation_of_their_own_emergency(app, team, people):
+    from app.services.lifecycle.dispatch import deliver
+
+    proposal = make_proposal(team)
+    result = act_in_emergency(proposal.id, reason=REASON, payload_digest=proposal.payload_digest,
+                              idempotency_key="e1", operator=people["boss"])
+    deliver(proposal.id)
+    assert reload(proposal).state == "applied"
+    done = review_emergency(result.review_id, verdict="disagree", reason="Routine spam, not an emergency",
+                            operator=people["reviewer"])
+    compensation = db.session.get(ActionProposal, done.compensation_proposal_id)
+    status, code = refusal(lambda: vote(compensation, people["boss"], "rejected", "it was urgent, I stand by it"))
+    assert status == 403
