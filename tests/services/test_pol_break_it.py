@@ -524,3 +524,23 @@ def test_pol6_the_actor_cannot_reject_the_compensation_of_their_own_emergency(ap
     compensation = db.session.get(ActionProposal, done.compensation_proposal_id)
     status, code = refusal(lambda: vote(compensation, people["boss"], "rejected", "it was urgent, I stand by it"))
     assert status == 403
+
+
+# -- POL-4 under bounded automation ---------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="POL-4 (arguable vs FOUR-3): route_proposal runs only for proposals that "
+                   "wait for a person; under a bounded_auto workflow an action on a protected author's post is "
+                   "queued and sent with no approval at all, the mark ignored")
+def test_pol4_bounded_automation_does_not_skip_the_protected_policy(app, platform):
+    from app.services.admin.protected_subjects import propose_mark
+
+    from ..builders import add_report_with_evidence, approve_change, decide, make_world
+
+    world = make_world(platform.url, approval_mode="bounded_auto")
+    platform.configure_for(world)
+    approve_change(world, propose_mark(world.user("admin"), "author", "user:5120", "every post of a journalist"))
+    report_id = add_report_with_evidence(world, "auto-prot", "post:7001", author_reference="user:5120")
+    proposal = decide(world, report_id)
+    assert proposal.state == "approval_required"
+    assert proposal.approval_route and proposal.approval_route["protected"] is True
