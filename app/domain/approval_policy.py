@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 APPROVE, REJECT = "approved", "rejected"
+DECIDER_ROLE = "reviewer"  # APPR-4: every approver holds it, whatever a factor's filter
 TTL_MIN_SECONDS, TTL_MAX_SECONDS = 60, 30 * 24 * 3600
 MAX_FACTORS, MAX_COUNT = 5, 10
 
@@ -37,6 +38,8 @@ class Eligibility:
     attributes: tuple[tuple[str, str], ...] = ()
 
     def admits(self, approver: Approver) -> bool:
+        if DECIDER_ROLE not in approver.roles:  # APPR-4: only reviewers approve; a factor narrows that
+            return False
         if self.roles and not set(self.roles) & approver.roles:
             return False
         if self.teams and approver.team not in self.teams:
@@ -269,6 +272,20 @@ def vote_refusal(
     return None if gained else "approval_factor_already_met"
 
 
+def eligible_policies(alternatives: Iterable[Policy], approver: Approver) -> tuple[Policy, ...]:
+    """The alternatives with a factor that admits `approver` (POL-1)."""
+    return tuple(p for p in alternatives if any(f.eligibility.admits(approver) for f in p.factors))
+
+
+def expiry_for(alternatives: Iterable[Policy], approver: Approver, now: datetime, authorization_expires_at: datetime):
+    """When a vote cast now stops counting (POL-2): the shortest time to live of the
+    alternatives it can count for (all of them when none admits its author), within
+    the authorization expiry — so a vote never outlives any policy it could release."""
+    alternatives = tuple(alternatives)
+    policies = eligible_policies(alternatives, approver) or alternatives
+    return min(vote_expiry(p.ttl_seconds, now, authorization_expires_at) for p in policies)
+
+
 def vote_expiry(policy_ttl_seconds: int | None, now: datetime, authorization_expires_at: datetime) -> datetime:
     """When a vote cast now stops counting: the policy's time to live, within the
     proposal's authorization expiry (POL-2)."""
@@ -485,6 +502,11 @@ def settings_problems(data: Any) -> list[str]:
                 problems.append(f"Policy {policy.key}, factor {f.key}: counts must be 1 to {MAX_COUNT}.")
             if not (f.eligibility.roles or f.eligibility.teams or f.eligibility.attributes):
                 problems.append(f"Policy {policy.key}, factor {f.key}: say who is eligible.")
+            if f.eligibility.roles and DECIDER_ROLE not in f.eligibility.roles:
+                problems.append(
+                    f"Policy {policy.key}, factor {f.key}: only reviewers approve actions (APPR-4); include"
+                    " the reviewer role and narrow the factor by team or attribute."
+                )
     for index, rule in enumerate(settings.routes, start=1):
         unknown = [key for key in rule.policies if key not in settings.policies]
         if not rule.policies or unknown:

@@ -23,6 +23,7 @@ from app.models import (
     ComponentVersion,
     ProtectedSubject,
     ReportEvidence,
+    ReportSubject,
 )
 
 
@@ -59,6 +60,24 @@ def authors_of(session, report_id: str | None, reference: str | None) -> set[str
             if author and canonical_reference(target) == reference}
 
 
+def known_authors(session, installation_id: str, references) -> dict[str, str]:
+    """Reference → author, as the queue knows it from any report's evidence about that
+    subject (`ReportSubject.author_reference`): a report without evidence of its own
+    (a pasted list's item) still names its content's author (POL-4)."""
+    references = sorted({r for r in references if r})
+    found: dict[str, str] = {}
+    for start in range(0, len(references), 500):
+        rows = session.execute(
+            select(ReportSubject.reference, ReportSubject.author_reference).where(
+                ReportSubject.installation_id == installation_id,
+                ReportSubject.reference.in_(references[start : start + 500]),
+                ReportSubject.author_reference.is_not(None),
+            )
+        )
+        found.update({reference: canonical_reference(author) for reference, author in rows if author})
+    return found
+
+
 def protection_of(session, installation_id: str, target: dict | None, report_id: str | None = None):
     """The protected-subject mark that covers an action's target, or None (POL-4): an
     account marked protected covers actions on it (``account`` targets, and
@@ -67,7 +86,9 @@ def protection_of(session, installation_id: str, target: dict | None, report_id:
     reference, kind = _references(target)
     if reference is None:
         return None
-    authors = authors_of(session, report_id, reference) if kind != "account" else set()
+    authors = set()
+    if kind != "account":
+        authors = authors_of(session, report_id, reference) | set(known_authors(session, installation_id, [reference]).values())
     account_refs = {reference} | (authors if kind == "author_of" else set())
     return session.scalar(
         select(ProtectedSubject)

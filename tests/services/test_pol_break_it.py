@@ -170,9 +170,8 @@ def _batch(team, count: int) -> BulkBatch:
     return db.session.get(BulkBatch, batch_id)
 
 
-@pytest.mark.xfail(strict=True, reason="POL-1: a non-default batch policy skips the reviewer-role check "
-                   "(_check_pending(verdict=default)); a read-only auditor in a team-only factor counts for a batch")
 def test_pol1_an_auditor_in_the_team_counts_for_a_batch(app, team):
+    """POL-1 (break-it, fixed): approvers always hold the reviewer role (APPR-4); an auditor in a team-only factor cannot approve a batch."""
     set_approval_settings(team.installation_id, TEAM_ONLY)
     auditor = make_operator(team.installation_id, "auditor", ["auditor"])
     set_operator_attributes(auditor.id, team="safety")
@@ -210,9 +209,8 @@ def test_pol6_the_actor_cannot_review_their_own_emergency(app, team, people):
                                             operator=people["reviewer"])) == (403, "emergency_review_by_maker")
 
 
-@pytest.mark.xfail(strict=True, reason="POL-2/POL-6: act_in_emergency never calls _recheck_preconditions: "
-                   "an action on a case appealed since it was proposed is approved, flagged and queued")
 def test_pol6_an_emergency_on_a_case_that_changed_is_refused(app, team, people):
+    """POL-6, POL-2 (break-it, fixed): acting alone re-checks the preconditions too; a case appealed since is refused."""
     proposal = make_proposal(team)
     set_row(Report, proposal.report_id, state="appealed")
     status, code = refusal(lambda: act_in_emergency(
@@ -337,11 +335,9 @@ def test_pol4_another_spelling_of_a_protected_account_still_routes_protected(app
     assert _protected_route_for_account_spelled(world, spelling)["protected"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="POL-4: report intake accepts invisible/bidi/fullwidth characters in a "
-                   "target reference (evidence author references and marks refuse them, FOUR-10) and "
-                   "canonical_reference does not fold them, so the protected policy is dodged")
 @pytest.mark.parametrize("spelling", ["user:5120\u200b", "user:5120\u202e", "user:\uff15120", "\uff35ser:5120"])
 def test_pol4_an_invisible_or_lookalike_spelling_dodges_the_protected_policy(app, world, spelling):
+    """POL-4 (break-it, fixed): a target reference with invisible, bidi or lookalike characters is refused at intake (FOUR-10), so it cannot dodge a protected mark."""
     try:
         route = _protected_route_for_account_spelled(world, spelling)
     except ApiError as error:  # refused at intake with a clear code: also acceptable
@@ -391,10 +387,8 @@ def test_pol2_a_vote_older_than_the_short_ttl_does_not_release_a_single_proposal
     assert vote(proposal, people["peer"]).state == "approval_required"
 
 
-@pytest.mark.xfail(strict=True, reason="POL-2: batch_votes.new_vote sets a vote's expiry by the first alternative "
-                   "that counts it (30 days) while it also counts for one with a 60 s time to live; a lead's "
-                   "5-minute-old vote still releases the batch with a peer")
 def test_pol2_a_vote_older_than_the_short_ttl_releases_a_batch(app, team, people, clock):
+    """POL-2 (break-it, fixed): a batch vote expires by the shortest time to live of the alternatives it can count for."""
     set_approval_settings(team.installation_id, TWO_ALTERNATIVES)
     batch = _batch(team, 3)
     lead, peer = people["lead"], people["peer"]
@@ -459,10 +453,8 @@ def test_pol2_a_peer_and_a_lead_voting_at_once_release_it_exactly_once(app, team
     assert reload(proposal).state == "queued"
 
 
-@pytest.mark.xfail(strict=True, reason="POL-1/POL-3: document_problems accepts a factor only auditors (who may not "
-                   "decide: APPR-4 needs the reviewer role) are eligible for; every single proposal routed to it "
-                   "waits forever, while batches (role check skipped) let auditors approve")
 def test_pol3_a_factor_only_non_deciders_can_hold_is_refused(app, world):
+    """POL-1, POL-3 (break-it, fixed): a factor whose roles leave out the reviewer role is refused in the settings."""
     doc = _doc(factors=[{"key": "audit", "label": "auditor", "count": 1, "roles": ["auditor"]}])
     status, code = refusal(lambda: propose_settings(world.user("admin"), parse_document(json.dumps(doc))))
     assert (status, code) == (400, "approval_settings_invalid")
@@ -493,11 +485,9 @@ def test_pol4_a_batch_of_a_protected_authors_posts_routes_protected(app, world):
     assert batch.approval_route["protected"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="POL-4: protected_in_batch reads authors only from the evidence of each "
-                   "item's own report; a pasted list gives the protected author's post (known from another "
-                   "report's evidence) a report without evidence, so the batch routes to one reviewer")
 @pytest.mark.parametrize("text", ["post:7001\npost:99999", "POST:7001"])
 def test_pol4_a_pasted_list_with_a_protected_authors_post_dodges_the_protected_policy(app, world, text):
+    """POL-4 (break-it, fixed): a pasted list's item without evidence still knows its author from the queue, so the batch is protected."""
     batch = _protected_batch(world, {"source": "list", "text": text})
     item = db.session.scalar(select(ActionProposal).where(ActionProposal.bulk_batch_id == batch.id,
                                                           ActionProposal.target_reference == "post:7001"))

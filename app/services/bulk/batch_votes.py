@@ -34,7 +34,7 @@ from app.models import (
     ReportEvidence,
     new_id,
 )
-from app.services.approval_routing import route_facts, route_record_for
+from app.services.approval_routing import known_authors, route_facts, route_record_for
 
 P = ActionProposal
 CHUNK = 500
@@ -83,7 +83,9 @@ def protected_in_batch(session, installation_id: str, batch_id: str) -> bool:
                 ReportEvidence.report_id.in_(report_ids[start : start + CHUNK]),
                 ReportEvidence.author_reference.is_not(None))):
             authors.setdefault(report_id, set()).add(canonical_reference(author))
-    references = {r.target_reference for r in rows if r.target_reference} | {a for s in authors.values() for a in s}
+    known = known_authors(session, installation_id, {r.target_reference for r in rows})  # items without evidence
+    references = ({r.target_reference for r in rows if r.target_reference} | {a for s in authors.values() for a in s}
+                  | set(known.values()))
     marks: dict[str, set[str]] = {}  # reference -> kinds marked
     wanted = sorted(references)
     for start in range(0, len(wanted), CHUNK):
@@ -93,7 +95,9 @@ def protected_in_batch(session, installation_id: str, batch_id: str) -> bool:
             marks.setdefault(reference, set()).add(kind)
     for row in rows:
         kind = row.target.get("kind") if isinstance(row.target, dict) else None
-        by = authors.get(row.report_id, set()) if kind != "account" else set()
+        by = set()
+        if kind != "account":
+            by = authors.get(row.report_id, set()) | ({known[row.target_reference]} if row.target_reference in known else set())
         if row.target_reference in marks:
             return True
         if any("author" in marks.get(a, ()) or (kind == "author_of" and a in marks) for a in by):
@@ -164,9 +168,9 @@ def check_vote(batch: BulkBatch, votes: list[CastVote], operator: OperatorUser, 
 
 def new_vote(batch: BulkBatch, votes: list[CastVote], operator: OperatorUser, decision: str, reason: str | None,
              makers: set[str], now: datetime) -> ApprovalVote:
-    """The vote row to add (POL-2): bound to the batch digest; it expires by the time
-    to live of the policy it counts under (for a rejection, the first policy with a
-    factor that admits its author), within the batch's expiry."""
+    """The vote row to add (POL-2): bound to the batch digest; it expires by the
+    shortest time to live of the alternatives it can count for (`expiry_for`), within
+    the batch's expiry; it records the policy and factor it counts under."""
     approver = approver_of(operator)
     policies = policies_of_batch(batch)
     trial = pol.Vote(approver, decision, batch.batch_digest, now + timedelta(days=3650), batch.batch_digest, now)
@@ -186,7 +190,7 @@ def new_vote(batch: BulkBatch, votes: list[CastVote], operator: OperatorUser, de
         decision=decision, reason=(reason or "").strip() or None, payload_digest=batch.batch_digest,
         batch_digest=batch.batch_digest, policy_key=policy.key if policy else None,
         factor_key=factor.key if factor else None, idempotency_key=f"bulk:{batch.id}:{vote_id}"[:200],
-        created_at=now, expires_at=pol.vote_expiry(policy.ttl_seconds if policy else None, now, batch.expires_at),
+        created_at=now, expires_at=pol.expiry_for(policies, approver, now, batch.expires_at),
     )
 
 

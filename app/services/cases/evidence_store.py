@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from app.domain.errors import ApiError
 from app.domain.evidence import Evidence, EvidenceInvalid, evidence_digest, parse_evidence
+from app.domain.text_safety import reference_problem
 from app.models import ReportEvidence, ReportTarget
 
 
@@ -25,6 +26,10 @@ def parse_target_evidence(targets: list[dict[str, Any]]) -> list[Evidence | None
     """
     parsed = []
     for index, target in enumerate(targets):
+        field = f"targets[{index}].reference"
+        problem = isinstance(target.get("reference"), str) and reference_problem(target["reference"], field)
+        if problem:  # FOUR-10, POL-4: checked here too for callers other than the HTTP schema
+            raise ApiError(400, "reference_characters", problem, field)
         if "evidence" not in target:  # null is refused like any non-object
             parsed.append(None)
             continue

@@ -153,7 +153,7 @@ class ApprovalResult:
     missing: str | None = None
 
 
-def _recheck_preconditions(session, proposal: ActionProposal) -> None:
+def recheck_preconditions(session, proposal: ActionProposal) -> None:
     """The preconditions checked before sending, checked again when the last factor
     is met (POL-2): nothing is approved for a case that changed.
 
@@ -176,8 +176,7 @@ def _recheck_preconditions(session, proposal: ActionProposal) -> None:
 def _vote_expiry(ballot: Ballot, approver, now, authorization_expires_at):
     """When the vote stops counting (POL-2): the shortest time to live of the
     alternatives it can count for, within the proposal's authorization expiry."""
-    policies = eligible_policies(ballot.policies, approver) or ballot.policies
-    return min(pol.vote_expiry(p.ttl_seconds, now, authorization_expires_at) for p in policies)
+    return pol.expiry_for(ballot.policies, approver, now, authorization_expires_at)
 
 
 def _counted_under(standing: pol.Standing, approver_id: str, decision: str, approver) -> tuple[str | None, str | None]:
@@ -315,7 +314,7 @@ def decide_proposal(
         releases = decision == pol.APPROVE and standing.released_by is not None
         vetoes = decision == pol.REJECT and standing.vetoed
         if releases:
-            _recheck_preconditions(session, proposal)
+            recheck_preconditions(session, proposal)
             _check_delivery_unchanged(session, proposal)
         vote_id = new_id("vot")
         session.add(

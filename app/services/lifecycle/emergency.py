@@ -31,6 +31,7 @@ from app.services.lifecycle.approval import (
     DECISION_REFUSALS,
     _check_delivery_unchanged,
     continue_after_decision,
+    recheck_preconditions,
     write_decision,
     validate_reason,
 )
@@ -118,6 +119,7 @@ def act_in_emergency(
         if refusal is not None:
             raise ApiError(409, refusal, DECISION_REFUSALS[refusal])
         _check_delivery_unchanged(session, proposal)
+        recheck_preconditions(session, proposal)  # POL-2: acting alone is no way round a changed case
         approval_id = write_decision(
             session, proposal, operator, "approved", rules.REASON_PREFIX + reason, idempotency_key, now,
             values={"emergency": True},

@@ -78,9 +78,7 @@ def ballot_of(session, proposal: ActionProposal, makers: frozenset[str] | None =
     )
 
 
-def eligible_policies(policies, approver: pol.Approver) -> tuple[pol.Policy, ...]:
-    """The alternatives with a factor that admits `approver` (POL-1)."""
-    return tuple(p for p in policies if any(f.eligibility.admits(approver) for f in p.factors))
+eligible_policies = pol.eligible_policies  # POL-1 (the domain's)
 
 
 def eligibility_refusal(session, proposal: ActionProposal, operator: OperatorUser) -> str | None:
