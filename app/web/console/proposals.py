@@ -104,6 +104,8 @@ def _lead_context(detail) -> dict:
         can_decide=bool(detail.offers.decide.allowed),
         can_retry=bool(detail.offers.retry.allowed),
         can_retry_now=can_retry_now,
+        approval_counts=detail.votes.approval_counts if detail.votes else True,
+        missing=detail.votes.missing if detail.votes else None,
     )
     return {"lead": lead, "retry_now_form": RetryNowForm(formdata=None) if can_retry_now else None}
 

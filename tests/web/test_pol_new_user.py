@@ -1,0 +1,50 @@
+"""What a new user of the approval policies ran into on the pages (SPEC POL-1, POL-2, POL-7)."""
+
+from __future__ import annotations
+
+import re
+
+from ..builders import PEER_AND_LEAD, approve, decide_report, login, set_approval_settings, set_operator_attributes
+from .test_pol_inbox import badge, inbox_ids
+
+
+def lead_block(client, proposal_id: str) -> str:
+    page = client.get(f"/proposals/{proposal_id}").get_data(as_text=True)
+    return re.sub(r"\s+", " ", re.search(r'<section id="lead".*?</section>', page, re.S).group(0))
+
+
+def peer_approved(world):
+    """Under "a peer and a lead" (the admin is the lead), the reviewer approved as the peer."""
+    set_approval_settings(world.installation_id, PEER_AND_LEAD)
+    set_operator_attributes(world.users["admin"], attributes={"level": "lead"})
+    proposal = decide_report(world)
+    approve(world, proposal, "reviewer")
+    return proposal
+
+
+def test_pol7_a_proposal_where_an_approval_would_count_for_nothing_waits_for_no_one_else(app, client, world):
+    """POL-7, POL-1: once the peer factor is met, a second peer's approval would count
+    for nothing (``approval_factor_already_met``): the proposal is not in that peer's
+    inbox nor count, and its page does not say it waits for them; the lead's inbox
+    still lists it."""
+    proposal = peer_approved(world)
+    login(client, "reviewer2@example.com")
+    assert inbox_ids(client) == []
+    assert badge(client.get("/reports").get_data(as_text=True)) is None
+    block = lead_block(client, proposal.id)
+    assert "Waiting for your approval" not in block and "Still missing: 1 lead." in block
+    assert "you may still reject it" in block
+    lead = app.test_client()
+    login(lead, "admin@example.com")
+    assert inbox_ids(lead) == [proposal.id]
+    assert badge(lead.get("/reports").get_data(as_text=True)) == 1
+
+
+def test_pol2_the_lead_block_says_what_is_still_missing(app, client, world):
+    """POL-2: while the lead is missing, the proposal's lead block says "Still missing:
+    1 lead" (the standing), not a generic "a reviewer other than its maker"."""
+    proposal = peer_approved(world)
+    login(client, "reviewer@example.com")  # the peer, whose vote is in
+    block = lead_block(client, proposal.id)
+    assert "Still missing: 1 lead." in block
+    assert "A reviewer other than its maker" not in block
