@@ -48,3 +48,30 @@ def test_pol2_the_lead_block_says_what_is_still_missing(app, client, world):
     block = lead_block(client, proposal.id)
     assert "Still missing: 1 lead." in block
     assert "A reviewer other than its maker" not in block
+
+
+def test_pol3_the_summary_names_the_policy_that_applied_and_pol1_the_reject_reason_is_required(app, client, world):
+    """POL-3: the summary row "Approval" names the policy recorded on the proposal
+    (its label), not "A second person approves"; POL-1: under a policy with
+    ``reason_on_reject`` the reject form says the reason is required."""
+    proposal = peer_approved(world)
+    login(client, "admin@example.com")
+    page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+    row = re.sub(r"\s+", " ", page.split("<dt>Approval</dt>")[1].split("</dd>")[0])
+    assert "A peer and a lead" in row and "A second person approves" not in row
+    assert "Reason (required to reject" in page and "Reason (optional" not in page
+
+
+def test_pol4_a_protection_reason_ending_with_a_full_stop_is_not_doubled(app, client, world):
+    """POL-4: the lead block's protected note reads "…: a verified public figure." even
+    when the mark's reason already ends with a full stop."""
+    from app.services.admin.protected_subjects import propose_mark
+
+    from ..builders import approve_change
+
+    proposal = decide_report(world)
+    reference = proposal.target["reference"]
+    approve_change(world, propose_mark(world.user("admin"), "account", reference, "A verified public figure."))
+    login(client, "reviewer@example.com")
+    block = lead_block(client, proposal.id)
+    assert "figure.." not in block
