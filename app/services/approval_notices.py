@@ -169,19 +169,15 @@ def _would_count(operator: OperatorUser, rows, now: datetime) -> list:
         .where(ApprovalVote.proposal_id.in_(voted))
         .order_by(ApprovalVote.created_at, ApprovalVote.id)
     ).all():
-        by_proposal.setdefault(vote.proposal_id, []).append(
-            pol.Vote(approver_of(who), vote.decision, vote.payload_digest, vote.expires_at, vote.batch_digest,
-                     vote.created_at)
-        )
+        by_proposal.setdefault(vote.proposal_id, []).append(pol.Vote(
+            approver_of(who), vote.decision, vote.payload_digest, vote.expires_at, vote.batch_digest, vote.created_at))
     me = approver_of(operator)
     return [
         row[4]
         for row in rows
         if not row[3]
-        or pol.vote_refusal(
-            pol.policies_of(row[2]), by_proposal.get(row[0], ()), me, pol.APPROVE,
-            makers=(), payload_digest=row[1], now=now,
-        ) != "approval_factor_already_met"
+        or pol.vote_refusal(pol.policies_of(row[2]), by_proposal.get(row[0], ()), me, pol.APPROVE,
+                            makers=(), payload_digest=row[1], now=now) != "approval_factor_already_met"
     ]
 
 
