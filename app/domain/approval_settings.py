@@ -1,7 +1,7 @@
 """An approval settings document as admins write it, and in words (SPEC POL-1, POL-3).
 
 `approval_policy.settings_problems` checks what the settings mean (counts, times,
-routes naming known policies); `document_problems` first checks the document's shape
+routes naming known policies); `document_problems` also checks the document's shape
 (types, names, sizes), so a value of the wrong type is refused with the place it is
 at instead of failing later where a route is matched. `settings_words` and
 `change_words` say the settings, and what a change of them changes, for the admin
@@ -79,29 +79,63 @@ SETTINGS_SCHEMA = {
 _VALIDATOR = Draft202012Validator(SETTINGS_SCHEMA)
 
 
-def document_problems(data: Any, known_roles: Iterable[str]) -> list[str]:
+def document_problems(data: Any, known_roles: Iterable[str], known_components: Iterable[str] | None = None,
+                      known_action_codes: Iterable[str] | None = None) -> list[str]:
     """What is wrong with an approval settings document, in words (empty when valid)
-    (POL-1, POL-3): its shape (`SETTINGS_SCHEMA`), then what it means
-    (`approval_policy.settings_problems`), then each role a factor names being one of
-    `known_roles` (a factor nobody can hold would never be met), and policy keys
-    being distinct. At most 20 problems."""
+    (POL-1, POL-3), every problem at once: its shape (`SETTINGS_SCHEMA`), what it means
+    (`approval_policy.settings_problems`), each role a factor names being one of
+    `known_roles` (a factor nobody can hold would never be met), policy keys being
+    distinct, and each route's `component` / `action_code` being one of
+    `known_components` / `known_action_codes` when those are given (a route naming
+    nothing that exists would never match). At most 20 problems."""
     shape = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    if shape:
-        return [_place(error.absolute_path) + error.message[:200] for error in shape][:MAX_PROBLEMS]
-    problems = pol.settings_problems(data)
-    keys = [policy["key"] for policy in data["policies"]]
-    if len(set(keys)) != len(keys):
+    problems = [_place(error.absolute_path) + error.message[:200] for error in shape]
+    if not isinstance(data, Mapping):
+        return problems[:MAX_PROBLEMS]
+    meaning = pol.settings_problems(data)
+    policies = [p for p in _list(data.get("policies")) if isinstance(p, Mapping)]
+    keys = [policy.get("key") for policy in policies]
+    if not (shape and len(meaning) == 1 and meaning[0].startswith("The approval settings are malformed")):
+        problems += meaning
+    else:  # the shape errors say why it could not be read; still say which routes name no policy
+        named = set(map(str, keys)) | {pol.DEFAULT_POLICY.key}
+        for index, rule in enumerate(_list(data.get("routes")), start=1):
+            wanted = [k for k in _list(rule.get("policies") if isinstance(rule, Mapping) else None) if isinstance(k, str)]
+            unknown = [k for k in wanted if k not in named]
+            if unknown:
+                problems.append(f"Route {index} names no policy or an unknown one ({', '.join(unknown)}).")
+    if len(set(map(str, keys))) != len(keys):
         problems.append("Policy keys must be distinct.")
     known = set(known_roles)
-    for policy in data["policies"]:
-        for factor in policy["factors"]:
-            unknown = sorted(set(factor.get("roles") or ()) - known)
+    for policy in policies:
+        for factor in (f for f in _list(policy.get("factors")) if isinstance(f, Mapping)):
+            roles = [r for r in _list(factor.get("roles")) if isinstance(r, str)]
+            unknown = sorted(set(roles) - known)
             if unknown:
                 problems.append(
-                    f"Policy {policy['key']}, factor {factor['key']}: no such role {', '.join(unknown)}"
+                    f"Policy {policy.get('key')}, factor {factor.get('key')}: no such role {', '.join(unknown)}"
                     f" (roles: {', '.join(sorted(known))})."
                 )
+    for index, rule in enumerate(_list(data.get("routes")), start=1):
+        if not isinstance(rule, Mapping):
+            continue
+        for field, names, noun in (
+            ("component", known_components, "component"),
+            ("action_code", known_action_codes, "action code"),
+        ):
+            value = rule.get(field)
+            if names is None or not isinstance(value, str):
+                continue
+            names = sorted(set(names))
+            if value not in names:
+                problems.append(
+                    f"Route {index}: no such {noun} {value!r} (the {noun}s: {', '.join(names) or 'none'})."[:400]
+                )
     return problems[:MAX_PROBLEMS]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _plural(label: str) -> str:

@@ -144,24 +144,66 @@ def _candidates(operator: OperatorUser, now: datetime, *columns):
     )
 
 
+def _has_votes(now: datetime):
+    """SQL: the proposal has some counting vote (POL-2), so an approval might count for nothing."""
+    return exists().where(
+        ApprovalVote.proposal_id == P.id,
+        ApprovalVote.payload_digest == P.payload_digest,
+        ApprovalVote.expires_at > now,
+    )
+
+
+def _would_count(operator: OperatorUser, rows, now: datetime) -> list:
+    """The `rows` ((id, payload digest, recorded policies, has votes, item)) whose
+    recorded policies admit `operator` and where their approval would count for some
+    factor (POL-1, POL-7): not ``approval_factor_already_met``. One query for the votes
+    of those that have any; none when no row has a vote."""
+    rows = [row for row in rows if eligible(operator, row[2], (), ())]
+    voted = [row[0] for row in rows if row[3]]
+    if not voted:
+        return [row[4] for row in rows]
+    by_proposal: dict[str, list[pol.Vote]] = {}
+    for vote, who in db.session.execute(
+        select(ApprovalVote, OperatorUser)
+        .join(OperatorUser, OperatorUser.id == ApprovalVote.approver_id)
+        .where(ApprovalVote.proposal_id.in_(voted))
+        .order_by(ApprovalVote.created_at, ApprovalVote.id)
+    ).all():
+        by_proposal.setdefault(vote.proposal_id, []).append(pol.Vote(
+            approver_of(who), vote.decision, vote.payload_digest, vote.expires_at, vote.batch_digest, vote.created_at))
+    me = approver_of(operator)
+    return [
+        row[4]
+        for row in rows
+        if not row[3]
+        or pol.vote_refusal(pol.policies_of(row[2]), by_proposal.get(row[0], ()), me, pol.APPROVE,
+                            makers=(), payload_digest=row[1], now=now) != "approval_factor_already_met"
+    ]
+
+
 def awaiting(operator: OperatorUser, now: datetime | None = None) -> list[ActionProposal]:
     """The proposals waiting for `operator`'s approval, newest first (POL-7): one query,
-    `eligible` with its maker and vote parts as SQL. At most `INBOX_LIMIT`."""
+    `eligible` with its maker and vote parts as SQL, and one more for the votes when
+    some have votes (an approval that would count for no factor, already met, does not
+    wait for them: POL-1). At most `INBOX_LIMIT`."""
     now = now or utcnow()
     if not operator.active:
         return []
-    rows = db.session.scalars(_candidates(operator, now, P)).all()
-    return [p for p in rows if eligible(operator, p.approval_route, (), ())]
+    rows = db.session.execute(_candidates(operator, now, P, _has_votes(now).label("has_votes"))).all()
+    return _would_count(operator, [(p.id, p.payload_digest, p.approval_route, has, p) for p, has in rows], now)
 
 
 def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
     """How many proposals wait for `operator` (the navigation's badge, POL-7): one
-    query reading only the recorded policies. At most `INBOX_LIMIT`."""
+    query reading only the recorded policies (one more for the votes when some have
+    votes, as `awaiting`). At most `INBOX_LIMIT`."""
     now = now or utcnow()
     if not operator.active:
         return 0
-    routes = db.session.scalars(_candidates(operator, now, P.approval_route)).all()
-    return sum(1 for route in routes if eligible(operator, route, (), ()))
+    rows = db.session.execute(
+        _candidates(operator, now, P.id, P.payload_digest, P.approval_route, _has_votes(now).label("has_votes"))
+    ).all()
+    return len(_would_count(operator, [(i, d, r, has, i) for i, d, r, has in rows], now))
 
 
 # -- the outbox ----------------------------------------------------------------------------

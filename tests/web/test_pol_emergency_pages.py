@@ -110,3 +110,24 @@ def test_the_emergency_mark_in_rows(app, team):
         html = str(task_row({"task": task, "proposal": row, "assignee": None, "claim": NS(allowed=False, shown=False),
                              "release": NS(allowed=False)}, {}, {}, {}, EmptyForm(meta={"csrf": False})))
     assert ">Emergency</span>" in html
+
+
+def test_pol6_an_open_review_is_what_comes_next(app, client, team):
+    """POL-6: an emergency proposal whose retrospective review is open does not say
+    "Nothing more to do": its lead says a second person must review it by the due time,
+    linking the review; the summary says "Emergency action by NAME, reviewed afterwards"."""
+    from app.services.lifecycle.emergency import act_in_emergency
+
+    lead = make_operator(team.installation_id, "lead", roles=["moderator", "reviewer", "emergency"])
+    proposal = make_proposal(team)
+    act_in_emergency(proposal.id, reason=REASON, payload_digest=proposal.payload_digest, idempotency_key="e-n",
+                     operator=lead)
+    run_worker(app)
+    assert reload(proposal).state == "applied"
+    login(client, team.user("reviewer").email)
+    page = client.get(f"/proposals/{proposal.id}").get_data(as_text=True)
+    block = re.sub(r"\s+", " ", re.search(r'<section id="lead".*?</section>', page, re.S).group(0))
+    assert "Nothing more to do" not in block
+    assert "a second person must review this emergency action by" in block and 'href="#emergency"' in block
+    row = re.sub(r"\s+", " ", page.split("<dt>Approval</dt>")[1].split("</dd>")[0])
+    assert f"Emergency action by <bdi>{lead.display_name}</bdi>, reviewed afterwards" in row

@@ -35,8 +35,10 @@ def proposal_lead(
     can_decide: bool = False,
     can_retry: bool = False,
     can_retry_now: bool = False,
+    approval_counts: bool = True,
+    missing: str | None = None,
 ) -> Lead:
-    """The lead of a proposal page (QUEUE-6).
+    """The lead of a proposal page (QUEUE-6, POL-1).
 
     Args:
         state: the proposal's `ProposalState` value.
@@ -45,14 +47,22 @@ def proposal_lead(
         can_decide: the viewer may approve or reject it now (APPR-4).
         can_retry: the viewer may start a new delivery cycle (RTRY-1).
         can_retry_now: the viewer may start the next attempt of the cycle at once.
+        approval_counts: the viewer's approval would count for some factor (False when
+            what they may give is already met: they may only reject, POL-1).
+        missing: what the policy's standing still misses, in words ("1 lead"), or None.
 
     Returns:
         A `Lead`; its `action` is set only when the viewer can take it.
     """
     if state == "approval_required":
-        if can_decide:
+        still = f"Still missing: {missing}." if missing else "A reviewer other than its maker must approve or reject it."
+        if can_decide and approval_counts:
             return Lead("wait", "Waiting for your approval.", "Check the evidence and the digest, then approve or reject.", "decide")
-        return Lead("wait", "Waiting for approval.", "A reviewer other than its maker must approve or reject it.")
+        if can_decide:
+            return Lead("wait", "Waiting for approval.",
+                        f"{still} Your approval would count for nothing (what you may give is met); you may still reject it.",
+                        "decide")
+        return Lead("wait", "Waiting for approval.", still)
     if state in ("approved", "queued") and not delivery_terminal:
         sent = "Accepted by the platform; waiting for its confirmation." if state == "queued" and accepted else None
         return Lead("wait", sent or "Approved; queued for delivery.", "The console sends it to the platform; this page follows it.")

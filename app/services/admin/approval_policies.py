@@ -23,7 +23,7 @@ from app.domain.digests import json_digest
 from app.domain.errors import ApiError
 from app.egress import forbidden_address
 from app.extensions import db
-from app.models import ApprovalSettingsVersion, ConfigChange, OperatorUser
+from app.models import ApprovalSettingsVersion, ComponentDefinition, ConfigChange, OperatorUser, WorkflowVersion
 from app.models.tenancy import ROLES
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.connection_settings import clean_base_url
@@ -81,16 +81,45 @@ def webhook_problem(url: Any, allow_private: bool) -> str | None:
     return None
 
 
-def checked_document(data: Any) -> dict[str, Any]:
-    """A settings document checked and normalised (POL-1, POL-3).
+def known_actions(installation_id: str) -> tuple[list[str], list[str]]:
+    """(the installation's component names, the action codes it knows) that a route may
+    name (POL-3): every component definition's name, and as action codes every
+    component's slug and every ``action_code`` its workflow versions' graphs name."""
+    definitions = db.session.execute(
+        select(ComponentDefinition.name, ComponentDefinition.slug).where(
+            ComponentDefinition.installation_id == installation_id
+        )
+    ).all()
+    codes = {slug for _, slug in definitions}
+    for graph in db.session.scalars(select(WorkflowVersion.graph).where(WorkflowVersion.installation_id == installation_id)):
+        codes |= set(_action_codes(graph))
+    return sorted({name for name, _ in definitions}), sorted(codes)
+
+
+def _action_codes(value: Any):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "action_code" and isinstance(item, str):
+                yield item
+            else:
+                yield from _action_codes(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _action_codes(item)
+
+
+def checked_document(data: Any, installation_id: str | None = None) -> dict[str, Any]:
+    """A settings document checked and normalised (POL-1, POL-3); with
+    `installation_id`, a route's component and action code must be ones it knows.
 
     Raises:
         InvalidInput: 400 ``approval_settings_invalid`` listing every problem.
     """
-    problems = document_problems(data, ROLES)
-    if not problems:
-        webhook = webhook_problem(data.get("notify_webhook_url") or None, current_app.config["EGRESS_ALLOW_PRIVATE"])
-        problems = [webhook] if webhook else []
+    components, action_codes = known_actions(installation_id) if installation_id else (None, None)
+    problems = document_problems(data, ROLES, components, action_codes)
+    url = data.get("notify_webhook_url") if isinstance(data, dict) else None
+    webhook = webhook_problem(url or None, current_app.config["EGRESS_ALLOW_PRIVATE"]) if isinstance(url, (str, type(None))) else None
+    problems += [webhook] if webhook else []
     if problems:
         raise InvalidInput(400, CODE, "The approval settings cannot be used as written.", "settings", problems)
     return normalised(data)
@@ -107,7 +136,7 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
 
 
 def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
-    document = checked_document(content["settings"])
+    document = checked_document(content["settings"])  # checked by name when proposed: a component may go later
     installation_id = context.installation_id
     latest = uow.session.scalar(
         select(ApprovalSettingsVersion.version)
@@ -185,7 +214,7 @@ def propose_settings(operator: OperatorUser, document: Any) -> PendingChange | N
     """
     if not operator.has_role("admin"):
         raise ApiError(403, "forbidden", "Only admins can propose approval settings.")
-    document = checked_document(document)
+    document = checked_document(document, operator.installation_id)
     with unit_of_work() as uow:
         if settings_to_json(current_settings(uow.session, operator.installation_id)) == document:
             return None

@@ -81,10 +81,18 @@ class VotePanel:
     refusal: str | None  # why the viewer may not vote, in words; None when they may
     note: str | None = None  # e.g. their approval would count for nothing, a rejection still would
     refusal_code: str | None = None  # the refusal's code (POL-2's vote refusals)
+    approval_counts: bool = True  # False: the viewer's approval would count for no factor (already met)
 
     @property
     def several(self) -> bool:
         return len(self.policies) > 1
+
+    @property
+    def missing(self) -> str | None:
+        """What is still missing, in words: "1 lead", or "1 lead or 2 reviewers" across
+        the alternatives not vetoed; None when nothing is (POL-2)."""
+        parts = [p.missing for p in self.policies if p.missing and not p.vetoed]
+        return " or ".join(parts) or None
 
 
 def _ttl_words(seconds: int | None) -> str | None:
@@ -156,10 +164,12 @@ def vote_panel(operator: OperatorUser, proposal: ActionProposal, makers, session
             votes.append(VoteLine(name, v.decision, row.created_at, v.expires_at, counts, row.reason))
     record = proposal.approval_route or {}
     refusal = note = refusal_code = None
+    counts = True
     if v_code := ballot.refusal(approver_of(operator), pol.APPROVE, proposal.payload_digest, now):
         words = _refusal_words(v_code, ballot, standing, operator.id)
         if v_code == "approval_factor_already_met":
             note = words + " You may still reject it."
+            counts = False
         else:
             refusal, refusal_code = words, v_code
     return VotePanel(
@@ -183,4 +193,5 @@ def vote_panel(operator: OperatorUser, proposal: ActionProposal, makers, session
         refusal=refusal,
         note=note,
         refusal_code=refusal_code,
+        approval_counts=counts,
     )

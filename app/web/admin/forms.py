@@ -132,7 +132,7 @@ class ComponentVersionForm(ConsoleForm):
     )
     irreversible = BooleanField(
         "Irreversible: this action cannot be undone (no compensation exists)",
-        description="Said on the approval panel; by default such actions need two reviewers (POL-5).",
+        description="Said on the approval panel; such actions need the policy the routes give irreversible actions (by default two reviewers) (POL-5).",
     )
 
 

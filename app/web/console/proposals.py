@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
+from app.domain.approval_policy import policies_of
 from app.domain.errors import ApiError
 from app.domain.landing import landing_endpoint
 from app.domain.proposal import temporary as temporary_rules
@@ -12,6 +14,7 @@ from app.domain.proposal.lead import proposal_lead
 from app.domain.proposal.offers import CHANGE_ROLES, OPERATOR_ROLES
 from app.domain.states import ProposalState
 from app.services.lifecycle.approval import decide_proposal
+from app.services.lifecycle.votes import approver_of, eligible_policies
 from app.services.lifecycle.compensation import propose_compensation
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.retry import retry_proposal
@@ -104,8 +107,31 @@ def _lead_context(detail) -> dict:
         can_decide=bool(detail.offers.decide.allowed),
         can_retry=bool(detail.offers.retry.allowed),
         can_retry_now=can_retry_now,
+        approval_counts=detail.votes.approval_counts if detail.votes else True,
+        missing=detail.votes.missing if detail.votes else None,
     )
-    return {"lead": lead, "retry_now_form": RetryNowForm(formdata=None) if can_retry_now else None}
+    emergency = open_review = None
+    if p.emergency:  # POL-6: an open retrospective review is what comes next
+        from .emergency import emergency_panel_for
+
+        emergency = emergency_panel_for(p)
+        review = emergency["panel"].review
+        if review is not None and review.state == "open":
+            open_review = review
+            lead = replace(lead, next_step="")
+    return {
+        "lead": lead,
+        "retry_now_form": RetryNowForm(formdata=None) if can_retry_now else None,
+        "emergency": emergency,
+        "emergency_review": open_review,
+    }
+
+
+def _reason_required(p) -> bool:
+    """Whether the viewer's rejection needs a reason: a policy recorded on the proposal
+    that admits them says ``reason_on_reject`` (POL-1), as `decide_proposal` checks."""
+    policies = eligible_policies(policies_of(p.approval_route), approver_of(current_user))
+    return any(policy.reason_on_reject for policy in policies)
 
 
 def _render_detail(detail, decision_form=None, retry_form=None, error=None, status=200, compensation_form=None):
@@ -113,6 +139,8 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
     p = detail.proposal
     if decision_form is None and detail.offers.decide:
         decision_form = DecisionForm(formdata=None)
+    if decision_form is not None and _reason_required(p):
+        decision_form.reason.label.text = "Reason (required to reject: this policy needs one; 3–2,000 characters)"
     retry_form = retry_form or _retry_form(detail)
     if compensation_form is None and detail.offers.compensate:
         compensation_form = _compensation_form(detail)
