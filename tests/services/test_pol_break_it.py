@@ -508,10 +508,9 @@ def test_pol4_a_pasted_list_with_a_protected_authors_post_dodges_the_protected_p
 # -- POL-6: the actor overriding the review of their own emergency ---------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="POL-6/FOUR-1: the compensation a disagreeing review proposes may be "
-                   "rejected by the very operator who acted alone: makers_of(compensation) does not include the "
-                   "emergency actor, so they overrule the second person and their action stands")
 def test_pol6_the_actor_cannot_reject_the_compensation_of_their_own_emergency(app, team, people):
+    """POL-6/FOUR-1: the one who acted alone is a maker of the compensation a disagreeing
+    review proposes; they can neither reject nor approve it."""
     from app.services.lifecycle.dispatch import deliver
 
     proposal = make_proposal(team)
@@ -524,6 +523,31 @@ def test_pol6_the_actor_cannot_reject_the_compensation_of_their_own_emergency(ap
     compensation = db.session.get(ActionProposal, done.compensation_proposal_id)
     status, code = refusal(lambda: vote(compensation, people["boss"], "rejected", "it was urgent, I stand by it"))
     assert status == 403
+    assert refusal(lambda: vote(compensation, people["boss"], "approved")) == (status, code)
+
+
+def test_pol6_the_sql_makers_rule_counts_the_emergency_actor(app, team, people):
+    """POL-6/FOUR-1: the "needs my approval" SQL twin (`is_a_maker`) agrees with `makers`
+    on the emergency actor of a compensated action, for every operator."""
+    from app.services.lifecycle.approval import makers_of
+    from app.services.lifecycle.dispatch import deliver
+    from app.services.lifecycle.maker_lookup import is_a_maker
+
+    proposal = make_proposal(team)
+    result = act_in_emergency(proposal.id, reason=REASON, payload_digest=proposal.payload_digest,
+                              idempotency_key="e1", operator=people["boss"])
+    deliver(proposal.id)
+    done = review_emergency(result.review_id, verdict="disagree", reason="Routine spam, not an emergency",
+                            operator=people["reviewer"])
+    db.session.rollback()
+    proposals = db.session.scalars(select(ActionProposal)).all()
+    for person in people.values():
+        in_sql = set(db.session.scalars(select(ActionProposal.id).where(is_a_maker(person.id))))
+        in_python = {p.id for p in proposals if person.id in makers_of(db.session, p)}
+        assert in_sql == in_python, person.id
+    assert done.compensation_proposal_id in set(
+        db.session.scalars(select(ActionProposal.id).where(is_a_maker(people["boss"].id)))
+    )
 
 
 # -- POL-4 under bounded automation ---------------------------------------------------------------
