@@ -553,10 +553,9 @@ def test_pol6_the_sql_makers_rule_counts_the_emergency_actor(app, team, people):
 # -- POL-4 under bounded automation ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="POL-4 (arguable vs FOUR-3): route_proposal runs only for proposals that "
-                   "wait for a person; under a bounded_auto workflow an action on a protected author's post is "
-                   "queued and sent with no approval at all, the mark ignored")
 def test_pol4_bounded_automation_does_not_skip_the_protected_policy(app, platform):
+    """POL-4: under a bounded_auto workflow an action on a protected author's post is not
+    sent by automation; it waits for a person under the protected policy."""
     from app.services.admin.protected_subjects import propose_mark
 
     from ..builders import add_report_with_evidence, approve_change, decide, make_world
@@ -568,3 +567,11 @@ def test_pol4_bounded_automation_does_not_skip_the_protected_policy(app, platfor
     proposal = decide(world, report_id)
     assert proposal.state == "approval_required"
     assert proposal.approval_route and proposal.approval_route["protected"] is True
+    assert proposal.approval_mode == "human" and proposal.approval_policy["requested_mode"] == "bounded_auto"
+    proposed = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "action.proposed",
+                                                          AuditEvent.target_id == proposal.id))
+    assert proposed.details["protected_subject_id"] == proposal.approval_policy["protected_subject_id"]
+    assert proposed.details["requested_mode"] == "bounded_auto"
+    # an action on an unprotected author's post is still automated (FOUR-3)
+    other = decide(world, add_report_with_evidence(world, "auto-free", "post:7002", author_reference="user:6000"))
+    assert other.approval_mode == "bounded_auto" and other.state != "approval_required"
