@@ -40,7 +40,8 @@ def test_decisions_current_while_prepared():
 
 
 def test_every_source():
-    """FOUR-1: creator, pinned, run, prepared, appeal decision, original decision."""
+    """FOUR-1, POL-6: creator, pinned, run, prepared, appeal decision, original decision,
+    the emergency actor of the original."""
     by_source = makers_by_source(
         facts(
             created_by_type="operator",
@@ -48,6 +49,7 @@ def test_every_source():
             pinned_decision_id="dec_0",
             appeal_decision_maker_id="ines",
             original_decision_ids=("dec_3",),
+            emergency_actor_id="erin",
         )
     )
     assert by_source == {
@@ -57,6 +59,7 @@ def test_every_source():
         MakerSource.PREPARED_DECISIONS: {"maya", "rita"},
         MakerSource.APPEAL_DECISION: {"ines"},
         MakerSource.ORIGINAL_DECISION: {"omar"},
+        MakerSource.EMERGENCY_ACTOR: {"erin"},
     }
     assert set(by_source) == set(MakerSource)
 
@@ -81,7 +84,7 @@ def test_unknown_decisions_add_nobody():
 def test_verdict_refuses_non_reviewers_and_every_maker():
     """APPR-4, FOUR-1: the reason names why."""
     f = facts(created_by_type="operator", created_by_id="ada", appeal_decision_maker_id="ines")
-    f = MakerFacts(**{**f.__dict__, "original_decision_ids": ("dec_3",)})
+    f = MakerFacts(**{**f.__dict__, "original_decision_ids": ("dec_3",), "emergency_actor_id": "erin"})
     assert verdict("zoe", ["reviewer"], f)
     assert verdict("zoe", ["moderator"], f).reason == "Only reviewers can approve or reject actions."
     assert verdict("ada", ["reviewer"], f).reason.startswith("You proposed this action")
@@ -89,7 +92,8 @@ def test_verdict_refuses_non_reviewers_and_every_maker():
     assert verdict("rita", ["reviewer"], f).reason.startswith("You made a decision this action carries")
     assert verdict("ines", ["reviewer"], f).reason.startswith("You made the appeal decision")
     assert verdict("omar", ["reviewer"], f).reason.startswith("You made the decision the appeal overturned")
-    assert all("second reviewer" in verdict(m, ["reviewer"], f).reason for m in ("ada", "maya", "ines", "omar"))
+    assert verdict("erin", ["reviewer"], f).reason.startswith("You took the emergency action this one undoes")
+    assert all("second reviewer" in verdict(m, ["reviewer"], f).reason for m in ("ada", "maya", "ines", "omar", "erin"))
 
 
 def test_appeal_verdict():

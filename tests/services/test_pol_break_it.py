@@ -498,10 +498,9 @@ def test_pol4_a_pasted_list_with_a_protected_authors_post_dodges_the_protected_p
 # -- POL-6: the actor overriding the review of their own emergency ---------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="POL-6/FOUR-1: the compensation a disagreeing review proposes may be "
-                   "rejected by the very operator who acted alone: makers_of(compensation) does not include the "
-                   "emergency actor, so they overrule the second person and their action stands")
 def test_pol6_the_actor_cannot_reject_the_compensation_of_their_own_emergency(app, team, people):
+    """POL-6/FOUR-1: the one who acted alone is a maker of the compensation a disagreeing
+    review proposes; they can neither reject nor approve it."""
     from app.services.lifecycle.dispatch import deliver
 
     proposal = make_proposal(team)
@@ -514,15 +513,39 @@ def test_pol6_the_actor_cannot_reject_the_compensation_of_their_own_emergency(ap
     compensation = db.session.get(ActionProposal, done.compensation_proposal_id)
     status, code = refusal(lambda: vote(compensation, people["boss"], "rejected", "it was urgent, I stand by it"))
     assert status == 403
+    assert refusal(lambda: vote(compensation, people["boss"], "approved")) == (status, code)
+
+
+def test_pol6_the_sql_makers_rule_counts_the_emergency_actor(app, team, people):
+    """POL-6/FOUR-1: the "needs my approval" SQL twin (`is_a_maker`) agrees with `makers`
+    on the emergency actor of a compensated action, for every operator."""
+    from app.services.lifecycle.approval import makers_of
+    from app.services.lifecycle.dispatch import deliver
+    from app.services.lifecycle.maker_lookup import is_a_maker
+
+    proposal = make_proposal(team)
+    result = act_in_emergency(proposal.id, reason=REASON, payload_digest=proposal.payload_digest,
+                              idempotency_key="e1", operator=people["boss"])
+    deliver(proposal.id)
+    done = review_emergency(result.review_id, verdict="disagree", reason="Routine spam, not an emergency",
+                            operator=people["reviewer"])
+    db.session.rollback()
+    proposals = db.session.scalars(select(ActionProposal)).all()
+    for person in people.values():
+        in_sql = set(db.session.scalars(select(ActionProposal.id).where(is_a_maker(person.id))))
+        in_python = {p.id for p in proposals if person.id in makers_of(db.session, p)}
+        assert in_sql == in_python, person.id
+    assert done.compensation_proposal_id in set(
+        db.session.scalars(select(ActionProposal.id).where(is_a_maker(people["boss"].id)))
+    )
 
 
 # -- POL-4 under bounded automation ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="POL-4 (arguable vs FOUR-3): route_proposal runs only for proposals that "
-                   "wait for a person; under a bounded_auto workflow an action on a protected author's post is "
-                   "queued and sent with no approval at all, the mark ignored")
 def test_pol4_bounded_automation_does_not_skip_the_protected_policy(app, platform):
+    """POL-4: under a bounded_auto workflow an action on a protected author's post is not
+    sent by automation; it waits for a person under the protected policy."""
     from app.services.admin.protected_subjects import propose_mark
 
     from ..builders import add_report_with_evidence, approve_change, decide, make_world
@@ -534,3 +557,11 @@ def test_pol4_bounded_automation_does_not_skip_the_protected_policy(app, platfor
     proposal = decide(world, report_id)
     assert proposal.state == "approval_required"
     assert proposal.approval_route and proposal.approval_route["protected"] is True
+    assert proposal.approval_mode == "human" and proposal.approval_policy["requested_mode"] == "bounded_auto"
+    proposed = db.session.scalar(select(AuditEvent).where(AuditEvent.action == "action.proposed",
+                                                          AuditEvent.target_id == proposal.id))
+    assert proposed.details["protected_subject_id"] == proposal.approval_policy["protected_subject_id"]
+    assert proposed.details["requested_mode"] == "bounded_auto"
+    # an action on an unprotected author's post is still automated (FOUR-3)
+    other = decide(world, add_report_with_evidence(world, "auto-free", "post:7002", author_reference="user:6000"))
+    assert other.approval_mode == "bounded_auto" and other.state != "approval_required"

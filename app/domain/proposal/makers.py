@@ -25,6 +25,7 @@ class MakerSource(StrEnum):
     PREPARED_DECISIONS = "prepared_decisions"  # decisions current while it was prepared
     APPEAL_DECISION = "appeal_decision"  # a correction's appeal decision
     ORIGINAL_DECISION = "original_decision"  # the decision a correction overturns or the original enforced
+    EMERGENCY_ACTOR = "emergency_actor"  # who acted alone on the original it corrects or compensates (POL-6)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class MakerFacts:
         appeal_decision_maker_id: a correction's appeal decision maker.
         original_decision_ids: the decision a correction's appeal contests and the
             decision the corrected or compensated original enforced.
+        emergency_actor_id: the operator who acted alone (POL-6) on the original a
+            correction or compensation undoes; they may not judge its undoing.
     """
 
     created_by_type: str = "system"
@@ -60,6 +63,7 @@ class MakerFacts:
     decisions: tuple[DecisionRef, ...] = ()
     appeal_decision_maker_id: str | None = None
     original_decision_ids: tuple[str, ...] = ()
+    emergency_actor_id: str | None = None
 
 
 def prepared_decisions(
@@ -96,6 +100,7 @@ def makers_by_source(facts: MakerFacts) -> dict[MakerSource, frozenset[str]]:
         MakerSource.PREPARED_DECISIONS: frozenset(d.maker_id for d in prepared),
         MakerSource.APPEAL_DECISION: frozenset({facts.appeal_decision_maker_id} - {None}),
         MakerSource.ORIGINAL_DECISION: made(*facts.original_decision_ids),
+        MakerSource.EMERGENCY_ACTOR: frozenset({facts.emergency_actor_id} - {None}),
     }
 
 
@@ -113,6 +118,7 @@ REASONS = {
     MakerSource.CREATOR: "You proposed this action",
     MakerSource.APPEAL_DECISION: "You made the appeal decision this correction carries out",
     MakerSource.ORIGINAL_DECISION: "You made the decision the appeal overturned or the original action enforced",
+    MakerSource.EMERGENCY_ACTOR: "You took the emergency action this one undoes",
 }
 DECISION_REASON = "You made a decision this action carries"
 SECOND_PERSON = "; a second reviewer must check it."

@@ -21,6 +21,7 @@ from app.models import (
     AppealCorrection,
     AppealDecision,
     Decision,
+    EmergencyReview,
     OperatorUser,
     WorkflowRun,
 )
@@ -56,7 +57,8 @@ def maker_facts(session, proposals: Iterable[ActionProposal]) -> dict[str, Maker
     Returns:
         Proposal id → `MakerFacts`: its creator, pinned decision, its run's decision,
         its report's decisions, and for a correction or compensation the appeal
-        decision's maker and the original decisions.
+        decision's maker, the original decisions and who took the original as an
+        emergency action (POL-6).
     """
     proposals = [p for p in proposals if p is not None]
     if not proposals:
@@ -68,19 +70,21 @@ def maker_facts(session, proposals: Iterable[ActionProposal]) -> dict[str, Maker
             AppealDecision.maker_id,
             Appeal.decision_id,
             Original.decision_id,
+            EmergencyReview.acted_by,
         )
         .outerjoin(WorkflowRun, WorkflowRun.id == P.run_id)
         .outerjoin(AppealCorrection, AppealCorrection.proposal_id == P.id)
         .outerjoin(AppealDecision, AppealDecision.id == AppealCorrection.appeal_decision_id)
         .outerjoin(Appeal, Appeal.id == AppealCorrection.appeal_id)
         .outerjoin(Original, Original.id == _original_id(AppealCorrection.original_proposal_id))
+        .outerjoin(EmergencyReview, EmergencyReview.proposal_id == Original.id)
         .where(P.id.in_({p.id for p in proposals}))
     ).all()
     linked = {row[0]: row[1:] for row in rows}
     decisions = _report_decisions(session, {p.report_id for p in proposals})
     facts = {}
     for p in proposals:
-        run_decision, appeal_maker, contested, original_decision = linked.get(p.id, (None,) * 4)
+        run_decision, appeal_maker, contested, original_decision, emergency_actor = linked.get(p.id, (None,) * 5)
         facts[p.id] = MakerFacts(
             created_by_type=p.created_by_type,
             created_by_id=p.created_by_id,
@@ -90,6 +94,7 @@ def maker_facts(session, proposals: Iterable[ActionProposal]) -> dict[str, Maker
             decisions=decisions.get(p.report_id, ()),
             appeal_decision_maker_id=appeal_maker,
             original_decision_ids=tuple(i for i in (contested, original_decision) if i),
+            emergency_actor_id=emergency_actor,
         )
     return facts
 
@@ -199,6 +204,12 @@ def _original(operator_id: str):
     return _made(operator_id, or_(Decision.id.in_(contested), Decision.id.in_(enforced)))
 
 
+def _emergency_actor(operator_id: str):
+    corrected = select(AppealCorrection.original_proposal_id).where(AppealCorrection.proposal_id == P.id)
+    original = _original_id(corrected.correlate(P).scalar_subquery())
+    return exists().where(EmergencyReview.proposal_id == original, EmergencyReview.acted_by == operator_id)
+
+
 MAKER_CLAUSES: dict[MakerSource, Callable[[str], object]] = {
     MakerSource.CREATOR: _creator,
     MakerSource.PINNED_DECISION: _pinned,
@@ -206,6 +217,7 @@ MAKER_CLAUSES: dict[MakerSource, Callable[[str], object]] = {
     MakerSource.PREPARED_DECISIONS: _prepared,
     MakerSource.APPEAL_DECISION: _appeal,
     MakerSource.ORIGINAL_DECISION: _original,
+    MakerSource.EMERGENCY_ACTOR: _emergency_actor,
 }
 if set(MAKER_CLAUSES) != set(MakerSource):  # a new source needs its SQL here too
     raise RuntimeError(f"maker sources without a SQL clause: {set(MakerSource) - set(MAKER_CLAUSES)}")

@@ -115,6 +115,20 @@ def _replay(uow: UnitOfWork, existing: ActionProposal, digest: str, await_recove
     return _delivery_pending(existing, idempotent_replay=True)
 
 
+def _protected_under_automation(session, mode: str, run: WorkflowRun, target: dict) -> dict[str, str] | None:
+    """Why a bounded_auto action must wait for a person instead (POL-4): its target is a
+    protected subject. Returns ``{"requested_mode", "protected_subject_id"}`` (recorded
+    in the proposal's approval policy and its audit), or None when automation may go on."""
+    if mode != "bounded_auto":
+        return None
+    from app.services.approval_routing import protection_of
+
+    mark = protection_of(session, run.installation_id, target, run.report_id)
+    if mark is None:
+        return None
+    return {"requested_mode": mode, "protected_subject_id": mark.id}
+
+
 def prepare_action(
     uow: UnitOfWork,
     *,
@@ -179,6 +193,10 @@ def prepare_action(
     existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
     _pin_decision(uow, run.report_id, preconditions, existing)
     mode = identity.approval_mode(config.get("approval_policy"), component.approval_policy.get("mode"), authority_mode)
+    protected = _protected_under_automation(session, mode, run, target)
+    if protected is not None:  # POL-4: a protected subject's action waits for a person, always
+        mode = "human"
+        config = {**config, "approval_policy": {**config["approval_policy"], "mode": mode, **protected}}
     # FOUR-5: the digest covers the delivery, except in the replay of a proposal stored
     # before FOUR-5 (its digest was made without it, ID-2)
     binds = existing is None or existing.delivery is not None
@@ -200,6 +218,8 @@ def prepare_action(
         temporary=plan,
         destination=destination_of(session, component) if binds else None,
     )
+    if protected is not None:
+        new = replace(new, audit_details={**new.audit_details, **protected})
     if existing is not None:
         return _replay(uow, existing, new.payload_digest, await_recovery)
     if session.get(ActionProposal, new.id) is not None:
