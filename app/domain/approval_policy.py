@@ -481,7 +481,15 @@ def policies_of(record: Mapping[str, Any] | None) -> tuple[Policy, ...]:
 
 
 def settings_problems(data: Any) -> list[str]:
-    """What is wrong with an approval settings document, in words (empty when valid)."""
+    """What is wrong with an approval settings document, in words (empty when valid).
+    A value of the wrong type anywhere makes it malformed, never an exception."""
+    try:
+        return _settings_problems(data)
+    except (TypeError, ValueError, AttributeError, KeyError) as error:
+        return [f"The approval settings are malformed ({error.__class__.__name__}: {error})."]
+
+
+def _settings_problems(data: Any) -> list[str]:
     problems: list[str] = []
     if not isinstance(data, Mapping):
         return ["The approval settings must be an object."]

@@ -41,6 +41,7 @@ def test_a_peer_then_a_lead_approve(page, world, platform, screenshots):
     expect(page.get_by_role("button", name="Record decision")).to_have_count(0)
     page.screenshot(path=str(screenshots / "pol-one-of-two-factors.png"), full_page=True)
     assert reload(proposal).state == "approval_required"
+    page.goto("/inbox")  # off the proposal page: its live panel's poll would meet the sign-out (401)
     sign_out(page)
 
     sign_in(page, lead_email)

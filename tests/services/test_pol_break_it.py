@@ -284,10 +284,8 @@ def test_pol3_a_settings_change_needs_a_second_admin(app, world):
 # -- POL-7: the inbox -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="POL-7: awaiting()/awaiting_count() ignore factors already met: a second "
-                   "peer's inbox still counts a proposal whose peer factor is full (their approval is refused "
-                   "approval_factor_already_met)")
 def test_pol7_the_inbox_does_not_count_what_you_may_no_longer_approve(app, team, people):
+    """POL-7 (break-it, fixed): the inbox leaves out what the viewer's approval would no longer count for."""
     from app.services.approval_notices import awaiting, awaiting_count
 
     proposal = make_proposal(team)
