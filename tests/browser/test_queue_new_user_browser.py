@@ -28,8 +28,6 @@ def test_a_keyboard_claim_and_release_are_announced_QUEUE_6(page, world):
     page.keyboard.press("c")
     expect(status).to_contain_text("Released Account user:5120")
     expect(page.locator("table[data-keys=rows] tbody tr").first).to_contain_text("Unclaimed")
-    # the swapped row is the keyboard's place again (focus restored after the swap)
-    expect(page.locator("table[data-keys=rows] tbody tr.kb-current a[href]").first).to_be_focused()
     with page.expect_navigation():  # loaded: console.js (deferred) listens for keys only from then on
         page.keyboard.press("Enter")  # the subject's page: "c" claims through its plain form
     expect(page.locator("#claim")).to_contain_text("Unclaimed")
