@@ -905,3 +905,32 @@ PEER_AND_LEAD = {
     ],
     "routes": [{"policies": ["peer_and_lead"]}],
 }
+
+
+def set_dsa_settings(installation_id: str, settings: dict | None = None) -> None:
+    """Put DSA settings in force as if a second admin had approved them (DSA-1); by
+    default the demo's (`app.demo_dsa.DEMO_DSA_SETTINGS`: DSA on)."""
+    from app.demo_dsa import DEMO_DSA_SETTINGS
+    from app.domain.digests import json_digest
+    from app.domain.dsa_settings import settings_problems
+    from app.models import DsaSettingsVersion
+
+    settings = DEMO_DSA_SETTINGS if settings is None else settings
+    assert not settings_problems(settings), settings_problems(settings)
+    latest = db.session.scalar(
+        select(DsaSettingsVersion.version)
+        .where(DsaSettingsVersion.installation_id == installation_id)
+        .order_by(DsaSettingsVersion.version.desc())
+        .limit(1)
+    )
+    with unit_of_work() as uow:
+        uow.session.add(
+            DsaSettingsVersion(
+                installation_id=installation_id,
+                version=(latest or 0) + 1,
+                settings=settings,
+                settings_digest=json_digest(settings),
+            )
+        )
+        uow.commit()
+    db.session.expire_all()

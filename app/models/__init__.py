@@ -9,7 +9,7 @@ from .budgets import Budget, BudgetReservation
 from .cases import Appeal, AppealCorrection, AppealDecision, Decision, Report, ReportTarget
 from .changes import ConfigChange
 from .components import ComponentDefinition, ComponentVersion, Connection, ConnectionHealth, ConnectionVersion
-from .dsa import DsaStatement, move_statements
+from .dsa import DsaSettingsVersion, DsaStatement, move_statements
 from .erasure import ErasureRequest, RetentionSetting
 from .evidence import ReportEvidence
 from .integrations import Integration, IntegrationToken, Queue
@@ -60,6 +60,7 @@ __all__ = [
     "ConnectionHealth",
     "ConnectionVersion",
     "Decision",
+    "DsaSettingsVersion",
     "DsaStatement",
     "HumanTask",
     "HumanTaskClaim",

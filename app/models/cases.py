@@ -39,6 +39,8 @@ class Report(Base):
     policy_version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     category: Mapped[str] = mapped_column(String(100), default="")
     reason: Mapped[str] = mapped_column(String(100), default="")  # the reporter's reason, e.g. spam
+    # DSA-2: where it came from (`app.domain.dsa_facts.REPORT_SOURCES`); None: a notice from the platform
+    source: Mapped[str | None] = mapped_column(String(30), nullable=True)
     summary: Mapped[str] = mapped_column(Text, default="")
     # the queue's row for its first target (QUEUE-1); None for a bulk batch's own case
     subject_id: Mapped[str | None] = mapped_column(ForeignKey("report_subjects.id"), nullable=True)

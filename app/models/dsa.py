@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, update
+from sqlalchemy import Boolean, ForeignKey, Index, String, Text, UniqueConstraint, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.domain.clock import utcnow
@@ -35,6 +35,7 @@ class DsaStatement(Base):
         UniqueConstraint("installation_id", "puid"),
         Index("ix_dsa_statements_pending", "installation_id", "state", "created_at"),
         Index("ix_dsa_statements_proposal", "proposal_id"),
+        Index("ix_dsa_statements_applied", "installation_id", "applied_at"),
     )
 
     id: Mapped[str] = id_column("sor")
@@ -49,6 +50,24 @@ class DsaStatement(Base):
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     tdb_uuid: Mapped[str | None] = mapped_column(String(100), nullable=True)  # the database's id, when created
     submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # What the transparency report counts (DSA-6), copied from the statement when built
+    report_id: Mapped[str | None] = mapped_column(ForeignKey("reports.id"), nullable=True)
+    decision_id: Mapped[str | None] = mapped_column(ForeignKey("decisions.id"), nullable=True)
+    category: Mapped[str] = mapped_column(String(100), default="")
+    ground: Mapped[str] = mapped_column(String(60), default="")
+    restriction: Mapped[str] = mapped_column(String(20), default="")  # dsa.Restriction
+    restriction_type: Mapped[str] = mapped_column(String(100), default="")
+    automated_decision: Mapped[str] = mapped_column(String(60), default="")
+    automated_detection: Mapped[bool] = mapped_column(Boolean, default=False)
+    source_type: Mapped[str] = mapped_column(String(60), default="")
+    language: Mapped[str] = mapped_column(String(5), default="en")  # the affected user's (DSA-4)
+    reported_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)  # the report received
+    applied_at: Mapped[datetime] = mapped_column(UTCDateTime())  # the applied receipt (application date)
+    ends_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)  # a temporary restriction's end
+    complaint_until: Mapped[datetime] = mapped_column(UTCDateTime())  # DSA-5: appeals after this are refused
+    notice_proposal_id: Mapped[str | None] = mapped_column(String(700), nullable=True)  # DSA-4: its notify_user
+    reversed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)  # DSA-5
+    reversal_appeal_id: Mapped[str | None] = mapped_column(ForeignKey("appeals.id"), nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = updated_at_column()
 
@@ -92,3 +111,20 @@ def move_statements(
         )
         moved.update(session.scalars(statement))
     return moved
+
+
+class DsaSettingsVersion(Base):
+    """An installation's DSA settings, one row per approved change (DSA-1, FOUR-4); the
+    newest is in force. `settings` is `app.domain.dsa_settings.settings_to_json`'s
+    document."""
+
+    __tablename__ = "dsa_settings_versions"
+    __table_args__ = (UniqueConstraint("installation_id", "version"),)
+
+    id: Mapped[str] = id_column("dss")
+    installation_id: Mapped[str] = mapped_column(ForeignKey("installations.id"))
+    version: Mapped[int] = mapped_column()
+    settings: Mapped[dict[str, Any]] = json_column("settings_json")
+    settings_digest: Mapped[str] = mapped_column(String(100))
+    change_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = created_at_column()

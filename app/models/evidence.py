@@ -41,6 +41,7 @@ class ReportEvidence(Base):
     media: Mapped[list[dict[str, Any]]] = json_column("media_json", default=list)  # [{url, sha256, mime_type}]
     permalink: Mapped[str | None] = mapped_column(String(2000), nullable=True)
     posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    language: Mapped[str | None] = mapped_column(String(2), nullable=True)  # ISO 639-1, lower case (DSA-4)
     evidence_digest: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = created_at_column()
     # OPS-4: the one UPDATE the database allows empties the personal fields and sets these

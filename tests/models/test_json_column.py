@@ -168,10 +168,10 @@ def test_every_json_column_uses_the_type():
     }
     assert typed == json_named - {"audit_events.details_json", "config_changes.secrets_json"}
     assert isinstance(Base.metadata.tables["config_changes"].c.secrets_json.type, SealedJSON)
-    assert len(typed) == 33  # 17, three of config_changes (FOUR-2; the fourth is sealed), evidence media (REV-1),
+    assert len(typed) == 34  # 17, three of config_changes (FOUR-2; the fourth is sealed), evidence media (REV-1),
     # temporary plans (TEMP-1), the delivery a proposal's approval binds (FOUR-5), a bulk batch's three (BULK-2),
     # erasure counts (OPS-4), the policy route on proposals and batches, approval settings, operators' attributes (POL),
-    # a statement of reasons' body (DSA-2)
+    # a statement of reasons' body (DSA-2), DSA settings (DSA-1)
 
 
 def test_every_json_column_of_a_lived_in_database_is_canonical(app, world):

@@ -133,10 +133,12 @@ def save_receipt(
             received_at=now,
         ),
     )
-    if receipt.status == "applied":  # the one place applied is written: TEMP-2/3 follow it here
+    if receipt.status == "applied":  # the one place applied is written: TEMP-2/3 and DSA-2/4 follow it here
+        from app.services.dsa.applied import on_applied as dsa_on_applied
         from app.services.lifecycle.reversals import on_applied
 
         on_applied(uow, proposal)
+        dsa_on_applied(uow, proposal)
     return True
 
 
