@@ -45,6 +45,8 @@ def pending_statements(world, count: int, *, broken: set[int] = frozenset()) -> 
                 "attempts": 0,
                 "created_at": first.created_at + timedelta(seconds=n),
                 "updated_at": first.created_at,
+                "applied_at": first.created_at,
+                "complaint_until": first.created_at + timedelta(days=183),
             }
         )
     db.session.execute(insert(DsaStatement), rows)
