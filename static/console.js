@@ -144,6 +144,8 @@
     else if (event.key === "c") {  // claim (or release) the current queue row, or the subject on its page
       var scope = current && current.isConnected ? current : document.getElementById("claim");
       var button = scope && scope.querySelector("button[data-key=claim]");
+      // htmx wires a swapped-in form only when it settles: a quick second "c" would post it plainly
+      if (button && window.htmx && button.form) { window.htmx.process(button.form); }
       if (button) { button.click(); } else { handled = false; }
     }
     else if (event.key === "?") { toggleHelp(); }
