@@ -12,7 +12,6 @@ from app.domain.labels import label_for
 from app.models import ActionProposal, ComponentDefinition, ComponentVersion, Report, ReportEvidence, ReportTarget
 
 BULK_CASE_PREFIX = "bulk:"  # a bulk batch's own case: external_id ``bulk:<batch id>``
-MAX_EVIDENCE_ROWS = 50
 
 
 def report_record(report: Report) -> ReportRecord:
@@ -47,15 +46,39 @@ def evidence_record(session, installation_id: str, report_id: str | None, refere
     Returns:
         The record; ``found`` False when no evidence of it was received.
     """
+    return evidence_records(session, installation_id, [(report_id, reference)])[(report_id, reference)]
+
+
+def evidence_records(
+    session, installation_id: str, wanted: list[tuple[str | None, str | None]]
+) -> dict[tuple[str | None, str | None], EvidenceRecord]:
+    """`evidence_record` of many (report id, reference) pairs at once: one query per
+    500 references (a bulk batch's items, BULK-3).
+
+    Returns:
+        Each pair's record, by pair.
+    """
+    references = sorted({reference for _report, reference in wanted if reference})
+    found: dict[str, list] = {}
+    for start in range(0, len(references), 500):
+        rows = session.execute(
+            select(ReportTarget.target_reference, ReportEvidence.report_id, ReportEvidence.posted_at,
+                   ReportEvidence.language)
+            .join(ReportTarget, ReportTarget.id == ReportEvidence.report_target_id)
+            .where(ReportTarget.installation_id == installation_id,
+                   ReportTarget.target_reference.in_(references[start : start + 500]))
+            .order_by(ReportEvidence.created_at.desc(), ReportEvidence.id.desc())
+        ).all()
+        for row in rows:
+            found.setdefault(row.target_reference, []).append(row)
+    return {(report_id, reference): _chosen(report_id, reference, found.get(reference or "", []))
+            for report_id, reference in wanted}
+
+
+def _chosen(report_id: str | None, reference: str | None, rows: list) -> EvidenceRecord:
+    """The report's own evidence first, else the newest with a posted time, else the newest."""
     if not reference:
         return EvidenceRecord(reference="(no target)")
-    rows = session.execute(
-        select(ReportEvidence.report_id, ReportEvidence.posted_at, ReportEvidence.language)
-        .join(ReportTarget, ReportTarget.id == ReportEvidence.report_target_id)
-        .where(ReportTarget.installation_id == installation_id, ReportTarget.target_reference == reference)
-        .order_by(ReportEvidence.created_at.desc(), ReportEvidence.id.desc())
-        .limit(MAX_EVIDENCE_ROWS)
-    ).all()
     if not rows:
         return EvidenceRecord(reference=reference)
     own = [row for row in rows if row.report_id == report_id]

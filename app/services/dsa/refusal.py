@@ -17,20 +17,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
+
 from app.domain import dsa
 from app.domain.clock import iso, utcnow
-from app.domain.dsa_facts import ActionRecord, DecisionRecord, missing_fact_message, statement_facts
+from app.domain.dsa_facts import ActionRecord, DecisionRecord, EvidenceRecord, missing_fact_message, statement_facts
 from app.domain.dsa_settings import DsaSettings
 from app.domain.errors import ActionError, ApiError
 from app.domain.expressions import evaluate_mapping
 from app.domain.proposal import identity
 from app.domain.proposal.temporary import temporary_config
-from sqlalchemy import select
-
 from app.models import ComponentVersion, Decision, Report, ReportTarget, WorkflowVersion
 from app.services.cases.snapshot import decision_json, report_json
 
-from .records import component_slug, evidence_record, kind_label, report_record
+from .records import component_slug, evidence_record, evidence_records, kind_label, report_record
 from .settings import current_settings
 
 INCOMPLETE = "dsa_statement_incomplete"
@@ -52,7 +52,8 @@ class DraftAction:
 
 
 def check_drafts(session, installation_id: str, report: Report, decision: DecisionRecord,
-                 drafts: Iterable[DraftAction], settings: DsaSettings | None = None) -> None:
+                 drafts: Iterable[DraftAction], settings: DsaSettings | None = None,
+                 evidence: dict[tuple, EvidenceRecord] | None = None) -> None:
     """Refuse when one of `drafts` could not yield a valid statement (DSA-2).
 
     Args:
@@ -62,6 +63,8 @@ def check_drafts(session, installation_id: str, report: Report, decision: Decisi
         decision: the decision's code, rationale and policy version.
         drafts: the restricting actions it would take.
         settings: the settings in force (read when None).
+        evidence: the drafts' evidence by (report id, reference), when read already
+            (`evidence_records`); read per draft otherwise.
 
     Raises:
         ApiError: 422 ``dsa_statement_incomplete`` naming the missing fact, e.g. "A
@@ -74,14 +77,16 @@ def check_drafts(session, installation_id: str, report: Report, decision: Decisi
     now = utcnow()
     origin = report_record(report)
     for draft in drafts:
-        evidence = evidence_record(session, installation_id, draft.report_id, draft.reference)
-        facts = statement_facts(report=origin, decision=decision, evidence=evidence, action=draft.action,
+        key = (draft.report_id, draft.reference)
+        record = evidence[key] if evidence and key in evidence else evidence_record(
+            session, installation_id, draft.report_id, draft.reference)
+        facts = statement_facts(report=origin, decision=decision, evidence=record, action=draft.action,
                                 settings=settings, applied_at=now)
         if facts is None:
             continue
         problems = dsa.statement_problems(dsa.build_statement(facts))
         if problems:
-            message = missing_fact_message(problems, decision=decision, evidence=evidence, action=draft.action)
+            message = missing_fact_message(problems, decision=decision, evidence=record, action=draft.action)
             raise ApiError(422, INCOMPLETE, message)
 
 
@@ -189,6 +194,7 @@ def ensure_items_yield_statements(session, installation_id: str, decision_code: 
     if not settings.enabled or not proposals:
         return
     slugs: dict[str, str | None] = {}
+    drafts: list[tuple[DraftAction, DecisionRecord]] = []
     for values in proposals:
         version_id = values["component_version_id"]
         if version_id not in slugs:
@@ -204,6 +210,8 @@ def ensure_items_yield_statements(session, installation_id: str, decision_code: 
             duration_seconds=duration if isinstance(duration, int) else None,
         )
         draft = DraftAction(action=action, reference=values.get("target_reference"), report_id=values["report_id"])
-        decision = DecisionRecord(decision_code, rationale, values.get("policy_version_id"))
-        report = session.get(Report, values["report_id"])
-        check_drafts(session, installation_id, report, decision, [draft], settings)
+        drafts.append((draft, DecisionRecord(decision_code, rationale, values.get("policy_version_id"))))
+    found = evidence_records(session, installation_id, [(d.report_id, d.reference) for d, _decision in drafts])
+    for draft, decision in drafts:
+        report = session.get(Report, draft.report_id)  # decided in this unit of work: already loaded
+        check_drafts(session, installation_id, report, decision, [draft], settings, found)
