@@ -7,7 +7,9 @@ from sqlalchemy import func, select
 
 from app.domain.dsa_facts import REPORT_SOURCES
 from app.extensions import db
-from app.models import Report, ReportEvidence
+from app.models import Decision, Report, ReportEvidence
+
+from ..builders import add_report_with_evidence, login, set_dsa_settings
 
 
 def post(client, world, value):
@@ -57,3 +59,25 @@ def test_dsa2_an_unknown_source_or_language_is_refused_and_nothing_stored(app, c
         assert answer.status_code == 400 and error["code"] in ("report_evidence_invalid", "report_invalid"), error
         assert error["field"] == "targets[0].evidence.language", error
     assert rows() == before
+
+
+def test_dsa2_the_console_shows_a_refused_decision_in_words(app, client, world):
+    """DSA-2: with DSA on, deciding in the console a report whose evidence gives no
+    posted time answers 422 with the missing fact in words (on the report's page and
+    the queue's), and as JSON with the code; nothing is decided."""
+    set_dsa_settings(world.installation_id)
+    report_id = add_report_with_evidence(world, "no-time-web", "post:3003", content_text="rude")
+    subject_id = db.session.get(Report, report_id).subject_id
+    token = login(client, "moderator@example.com")
+    for path in (f"/reports/{report_id}/decisions", f"/queue/{subject_id}/decision"):
+        answer = client.post(path, data={"csrf_token": token, "decision_code": "remove_content",
+                                         "rationale": "Insults.", "idempotency_key": f"k-{path[-9:]}"})
+        assert answer.status_code == 422, (path, answer.status_code)
+        assert "needs the content date: the evidence of post:3003 gives no posted time." in answer.get_data(
+            as_text=True), path
+    answer = client.post(f"/reports/{report_id}/decisions", headers={"Accept": "application/json"},
+                         data={"csrf_token": token, "decision_code": "remove_content", "rationale": "Insults.",
+                               "idempotency_key": "k-json"})
+    assert (answer.status_code, answer.get_json()["error"]["code"]) == (422, "dsa_statement_incomplete")
+    db.session.rollback()
+    assert db.session.scalar(select(func.count()).select_from(Decision).where(Decision.report_id == report_id)) == 0

@@ -19,7 +19,7 @@ from app.domain.digests import canonical_json
 from app.domain.dsa_answers import StatementState
 from app.domain.dsa_facts import DecisionRecord, ends_at, missing_fact_message, statement_facts
 from app.domain.dsa_settings import DsaSettings
-from app.models import ActionProposal, Decision, DsaStatement, Report
+from app.models import ActionProposal, Decision, DsaStatement, Report, WorkflowRun
 from app.services.uow import Actor, UnitOfWork
 
 from .records import action_record, component_slug, evidence_record, report_record
@@ -48,6 +48,7 @@ def record_statement(uow: UnitOfWork, proposal: ActionProposal, settings: DsaSet
         The new (or existing: one per proposal, its puid unique) row, ``pending``; a
         ``dead_letter`` with the problems in words as ``last_error`` when local
         validation refuses it now; None when the proposal restricts nothing.
+        Audited ``dsa.statement_built`` (puid, state, problems) when written.
     """
     session = uow.session
     slug = component_slug(session, proposal.component_version_id)
@@ -60,7 +61,7 @@ def record_statement(uow: UnitOfWork, proposal: ActionProposal, settings: DsaSet
     if existing is not None:
         return existing
     report = session.get(Report, proposal.report_id)
-    decision = session.get(Decision, proposal.decision_id) if proposal.decision_id else None
+    decision = _decision_of(session, proposal)
     decision_record = DecisionRecord(
         code=decision.decision_code if decision else "",
         rationale=decision.rationale if decision else None,
@@ -100,6 +101,16 @@ def record_statement(uow: UnitOfWork, proposal: ActionProposal, settings: DsaSet
     session.flush()
     _audit(uow, proposal, row, problems)
     return row
+
+
+def _decision_of(session, proposal: ActionProposal) -> Decision | None:
+    """The decision the restriction enforces: the one pinned on the proposal, else the
+    one that started its run."""
+    decision_id = proposal.decision_id
+    if decision_id is None:
+        run = session.get(WorkflowRun, proposal.run_id)
+        decision_id = run.decision_id if run is not None else None
+    return session.get(Decision, decision_id) if decision_id else None
 
 
 def _language(language: str | None, settings: DsaSettings) -> str:
