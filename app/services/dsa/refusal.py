@@ -104,11 +104,11 @@ def ensure_decision_yields_statements(session, report: Report, decision: Decisio
     Raises:
         ApiError: 422 ``dsa_statement_incomplete`` (`check_drafts`).
     """
-    settings = current_settings(session, report.installation_id)
-    if not settings.enabled:
-        return
     versions = list(versions)
     if not versions:
+        return
+    settings = current_settings(session, report.installation_id)
+    if not settings.enabled:
         return
     context = _context(session, report, decision)
     drafts = [
