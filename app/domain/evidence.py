@@ -26,7 +26,9 @@ MAX_URL = 2_000
 MAX_MEDIA = 10
 MAX_MIME_TYPE = 100
 
-EVIDENCE_FIELDS = frozenset({"content_text", "author_reference", "author_name", "media", "permalink", "posted_at"})
+EVIDENCE_FIELDS = frozenset(
+    {"content_text", "author_reference", "author_name", "media", "permalink", "posted_at", "language"}
+)
 MEDIA_FIELDS = frozenset({"url", "sha256", "mime_type"})
 REFERENCE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,50}:[^\s]{1,440}")
 SHA256_PATTERN = re.compile(r"[a-f0-9]{64}")
@@ -65,10 +67,12 @@ class Evidence:
     media: tuple[Media, ...] = ()
     permalink: str | None = None
     posted_at: datetime | None = None
+    language: str | None = None  # ISO 639-1, lower case (DSA-2 content language, DSA-4 notice)
 
     def material(self, target_reference: str) -> dict[str, Any]:
-        """What the digest covers: the target and every field as stored."""
-        return {
+        """What the digest covers: the target and every field as stored. The language
+        is covered when sent (evidence stored before it existed keeps its digest)."""
+        material = {
             "schema_version": "1",
             "target_reference": target_reference,
             "content_text": self.content_text,
@@ -78,6 +82,9 @@ class Evidence:
             "permalink": self.permalink,
             "posted_at": iso(self.posted_at),
         }
+        if self.language is not None:
+            material["language"] = self.language
+        return material
 
 
 def _text(value: Any, field: str, limit: int) -> str | None:
@@ -160,6 +167,17 @@ def _posted_at(value: Any, field: str) -> datetime | None:
         raise EvidenceInvalid(field, f"{field} is not a real date and time.") from error
 
 
+def _language(value: Any, field: str) -> str | None:
+    """An ISO 639-1 code (either case), stored in lower case (DSA-2)."""
+    from .dsa import LANGUAGES
+
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.upper() not in LANGUAGES:
+        raise EvidenceInvalid(field, f"{field} must be an ISO 639-1 language code, e.g. en or de.")
+    return value.lower()
+
+
 def _media(value: Any, field: str) -> tuple[Media, ...]:
     if value is None:
         return ()
@@ -189,7 +207,7 @@ def parse_evidence(value: Any, field: str = "evidence") -> Evidence:
     Args:
         value: the decoded JSON object ``{content_text?, author_reference?,
             author_name?, media?: [{url, sha256, mime_type}], permalink?,
-            posted_at? (ISO-8601 UTC)}``.
+            posted_at? (ISO-8601 UTC), language? (ISO 639-1)}``.
         field: the JSON path of `value`, for error messages (``targets[0].evidence``).
 
     Returns:
@@ -215,6 +233,7 @@ def parse_evidence(value: Any, field: str = "evidence") -> Evidence:
         media=_media(value.get("media"), f"{field}.media"),
         permalink=_url(value.get("permalink"), f"{field}.permalink"),
         posted_at=_posted_at(value.get("posted_at"), f"{field}.posted_at"),
+        language=_language(value.get("language"), f"{field}.language"),
     )
 
 

@@ -83,7 +83,7 @@ DEFAULT_LABELS: dict[str, dict[str, str]] = {
     # The queue names a subject by what it is (QUEUE-1, QUEUE-6).
     "subject_kind": {
         "user": "Account", "account": "Account", "post": "Post", "record": "Record", "comment": "Comment",
-        "content": "Content",
+        "content": "Content", "author_of": "The author's account",
     },
     "report_reason": {"spam": "Spam", "harassment": "Harassment", "hate": "Hateful conduct", "other": "Other"},
     "report_category": {"abuse": "Abuse", "illegal_content": "Illegal content"},

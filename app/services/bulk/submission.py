@@ -44,6 +44,7 @@ from app.services.bulk.dry_runs import operator_cap
 from app.services.bulk.item_proposals import ItemCase, item_proposal, mapped_item
 from app.services.cases.snapshot import decision_json, report_json
 from app.services.cases.queue_subjects import ensure_reports_decidable_by, refresh_subjects
+from app.services.dsa.refusal import ensure_items_yield_statements
 from app.services.lifecycle.action_targets import destination_of
 from app.services.lifecycle.prepare import temporary_plan
 from app.services.lifecycle.proposals import proposal_values
@@ -159,7 +160,9 @@ def submit_batch(operator: OperatorUser, batch_id: str, dry_run_digest: str) -> 
 
     Raises:
         ApiError: 404 / 403 / 409 for another's, expired, changed or empty dry runs,
-            over the cap (BULK-5) or an action changed since (BULK-3).
+            over the cap (BULK-5) or an action changed since (BULK-3); 422
+            ``dsa_statement_incomplete`` when an item's restriction could not yield
+            a valid statement of reasons (DSA-2). Nothing is stored.
     """
     with unit_of_work() as uow:
         session = uow.session
@@ -180,6 +183,8 @@ def submit_batch(operator: OperatorUser, batch_id: str, dry_run_digest: str) -> 
         session.add(run)
         session.flush()
         proposals, links = _item_proposals(session, batch, action, component, items, cases, case.id, run, now)
+        # DSA-2: each item's restriction must be able to yield its statement of reasons
+        ensure_items_yield_statements(session, batch.installation_id, batch.decision_code, batch.reason, proposals)
         insert_rows(session, ActionProposal, proposals)
         session.execute(update(BulkItem), links)
         digest = batch_digest(batch.id, batch.decision_code, [p["payload_digest"] for p in proposals])

@@ -63,6 +63,7 @@ def store_evidence(session, target: ReportTarget, evidence: Evidence) -> ReportE
         media=[asdict(m) for m in evidence.media],
         permalink=evidence.permalink,
         posted_at=evidence.posted_at,
+        language=evidence.language,
         evidence_digest=evidence_digest(evidence, target.target_reference),
     )
     session.add(row)

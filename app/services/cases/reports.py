@@ -30,6 +30,7 @@ from app.models import (
 )
 from app.services.cases.evidence_store import parse_target_evidence, resent_differs, store_evidence, stored_digests
 from app.services.cases.queue_subjects import ensure_decidable_by, refresh_subjects, subject_for
+from app.services.dsa.refusal import ensure_decision_yields_statements
 from app.services.lifecycle.runs import create_run
 from app.services.uow import Actor, unit_of_work
 
@@ -88,7 +89,10 @@ def record_decision(
             ``decision_rationale_invalid`` / ``idempotency_key_invalid``; 409
             ``report_not_decidable`` when the report is appealed or closed, 409
             ``subject_claimed`` while another moderator holds its subject (QUEUE-2),
-            409 ``report_decision_conflict`` when another decision landed at the same moment.
+            409 ``report_decision_conflict`` when another decision landed at the same moment;
+            422 ``dsa_statement_incomplete`` when DSA is on and a restriction the
+            decision would apply could not yield a valid statement of reasons, naming
+            the missing fact (DSA-2). Nothing is stored.
     """
     rationale = _checked_input(decision_code, rationale, idempotency_key)
     with unit_of_work() as uow:
@@ -156,7 +160,15 @@ def _decide(uow, report: Report, decision_code: str, rationale: str, operator: O
 
 
 def _start_runs(uow, report: Report, decision: Decision) -> list[str]:
-    """Start the workflows the decision's code triggers."""
+    """Start the workflows the decision's code triggers, once the restrictions they
+    would apply can each yield a statement of reasons (DSA-2: refused otherwise,
+    before anything is committed)."""
+    versions = [
+        version
+        for version in active_versions(uow.session, report.installation_id)
+        if triggered_by(version.graph, decision.decision_code)
+    ]
+    ensure_decision_yields_statements(uow.session, report, decision, versions)
     runs = [
         create_run(
             uow,
@@ -165,8 +177,7 @@ def _start_runs(uow, report: Report, decision: Decision) -> list[str]:
             trigger_key=f"decision:{decision.id}",
             decision_id=decision.id,
         )
-        for version in active_versions(uow.session, report.installation_id)
-        if triggered_by(version.graph, decision.decision_code)
+        for version in versions
     ]
     return [run.id for run in runs if run is not None]
 
@@ -269,9 +280,11 @@ def intake_report(value: Any, integration_id: str) -> IntakeResult:
         value: a body the API's contract accepted (`app.web.api.contract`, the
             OpenAPI ``ReportIntake`` schema, FOUR-10's reference check included):
             {external_id, targets: [{reference, kind?, evidence?}], queue?,
-            category?, summary?, policy_version_id?}; evidence is {content_text?,
-            author_reference?, author_name?, media?: [{url, sha256, mime_type}],
-            permalink?, posted_at? (ISO-8601 UTC)} (`app.domain.evidence` limits).
+            category?, summary?, policy_version_id?, source? (one of
+            `app.domain.dsa_facts.REPORT_SOURCES`; left out: an Article 16 notice,
+            DSA-2)}; evidence is {content_text?, author_reference?, author_name?,
+            media?: [{url, sha256, mime_type}], permalink?, posted_at? (ISO-8601
+            UTC), language? (ISO 639-1)} (`app.domain.evidence` limits).
         integration_id: the authenticated integration.
 
     Returns:
@@ -332,6 +345,7 @@ def _received(uow, integration: Integration, queue_id: str | None, value: dict[s
         policy_version_id=value.get("policy_version_id"),
         category=value.get("category") or "",
         reason=value.get("reason") or "",
+        source=value.get("source"),  # DSA-2: None is an Article 16 notice
         summary=value.get("summary") or "",
         created_at=now,
         updated_at=now,

@@ -77,6 +77,10 @@ CONTRACTS = {
                 "Each target needs a reference like 'post:123', an optional kind and optional evidence.",
                 field="targets",
             ),
+            "source": Refusal(  # DSA-2
+                "source must be trusted_flagger, other_notification or automated_detection; leave it out for"
+                " a user's notice (Article 16)."
+            ),
         },
     ),
     "postActionResult": Contract(

@@ -3,6 +3,7 @@ the API checks bodies against (`app.web.api.contract`)."""
 
 from __future__ import annotations
 
+from app.domain.dsa_facts import REPORT_SOURCES
 
 # A schema keyword of ours: the string is a reference, refused with an invisible,
 # bidirectional or lookalike character (400 reference_characters, FOUR-10).
@@ -84,6 +85,14 @@ def evidence_schema() -> dict:
                 "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?(Z|\\+00:00)$",
                 "description": "ISO-8601 UTC.",
             },
+            "language": {
+                "type": "string",
+                "pattern": "^[A-Za-z]{2}$",
+                "description": (
+                    "The content's language, ISO 639-1 (e.g. en, de): the statement of reasons' content language"
+                    " and the notice's language (DSA-2, DSA-4)."
+                ),
+            },
         },
     }
 
@@ -158,6 +167,14 @@ def openapi_document() -> dict:
                         },
                         "summary": {"type": ["string", "null"], "maxLength": 5000},
                         "policy_version_id": {"type": ["string", "null"], "maxLength": 200},
+                        "source": {
+                            "enum": [*REPORT_SOURCES, None],
+                            "description": (
+                                "Where the report came from, for the statement of reasons (DSA-2): trusted_flagger,"
+                                " other_notification (e.g. an authority's order) or automated_detection (the"
+                                " platform's own); left out or null: a user's notice under Article 16 DSA."
+                            ),
+                        },
                         "targets": {
                             "type": "array",
                             "minItems": 1,
