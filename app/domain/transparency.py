@@ -161,6 +161,7 @@ class StatementRow:
     reported_at: datetime | None = None
 
     def group(self) -> StatementGroup:
+        """This row as a group of one (what `statement_counts` adds up)."""
         return StatementGroup(
             self.category,
             self.ground,
@@ -372,7 +373,9 @@ def appeal_section(period: Period, appeals: Iterable[AppealRow]) -> Section:
     )
 
 
-def assemble(period: Period, counts: StatementCounts, durations: Sequence[int], appeals: Iterable[AppealRow]):
+def assemble(
+    period: Period, counts: StatementCounts, durations: Sequence[int], appeals: Iterable[AppealRow]
+) -> TransparencyReport:
     """The report of `period` from statement counts, report-to-action durations
     (seconds) and appeal rows (DSA-6). Returns a `TransparencyReport`."""
     sections = statement_sections(counts)
@@ -381,7 +384,7 @@ def assemble(period: Period, counts: StatementCounts, durations: Sequence[int], 
     )
 
 
-def report_of(period: Period, statements: Iterable[StatementRow], appeals: Iterable[AppealRow]):
+def report_of(period: Period, statements: Iterable[StatementRow], appeals: Iterable[AppealRow]) -> TransparencyReport:
     """The report of `period` from plain rows (DSA-6): statements applied in the
     period are counted and timed, appeals as `appeal_section` says.
 

@@ -6,8 +6,8 @@ chart sits beside the table that holds the same figures (its accessible equivale
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 WIDTH = 640  # the viewBox; the picture scales to its box (CSS)
 ROW = 40  # a label line and a bar under it
@@ -64,5 +64,6 @@ def bar_chart(chart_id: str, title: str, figures: Iterable) -> BarChart:
     for index, figure in enumerate(shown):
         y = index * ROW
         width = max(2.0, round(room * figure.value / top, 1))
-        bars.append(Bar(figure.key, figure.label, figure.value, y + 14, y + 20, width, width + 6, y + 20 + BAR_HEIGHT - 2))
+        value_y = y + 20 + BAR_HEIGHT - 2
+        bars.append(Bar(figure.key, figure.label, figure.value, y + 14, y + 20, width, width + 6, value_y))
     return BarChart(chart_id, title, tuple(bars), WIDTH, max(ROW, ROW * len(bars)))

@@ -67,7 +67,8 @@ def test_a_bad_period_is_refused_in_words_DSA_6(start, end, field):
     400 transparency_period_invalid naming the field."""
     with pytest.raises(ApiError) as refused:
         parse_period(start, end)
-    assert (refused.value.status, refused.value.code, refused.value.field) == (400, "transparency_period_invalid", field)
+    error = refused.value
+    assert (error.status, error.code, error.field) == (400, "transparency_period_invalid", field)
     assert refused.value.message.endswith(".")
 
 

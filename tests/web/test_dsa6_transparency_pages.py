@@ -94,3 +94,17 @@ def test_the_default_period_is_the_last_full_month_and_roles_are_checked_DSA_6(a
     assert other.get("/transparency").status_code == 403
     assert other.get("/transparency.csv").status_code == 403
     assert '<a href="/transparency"' not in other.get("/queue").get_data(as_text=True)
+
+
+def test_bars_are_in_proportion_and_zeros_are_not_drawn_DSA_6():
+    """DSA-6: one bar per figure above 0; the largest spans the chart less the room
+    for its value, the others in proportion, a tiny one still 2 units wide."""
+    from app.domain.transparency import Figure
+    from app.web.charts import VALUE_ROOM, WIDTH, bar_chart
+
+    chart = bar_chart("c", "t", [Figure("a", "A", 0), Figure("b", "B", 1000), Figure("c", "C", 500),
+                                 Figure("d", "D", 1), Figure("e", "E", None)])
+    assert [bar.key for bar in chart.bars] == ["b", "c", "d"]
+    assert [bar.width for bar in chart.bars] == [WIDTH - VALUE_ROOM, (WIDTH - VALUE_ROOM) / 2, 2.0]
+    assert chart.description == "B: 1000; C: 500; D: 1" and chart.height == 120
+    assert bar_chart("e", "t", []).bars == () and bar_chart("e", "t", []).description == "No figures to draw."
