@@ -108,3 +108,18 @@ def test_bars_are_in_proportion_and_zeros_are_not_drawn_DSA_6():
     assert [bar.width for bar in chart.bars] == [WIDTH - VALUE_ROOM, (WIDTH - VALUE_ROOM) / 2, 2.0]
     assert chart.description == "B: 1000; C: 500; D: 1" and chart.height == 120
     assert bar_chart("e", "t", []).bars == () and bar_chart("e", "t", []).description == "No figures to draw."
+
+
+def test_the_page_runs_the_same_few_queries_whatever_the_history_DSA_6(app, world, client):
+    """DSA-6: statements are counted in SQL by groups and appeals loaded in one query:
+    the page runs as many queries for an empty month as for a month with history."""
+    from .test_query_counts import counting
+
+    build_history(world)
+    login(client, "auditor@example.com")
+    client.get(f"/transparency?{QUERY}")  # warm: labels, settings
+    with counting(app) as busy:
+        assert client.get(f"/transparency?{QUERY}").status_code == 200
+    with counting(app) as empty:
+        assert client.get("/transparency?from=2025-11-01&to=2025-12-01").status_code == 200
+    assert len(busy) == len(empty) <= 12, busy
