@@ -28,6 +28,7 @@ SECTIONS = (
     Section("console.appeals", "Appeals", "console.appeal"),
     Section("console.bulk_list", "Bulk", "console.bulk"),
     Section("console.operations", "Operations", "console.operations"),
+    Section("console.transparency", "Transparency", "console.transparency"),
     Section("admin.index", "Admin", "admin."),
 )
 

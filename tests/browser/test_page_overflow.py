@@ -128,6 +128,7 @@ def pages(ids: dict[str, str]) -> list[tuple[str, str, str]]:
         ("appeal", "reviewer", f"/appeals/{ids['appeal']}"),
         ("bulk", "moderator", "/bulk"),
         ("operations", "admin", "/operations"),
+        ("transparency", "admin", "/transparency?from=2026-11-01&to=2026-12-01"),  # DSA-6
         ("admin", "admin", "/admin/"),
         ("change", "admin2", f"/admin/changes/{ids['change']}"),
         ("budgets", "admin", "/admin/budgets"),

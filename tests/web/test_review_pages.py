@@ -265,8 +265,10 @@ def test_a_report_decision_without_a_choice_is_refused(app, client, world):
 ROLE_SECTIONS = {
     "moderator@example.com": {"Queue", "Proposals", "Reports", "Appeals", "Bulk"},
     "reviewer@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations"},
-    "admin@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
-    "auditor@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations", "Admin"},
+    "admin@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations",
+                          "Transparency", "Admin"},  # DSA-6: the transparency report
+    "auditor@example.com": {"Queue", "Proposals", "Approval tasks", "Reports", "Appeals", "Bulk", "Operations",
+                            "Transparency", "Admin"},
 }
 ALL_SECTIONS = {
     "Queue": "/queue",  # QUEUE-1: every role reads it, moderators work it
@@ -276,6 +278,7 @@ ALL_SECTIONS = {
     "Appeals": "/appeals",
     "Bulk": "/bulk",  # BULK: read by every role, started by moderators
     "Operations": "/operations",
+    "Transparency": "/transparency",
     "Admin": "/admin/",
 }
 

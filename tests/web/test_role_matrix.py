@@ -79,6 +79,8 @@ ROUTES = [
     ("GET", "/operations", {"reviewer", "admin", "auditor"}),
     ("GET", "/operations/dead-letters/retry", {"reviewer", "admin", "auditor"}),
     ("POST", "/operations/dead-letters/retry", {"reviewer", "admin"}),  # without the digest: 400
+    ("GET", "/transparency", {"admin", "auditor"}),  # DSA-6: the transparency report
+    ("GET", "/transparency.csv", {"admin", "auditor"}),  # DSA-6: its CSV
     ("GET", "/queue", ALL),  # QUEUE-1
     ("GET", "/bulk", ALL),  # BULK-1..8
     ("GET", "/bulk/new", {"moderator"}),
