@@ -170,6 +170,15 @@ def _place(path: Iterable[Any]) -> str:
     return ".".join(str(part) for part in path) or "the document"
 
 
+def _message(error) -> str:
+    """A schema error in words; a long list of allowed values is not repeated (the
+    admin page lists them with their labels)."""
+    if error.validator == "enum" and len(error.validator_value) > 8:
+        count = len(error.validator_value)
+        return f"{error.instance!r} is not one of the {count} allowed values (see the list of allowed values)."
+    return error.message[:300]
+
+
 def settings_problems(
     data: Any, *, components: Iterable[str] | None = None, connections: Iterable[str] | None = None
 ) -> list[str]:
@@ -185,7 +194,7 @@ def settings_problems(
         Sentences, at most `MAX_PROBLEMS`; empty when the document can be saved.
     """
     problems = [
-        f"{_place(error.absolute_path)}: {error.message}"
+        f"{_place(error.absolute_path)}: {_message(error)}"
         for error in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     ]
     if problems or not isinstance(data, dict):
