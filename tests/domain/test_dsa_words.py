@@ -43,3 +43,22 @@ def test_dsa1_a_value_outside_a_long_list_is_named_without_repeating_the_list():
         "territorial_scope.0: 'US' is not one of the 30 allowed values (see the list of allowed values).",
     ]
     assert settings_from_json({"enabled": False}).restriction_of("takedown") is None
+
+
+def test_dsa1_the_shapes_problems_and_the_meanings_are_said_together():
+    """DSA-1: a document with a value of the wrong type and a slug no component has is
+    refused with both problems at once; values of any JSON type never raise."""
+    problems = settings_problems(
+        {"enabled": "yes",
+         "restrictions": {"nowhere": {"restriction": ["visibility"], "type": 3},
+                          "takedown": {"restriction": "account", "type": "DECISION_VISIBILITY_OTHER"}},
+         "decisions": {"x": [1]}, "notice_component": 5, "notice_languages": "en", "default_language": {},
+         "tdb_connection": "tdb"},
+        components=["takedown"], connections=[],
+    )
+    assert "enabled: 'yes' is not of type 'boolean'" in problems
+    assert "restrictions.nowhere: no component has this slug." in problems
+    assert "restrictions.takedown.type: DECISION_VISIBILITY_OTHER is not a type of account restriction." in problems
+    assert "tdb_connection: no connection has the slug tdb." in problems
+    for value in (None, [], "x", 1, {"restrictions": []}, {"decisions": {"x": {"reference_url": 5}}}):
+        assert settings_problems(value, components=[], connections=[])

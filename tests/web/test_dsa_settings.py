@@ -129,8 +129,10 @@ def _document(**changes) -> dict:
     [
         ("{not json", ["not valid JSON"]),
         (
-            _document(restrictions={"nowhere": {"restriction": "account", "type": "DECISION_VISIBILITY_CONTENT_REMOVED"}}),
-            ["restrictions.nowhere.type: DECISION_VISIBILITY_CONTENT_REMOVED is not a account restriction.",
+            _document(restrictions={
+                "nowhere": {"restriction": "account", "type": "DECISION_VISIBILITY_CONTENT_REMOVED"},
+            }),
+            ["restrictions.nowhere.type: DECISION_VISIBILITY_CONTENT_REMOVED is not a type of account restriction.",
              "restrictions.nowhere: no component has this slug."],
         ),
         (
