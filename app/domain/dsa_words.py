@@ -112,9 +112,11 @@ class SettingsWords:
     territorial_scope: str
     complaint_window: str
     notice_component: str
+    notice_slug: str | None
     notice_languages: str
     default_language: str
     tdb_connection: str
+    tdb_slug: str | None
 
 
 def settings_words(settings: DsaSettings, connection_names: Mapping[str, str] | None = None) -> SettingsWords:
@@ -141,10 +143,12 @@ def settings_words(settings: DsaSettings, connection_names: Mapping[str, str] | 
         territorial_scope=_countries(settings.territorial_scope),
         complaint_window=f"{window} days (about {round(window / 30.44)} months) after the decision",
         notice_component=settings.notice_component or "None: affected users get no notice from the console",
+        notice_slug=settings.notice_component,
         notice_languages=", ".join(LANGUAGES.get(code, code) for code in settings.notice_languages),
         default_language=LANGUAGES.get(settings.default_language, settings.default_language),
         tdb_connection=(names.get(settings.tdb_connection, settings.tdb_connection) if settings.tdb_connection
                         else "None: statements wait until a connection is set"),
+        tdb_slug=settings.tdb_connection,
     )
 
 

@@ -245,6 +245,6 @@ def test_dsa1_the_demo_seed_puts_the_demo_settings_in_force(app, client, platfor
     assert json.loads(seeded.details_json)["dsa_settings_version_id"] == version.id
     admin(client)
     page = html.unescape(text(client.get("/admin/dsa")))
-    assert "On: restricting actions get statements of reasons" in page and "notify_user" in page
+    assert "On: restricting actions get statements of reasons" in page and "Notify user" in page
     other = make_world(platform.url, slug="other")
     assert not current_settings(db.session, other.installation_id).enabled and len(versions()) == 1
