@@ -209,6 +209,36 @@ def register_cli(app: Flask) -> None:
         click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
         click.echo("It applies when a second admin approves it at /admin/changes.")
 
+    @app.cli.command("dsa-settings")
+    @click.option("--file", "path", required=True, type=click.Path(dir_okay=False), help="the settings document (JSON)")
+    @click.option("--installation", "installation_slug", required=True)
+    @click.option("--proposer", "proposer_email", required=True, help="e-mail of the admin proposing the settings")
+    def dsa_settings(path: str, installation_slug: str, proposer_email: str) -> None:
+        """Propose the DSA settings in the JSON document at PATH (SPEC DSA-1): they
+        apply only when a second admin approves the change (FOUR-2)."""
+        from .domain.errors import ApiError
+        from .services.admin.dsa_config import parse_document, propose_settings
+        from .services.admin.token_changes import cli_proposer
+
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read(200_001)
+        except (OSError, UnicodeDecodeError) as error:
+            click.echo(f"dsa_settings_unreadable: {error}", err=True)
+            sys.exit(1)
+        try:
+            pending = propose_settings(cli_proposer(installation_slug, proposer_email), parse_document(text))
+        except ApiError as error:
+            click.echo(f"{error.code}: {error.message}", err=True)
+            for problem in getattr(error, "problems", ()):
+                click.echo(f"  - {problem}", err=True)
+            sys.exit(1)
+        if pending is None:
+            click.echo("Nothing to change: the DSA settings are those already.")
+            return
+        click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
+        click.echo("It applies when a second admin approves it at /admin/changes.")
+
     @app.cli.command("queue-target")
     @click.argument("queue_slug")
     @click.argument("target")

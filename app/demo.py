@@ -20,7 +20,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from app.demo_dsa import DEMO_DSA_SETTINGS
 from app.demo_platform import demo_evidence
+from app.domain.digests import json_digest
+from app.domain.dsa_settings import settings_from_json, settings_problems, settings_to_json
 from app.domain.evidence import parse_evidence
 from app.domain.second_factor import SECOND_FACTOR_ROLES, needs_second_factor
 from app.extensions import db
@@ -30,6 +33,7 @@ from app.models import (
     ComponentVersion,
     Connection,
     ConnectionVersion,
+    DsaSettingsVersion,
     Installation,
     Integration,
     Queue,
@@ -187,7 +191,21 @@ class DemoSecrets:
     console_token: str | None
 
 
-def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "demo") -> DemoSecrets:
+def _seed_dsa_settings(s, iid: str) -> DsaSettingsVersion:
+    """Version 1 of the demo installation's DSA settings (DSA-1), as the seed writes
+    it: the document is checked for shape only, since the notice component it names
+    may be seeded after it."""
+    problems = settings_problems(DEMO_DSA_SETTINGS)
+    if problems:
+        raise ValueError(f"the demo's DSA settings are wrong: {problems}")
+    document = settings_to_json(settings_from_json(DEMO_DSA_SETTINGS))
+    row = DsaSettingsVersion(installation_id=iid, version=1, settings=document, settings_digest=json_digest(document))
+    s.add(row)
+    s.flush()
+    return row
+
+
+def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "demo", dsa: bool = True) -> DemoSecrets:
     """Create the demo installation once; later calls return its secrets.
 
     The seed writes its rows directly, as the system (audit actor ``system:demo-seed``,
@@ -195,11 +213,16 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
     exists: like ``flask create-admin`` it bootstraps an installation, and the
     four-eyes rule for configuration (SPEC FOUR-2) governs what admins change from
     then on. A bounded_auto demo gets a budget, so its automation is bounded (FOUR-3).
+    With `dsa`, the demo's DSA settings (`app.demo_dsa.DEMO_DSA_SETTINGS`) are version
+    1 of its DSA settings (DSA-1), written as the rest of the seed; the notice
+    component they name is the seed's to create too.
 
     Args:
         platform_url: the demo platform's base URL, e.g. ``http://127.0.0.1:5050``.
         approval_mode: ``human`` (maker/checker) or ``bounded_auto``.
         slug: the installation's slug (tests seed several).
+        dsa: put the demo's DSA settings in force (tests' worlds start with DSA off
+            and put settings in force with ``tests.builders.set_dsa_settings``).
     """
     installation = db.session.scalar(select(Installation).where(Installation.slug == slug))
     if installation is not None:
@@ -340,6 +363,7 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             if evidence:
                 store_evidence(s, target, parse_evidence(evidence))
             refresh_subjects(s, [report.subject_id])
+        dsa_version = _seed_dsa_settings(s, iid) if dsa else None
         uow.audit(
             iid,
             f"demo-seeded:{iid}",
@@ -355,6 +379,7 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
                 "workflow_version_id": workflow_version.id,
                 "suspension_workflow_version_id": suspension_version.id,
                 "budget_id": budget.id if budget else None,
+                "dsa_settings_version_id": dsa_version.id if dsa_version else None,
             },
         )
         integration_id = integration.id

@@ -51,7 +51,8 @@ class World:
 
 def make_world(platform_url: str, approval_mode: str = "human", slug: str = "demo") -> World:
     """The demo installation: users, integration, takedown/restore, workflow, reports."""
-    secrets = seed_demo(platform_url, approval_mode=approval_mode, slug=slug)
+    # DSA-1: a test world starts with DSA off; `set_dsa_settings` puts settings in force
+    secrets = seed_demo(platform_url, approval_mode=approval_mode, slug=slug, dsa=False)
     installation = db.session.scalar(select(Installation).where(Installation.slug == slug))
     iid = installation.id
     components = {

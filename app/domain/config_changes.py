@@ -60,6 +60,7 @@ class ChangeKind(StrEnum):
     OPERATOR_ATTRIBUTES = "operator.attributes"  # POL-1: an operator's team and attributes (eligibility)
     SUBJECT_PROTECT = "subject.protect"  # POL-4: mark an account or author protected
     SUBJECT_UNPROTECT = "subject.unprotect"  # POL-4: unmark it
+    DSA_SETTINGS = "dsa.settings"  # DSA-1: statements of reasons, notices, the Transparency Database
 
 
 K = ChangeKind
@@ -96,6 +97,8 @@ FOUR_EYES_WRITES: dict[str, tuple[ChangeKind, ...]] = {
     "admin.protected_unmark": (K.SUBJECT_UNPROTECT,),
     "cli:create-integration-token": (K.INTEGRATION_TOKEN,),
     "cli:bulk-cap": (K.BULK_CAP,),
+    "admin.dsa_settings_set": (K.DSA_SETTINGS,),
+    "cli:dsa-settings": (K.DSA_SETTINGS,),
 }
 # The writes that stay single-admin (FOUR-4), each with why it is harmless to the promise.
 SINGLE_ADMIN_WRITES: dict[str, str] = {
@@ -241,6 +244,10 @@ ALWAYS: dict[ChangeKind, str] = {
     ),
     K.SUBJECT_UNPROTECT: (
         "It unmarks a protected subject: actions on it then need only the ordinary policy's approvals (POL-4)."
+    ),
+    K.DSA_SETTINGS: (
+        "It changes the DSA settings: which actions get statements of reasons, what they say, what affected"
+        " users are told and where statements are submitted (DSA-1)."
     ),
 }
 

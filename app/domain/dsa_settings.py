@@ -170,6 +170,15 @@ def _place(path: Iterable[Any]) -> str:
     return ".".join(str(part) for part in path) or "the document"
 
 
+def _message(error) -> str:
+    """A schema error in words; a long list of allowed values is not repeated (the
+    admin page lists them with their labels)."""
+    if error.validator == "enum" and len(error.validator_value) > 8:
+        count = len(error.validator_value)
+        return f"{error.instance!r} is not one of the {count} allowed values (see the list of allowed values)."
+    return error.message[:300]
+
+
 def settings_problems(
     data: Any, *, components: Iterable[str] | None = None, connections: Iterable[str] | None = None
 ) -> list[str]:
@@ -185,34 +194,49 @@ def settings_problems(
         Sentences, at most `MAX_PROBLEMS`; empty when the document can be saved.
     """
     problems = [
-        f"{_place(error.absolute_path)}: {error.message}"
+        f"{_place(error.absolute_path)}: {_message(error)}"
         for error in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     ]
-    if problems or not isinstance(data, dict):
+    if not isinstance(data, dict):
         return problems[:MAX_PROBLEMS] or ["The settings must be a JSON object."]
-    for slug, declared in (data.get("restrictions") or {}).items():
-        restriction = dsa.Restriction(declared["restriction"])
-        if declared["type"] not in dsa.RESTRICTION_TYPES[restriction]:
-            problems.append(f"restrictions.{slug}.type: {declared['type']} is not a {restriction.value} restriction.")
-        elif declared["type"].endswith("_OTHER") and not declared.get("other"):
-            problems.append(f"restrictions.{slug}.other: say what the other restriction is.")
-        if components is not None and slug not in set(components):
-            problems.append(f"restrictions.{slug}: no component has this slug.")
-    for code, meaning in (data.get("decisions") or {}).items():
-        url = meaning.get("reference_url")
-        if url and dsa.statement_problems({"decision_ground_reference_url": url}).get("decision_ground_reference_url"):
+    # What the schema cannot say, read type-safely so that it is said alongside the shape's problems
+    problems += _restriction_problems(data.get("restrictions"), components)
+    decisions = data.get("decisions")
+    for code, meaning in (decisions.items() if isinstance(decisions, dict) else ()):
+        url = meaning.get("reference_url") if isinstance(meaning, dict) else None
+        if isinstance(url, str) and url and dsa.statement_problems({"decision_ground_reference_url": url}).get(
+            "decision_ground_reference_url"
+        ):
             problems.append(f"decisions.{code}.reference_url: must be an http(s) URL.")
     notice = data.get("notice_component")
-    if notice and components is not None and notice not in set(components):
+    if isinstance(notice, str) and notice and components is not None and notice not in set(components):
         problems.append(f"notice_component: no component has the slug {notice}.")
-    if data.get("default_language") and data.get("notice_languages") and (
-        data["default_language"] not in data["notice_languages"]
-    ):
+    default, languages = data.get("default_language"), data.get("notice_languages")
+    if isinstance(default, str) and default and isinstance(languages, list) and languages and default not in languages:
         problems.append("default_language: must be one of notice_languages.")
     connection = data.get("tdb_connection")
-    if connection and connections is not None and connection not in set(connections):
+    if isinstance(connection, str) and connection and connections is not None and connection not in set(connections):
         problems.append(f"tdb_connection: no connection has the slug {connection}.")
     return problems[:MAX_PROBLEMS]
+
+
+def _restriction_problems(restrictions: Any, components: Iterable[str] | None) -> list[str]:
+    """A declared type of another kind of restriction, an "other" type without its
+    words, a slug no component has (DSA-1); values of the wrong type are the schema's."""
+    problems: list[str] = []
+    known = set(components) if components is not None else None
+    for slug, declared in (restrictions.items() if isinstance(restrictions, dict) else ()):
+        if known is not None and slug not in known:
+            problems.append(f"restrictions.{slug}: no component has this slug.")
+        value = declared.get("restriction") if isinstance(declared, dict) else None
+        if not isinstance(value, str) or value not in {r.value for r in dsa.Restriction}:
+            continue
+        restriction, kind = dsa.Restriction(declared["restriction"]), declared.get("type")
+        if isinstance(kind, str) and kind not in dsa.RESTRICTION_TYPES[restriction]:
+            problems.append(f"restrictions.{slug}.type: {kind} is not a type of {restriction.value} restriction.")
+        elif isinstance(kind, str) and kind.endswith("_OTHER") and not declared.get("other"):
+            problems.append(f"restrictions.{slug}.other: say what the other restriction is.")
+    return problems
 
 
 def settings_from_json(data: Mapping[str, Any]) -> DsaSettings:

@@ -297,6 +297,19 @@ def case_approval_settings(client, csrf, world):
     return observe, lambda: post(client, "/admin/approvals", csrf, settings=json.dumps(document))
 
 
+def case_dsa_settings(client, csrf, world):
+    """DSA-1: what statements of reasons say and where they go waits for a second admin."""
+    from app.services.admin.dsa_config import settings_in_force
+
+    from .test_dsa_settings import console_document
+
+    def observe():
+        db.session.rollback()
+        return settings_in_force(world.installation_id)
+
+    return observe, lambda: post(client, "/admin/dsa", csrf, settings=json.dumps(console_document()))
+
+
 def case_operator_attributes(client, csrf, world):
     """POL-1: an operator's team and attributes decide which factors they count for."""
     reviewer = world.user("reviewer")
@@ -363,6 +376,7 @@ CASES = {
     ChangeKind.OPERATOR_SECOND_FACTOR_RESET: case_operator_second_factor_reset,
     ChangeKind.APPROVAL_SETTINGS: case_approval_settings,
     ChangeKind.OPERATOR_ATTRIBUTES: case_operator_attributes,
+    ChangeKind.DSA_SETTINGS: case_dsa_settings,
 }
 
 

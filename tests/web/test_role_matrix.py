@@ -139,6 +139,8 @@ ROUTES = [
     ("POST", "/admin/sso", {"admin"}),  # without a mapping: the same empty mapping, nothing stored
     ("GET", "/admin/approvals", {"admin", "auditor"}),  # POL-3
     ("POST", "/admin/approvals", {"admin"}),  # without a document: 400 approval_settings_invalid
+    ("GET", "/admin/dsa", {"admin", "auditor"}),  # DSA-1
+    ("POST", "/admin/dsa", {"admin"}),  # without a document: 400 dsa_settings_invalid
     ("POST", "/admin/users/{operator_id}/attributes", {"admin"}),  # POL-1: nothing to change, or a pending change
     ("GET", "/admin/protected", {"admin", "auditor"}),  # POL-4
     ("POST", "/admin/protected", {"admin"}),  # without a kind: 400, nothing stored

@@ -35,6 +35,7 @@ from app.services.admin import (
     components,
     connection_create,
     connections,
+    dsa_config,
     invitations,
     label_settings,
     mfa,
@@ -78,6 +79,7 @@ CHANGE_TYPES: dict[str, ChangeType] = {
         operator_teams.OPERATOR_ATTRIBUTES,
         protected_subjects.SUBJECT_PROTECT,
         protected_subjects.SUBJECT_UNPROTECT,
+        dsa_config.DSA_SETTINGS,
     )
 }
 MAX_REASON = 2000

@@ -8,6 +8,7 @@ from wtforms.fields.choices import SelectChoice
 
 from app.domain.errors import ApiError
 from app.services.admin import components as service
+from app.services.admin.dsa_config import component_restriction
 from app.services.admin.changes import PendingChange
 from app.services.admin.connections import connection_version_choices
 from app.services.admin.version_retirement import retire_component_version
@@ -64,7 +65,11 @@ def _version_form_for(listing: service.ComponentListing) -> ComponentVersionForm
 def _detail_page(definition_id: str, form=None, error=None, status=200):
     listing = service.component_detail(current_user.installation_id, definition_id)
     form = _connection_choices(form or _version_form_for(listing))
-    return render_template("admin/component.html", c=listing, form=form, action_form=ActionForm(), error=error), status
+    dsa_restriction = component_restriction(current_user.installation_id, listing.definition.slug)  # DSA-1
+    return render_template(
+        "admin/component.html", c=listing, form=form, action_form=ActionForm(), error=error,
+        dsa_restriction=dsa_restriction,
+    ), status
 
 
 @bp.route("/components")

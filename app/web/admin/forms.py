@@ -209,3 +209,9 @@ class ApprovalSettingsForm(ConsoleForm):
     """The whole approval settings document as JSON (POL-1, POL-3)."""
 
     settings = TextAreaField("Approval settings (JSON)", validators=[Length(max=200_000)])
+
+
+class DsaSettingsForm(ConsoleForm):
+    """The whole DSA settings document as JSON (DSA-1)."""
+
+    settings = TextAreaField("DSA settings (JSON)", validators=[Length(max=200_000)])

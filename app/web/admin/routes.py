@@ -24,4 +24,4 @@ def index():
 
 
 from . import budgets, bulk_caps, changes, components, connections, integrations, labels  # noqa: E402,F401
-from . import approvals, erasure, protected, queues, sso, users, workflows  # noqa: E402,F401
+from . import approvals, dsa, erasure, protected, queues, sso, users, workflows  # noqa: E402,F401
