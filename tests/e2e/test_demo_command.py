@@ -124,9 +124,15 @@ def enforce(demo: Demo, reference: str, post: str) -> str:
     report_id = demo.query("SELECT id FROM reports WHERE public_reference = :ref", ref=reference)[0]
 
     moderator, token = sign_in(demo.base, "moderator@example.com")
-    decided = moderator.post(
+    unexplained = moderator.post(  # DSA-2: the demo makes statements of reasons; a restriction needs its facts
         f"{demo.base}/reports/{report_id}/decisions",
         data={"decision_code": "remove_content", "csrf_token": token},
+        allow_redirects=False,
+    )
+    assert unexplained.status_code == 422 and "statement of reasons" in unexplained.text
+    decided = moderator.post(
+        f"{demo.base}/reports/{report_id}/decisions",
+        data={"decision_code": "remove_content", "rationale": "Insults aimed at another member.", "csrf_token": token},
         allow_redirects=False,
     )
     assert decided.status_code == 303
