@@ -8,11 +8,18 @@ import json
 
 # What stopped a submission run, or what the last answer meant for a statement.
 SUBMISSION_WORDS: dict[str, str] = {
-    "tdb_rate_limited": "The Transparency Database asked to wait (too many requests); the sweep sends again after the wait.",
+    "tdb_rate_limited": (
+        "The Transparency Database asked to wait (too many requests); the sweep sends again after the wait."
+    ),
     "tdb_unavailable": "The Transparency Database did not answer, or had trouble of its own; the sweep tries again.",
-    "tdb_unauthorized": "The Transparency Database refused the connection's API token; nothing is accepted until the token is corrected.",
+    "tdb_unauthorized": (
+        "The Transparency Database refused the connection's API token; nothing is accepted until the token "
+        "is corrected."
+    ),
     "tdb_batch_refused": "The Transparency Database refused the request as a whole; the sweep tries again.",
-    "tdb_existing_puid": "The Transparency Database already held it (sent before; that answer was lost), so it counts as submitted.",
+    "tdb_existing_puid": (
+        "The Transparency Database already held it (sent before; that answer was lost), so it counts as submitted."
+    ),
     "egress_host_not_allowed": "The connection's base URL is not among its allowed hosts; nothing was sent.",
     "egress_url_invalid": "The connection's base URL is not valid; nothing was sent.",
     "egress_destination_forbidden": "The connection's address is a private or forbidden one; nothing was sent.",

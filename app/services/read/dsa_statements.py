@@ -74,7 +74,9 @@ def statements_overview(session, installation_id: str) -> StatementsOverview:
             .group_by(DsaStatement.state)
         ).all()
     )
-    overview = StatementsOverview(enabled=settings.enabled, counts={s.value: counts.get(s.value, 0) for s in StatementState})
+    overview = StatementsOverview(
+        enabled=settings.enabled, counts={state.value: counts.get(state.value, 0) for state in StatementState}
+    )
     if overview.counts[StatementState.DEAD_LETTER.value]:
         rows = session.execute(
             select(DsaStatement, ActionProposal.action_code)

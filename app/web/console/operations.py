@@ -110,10 +110,10 @@ def retry_dead_letters_reloaded():
 @role_required("admin")
 def requeue_statement_view(statement_id: str):
     """Send a refused statement of reasons again, as it was built (DSA-3)."""
-    form = StatementRequeueForm()
-    form.validate()  # CSRF is checked for every POST; the service checks the key after the statement
+    # CSRF is checked for every POST; the service checks the key after the statement.
+    # The key is the one posted (the form's default would make up a new one).
     try:
-        result = requeue_statement(current_user, statement_id, form.idempotency_key.data or "")
+        result = requeue_statement(current_user, statement_id, request.form.get("idempotency_key", ""))
     except ApiError as error:
         raise_for_json(error)
         return _render(DeadLetterFilter(), error=error, status=error.status)
