@@ -11,9 +11,10 @@ from sqlalchemy import func, select
 
 from app.domain.clock import utcnow
 from app.extensions import db
-from app.models import AuditEvent, DsaStatement
+from app.models import AuditEvent, DsaStatement, OperatorUser
+from app.services.dsa.requeue import requeue_statement
 from app.services.dsa.sweep import submit_due_statements
-from tests.builders import decide_report, login, set_dsa_settings, set_row
+from tests.builders import at_once, decide_report, login, set_dsa_settings, set_row
 from tests.services.test_dsa_submission import pending_statements, states
 from tests.services.test_dsa_sweep import tdb_connection
 
@@ -146,3 +147,19 @@ def test_dsa3_the_proposal_page_shows_its_statement(app, client, world, tdb):
     assert "<strong>content date</strong>: <q>The content date field is required.</q>" in page
     other = decide_report(world, 1)
     assert 'id="statement-panel"' not in client.get(f"/proposals/{other.id}").get_data(as_text=True)
+
+
+def test_dsa3_the_same_requeue_twice_at_once_requeues_once(app, world, tdb):
+    """DSA-3: a double click (the same key, two requests at once) requeues once: one
+    audit row, both answered with the statement, neither refused."""
+    _, dead = refused_world(world, tdb)
+    admin_id = world.users["admin"]
+
+    def requeue():
+        operator = db.session.get(OperatorUser, admin_id)
+        return requeue_statement(operator, dead.id, "double-click")
+
+    results = at_once(app, [requeue, requeue])
+    assert all(not isinstance(r, Exception) for r in results), results
+    assert sorted(r.idempotent_replay for r in results) == [False, True]
+    assert requeues() == 1 and states()[dead.puid] == "pending"

@@ -23,6 +23,7 @@ from app.models.dsa import move_statements
 from app.services.uow import Actor, unit_of_work
 
 ACTION = "dsa.statement_requeued"
+NOT_DEAD_LETTER = "dsa_statement_not_dead_letter"
 MAX_KEY_LENGTH = 100
 
 
@@ -55,6 +56,26 @@ def requeue_statement(operator: OperatorUser, statement_id: str, idempotency_key
             ``idempotency_key_reused`` (another operator used the key).
             A refused request changes nothing.
     """
+    try:
+        return _requeue(operator, statement_id, idempotency_key)
+    except ApiError as error:
+        if error.code != NOT_DEAD_LETTER:
+            raise
+        # The same request twice at once (a double click): the other one requeued it.
+        with unit_of_work() as uow:
+            prior = uow.session.scalar(
+                select(AuditEvent).where(AuditEvent.idempotency_key == _key(str(statement_id)[:200], idempotency_key))
+            )
+            if prior is None:
+                raise
+            return _replay(prior, operator, prior.target_id)
+
+
+def _key(statement_id: str, idempotency_key: str) -> str:
+    return f"dsa-requeue:{statement_id}:{idempotency_key}"
+
+
+def _requeue(operator: OperatorUser, statement_id: str, idempotency_key: str) -> RequeueResult:
     with unit_of_work() as uow:
         session = uow.session
         statement = session.scalar(
@@ -66,7 +87,7 @@ def requeue_statement(operator: OperatorUser, statement_id: str, idempotency_key
             raise ApiError(404, "dsa_statement_not_found", "No statement of reasons has this id.")
         if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= MAX_KEY_LENGTH:
             raise ApiError(400, "idempotency_key_invalid", "An idempotency key of 1 to 100 characters is required.")
-        key = f"dsa-requeue:{statement.id}:{idempotency_key}"
+        key = _key(statement.id, idempotency_key)
         prior = session.scalar(select(AuditEvent).where(AuditEvent.idempotency_key == key))
         if prior is not None:
             return _replay(prior, operator, statement.id)
@@ -74,7 +95,7 @@ def requeue_statement(operator: OperatorUser, statement_id: str, idempotency_key
         if not move_statements(session, [statement.id], StatementMove.REQUEUE, values={"last_error": None}):
             raise ApiError(
                 409,
-                "dsa_statement_not_dead_letter",
+                NOT_DEAD_LETTER,
                 "This statement is not refused (any more): it is waiting to be sent or already in the "
                 "Transparency Database. Nothing was changed.",
             )
