@@ -68,8 +68,9 @@ def test_dsa3_the_endpoint_comes_from_the_connection_with_its_sealed_token(app, 
 
 
 def test_dsa3_without_a_connection_or_token_nothing_is_sent(app, world, tdb):
-    """DSA-3: DSA on but no connection named, a slug no connection has, or no token:
-    nothing is sent, statements stay pending, and the reason has a code."""
+    """DSA-3, OPS-3: DSA on but no connection named, a slug no connection has, no
+    token, or a token no key opens: nothing is sent, statements stay pending, and the
+    reason has a code."""
     pending_statements(world, 2)
     set_dsa_settings(world.installation_id)  # the demo's: no connection named
     assert status(world).problem == "tdb_connection_not_set"
@@ -79,6 +80,13 @@ def test_dsa3_without_a_connection_or_token_nothing_is_sent(app, world, tdb):
     tdb_connection(world, tdb, token=None)
     assert status(world).problem == "tdb_token_missing"
     assert status(world).problem_words == "the connection has no API token."
+    assert sweep.submit_due_statements() == 0
+    sealed_elsewhere = app.extensions["secret_box"].seal("tdb-token", context="another.column")
+    with unit_of_work() as uow:  # OPS-3: a value that does not open here (sealed for another column)
+        uow.session.execute(text("UPDATE connection_versions SET bearer_token = :v WHERE base_url = :u"),
+                            {"v": sealed_elsewhere, "u": tdb.base_url})  # fmt: skip
+        uow.commit()
+    assert status(world).problem == "tdb_token_unreadable"
     assert sweep.submit_due_statements() == 0
     assert tdb.batches() == [] and set(states().values()) == {"pending"}
 
