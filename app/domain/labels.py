@@ -28,6 +28,7 @@ KINDS: dict[str, str] = {
     "subject_kind": "Kinds of reported subject",
     "report_reason": "Report reasons",
     "report_category": "Report categories",
+    "statement_state": "Statements of reasons",
 }
 
 DEFAULT_LABELS: dict[str, dict[str, str]] = {
@@ -87,6 +88,12 @@ DEFAULT_LABELS: dict[str, dict[str, str]] = {
     },
     "report_reason": {"spam": "Spam", "harassment": "Harassment", "hate": "Hateful conduct", "other": "Other"},
     "report_category": {"abuse": "Abuse", "illegal_content": "Illegal content"},
+    # A statement of reasons' submission to the Transparency Database (DSA-3).
+    "statement_state": {
+        "pending": "Waiting to be sent to the Transparency Database",
+        "submitted": "In the Transparency Database",
+        "dead_letter": "Refused by the Transparency Database",
+    },
 }
 
 MAX_LABEL = 100

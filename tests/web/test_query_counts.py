@@ -6,14 +6,17 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import timedelta
 
-from sqlalchemy import event
+from sqlalchemy import event, update
 
 from app.domain.clock import utcnow
 from app.extensions import db
-from app.models import ActionReceiptRecord, ConnectionAttempt, new_id
+from app.models import ActionReceiptRecord, ConnectionAttempt, DsaStatement, new_id
+from app.services.dsa.sweep import submit_due_statements
 from app.services.uow import Actor, unit_of_work
 
 from ..builders import add_reports, approve, decide_report, login, run_worker
+from ..services.test_dsa_submission import pending_statements
+from ..services.test_dsa_sweep import tdb_connection
 
 
 @contextmanager
@@ -107,8 +110,8 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
     # and what the reviewer approves: the decision, its maker and the delivery (FOUR-5)
     # and the navigation's inbox count (POL-7; not on the live fragment), the votes and
     # their approvers (POL-1..3; one query each, the live panel reads the votes too),
-    # the subject's protected mark (POL-4)
-    assert (small, live_small) == (24, 13)
+    # the subject's protected mark (POL-4), its statement of reasons (DSA-3; not on the live fragment)
+    assert (small, live_small) == (25, 13)
 
 
 def test_lists_do_not_grow_with_rows(app, client, world):
@@ -139,10 +142,28 @@ def test_lists_do_not_grow_with_rows(app, client, world):
         "/tasks": 10,  # tasks with their proposals and assignees (one query), makers' facts, evidence,
         # decisions (FOUR-5), the protected marks (POL-4)
         "/reports": 5,  # and the active temporary actions with their reversals (TEMP-2)
-        "/operations": 12,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
+        "/operations": 14,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
         # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4),
-        # the deliveries retrying (QUEUE-6), the overdue reviews of emergency actions (POL-6)
+        # the deliveries retrying (QUEUE-6), the overdue reviews of emergency actions (POL-6),
+        # the DSA settings and the statements counted by state (DSA-3)
     }
+
+
+def test_dsa3_operations_statements_do_not_grow_with_refused_statements(app, client, world, tdb):
+    """DSA-3: with DSA on, a connection and refused statements, Operations adds the
+    refused ones listed (one query with their proposals) and the connection, whatever
+    their number (2 refused, then 6)."""
+    tdb_connection(world, tdb)
+    pending_statements(world, 6, broken={1, 3})
+    submit_due_statements()
+    login(client, "admin@example.com")
+    few = queries_for(app, client, "/operations")
+    db.session.remove()
+    with unit_of_work() as uow:
+        uow.session.execute(update(DsaStatement).values(state="dead_letter", last_error='{"category": ["x"]}'))
+        uow.commit()
+    # the page's 14, then the refused statements, the connection and the labels they are named by
+    assert queries_for(app, client, "/operations") == few == 14 + 3
 
 
 def test_report_detail_is_bounded(app, client, world):

@@ -8,6 +8,7 @@ import re
 import pytest
 from sqlalchemy import select
 
+from app.domain.clock import utcnow
 from app.extensions import db
 from app.models import (
     AppealCorrection,
@@ -16,6 +17,7 @@ from app.models import (
     ComponentDefinition,
     ComponentVersion,
     Connection,
+    DsaStatement,
     HumanTask,
     IntegrationToken,
     ProtectedSubject,
@@ -81,6 +83,8 @@ ROUTES = [
     ("POST", "/operations/dead-letters/retry", {"reviewer", "admin"}),  # without the digest: 400
     ("GET", "/transparency", {"admin", "auditor"}),  # DSA-6: the transparency report
     ("GET", "/transparency.csv", {"admin", "auditor"}),  # DSA-6: its CSV
+    ("GET", "/operations/statements/{statement_id}/requeue", {"admin"}),  # DSA-3: a reload: back to Operations
+    ("POST", "/operations/statements/{statement_id}/requeue", {"admin"}),  # without a key: 400
     ("GET", "/queue", ALL),  # QUEUE-1
     ("GET", "/bulk", ALL),  # BULK-1..8
     ("GET", "/bulk/new", {"moderator"}),
@@ -225,7 +229,13 @@ def ids_of(world, platform_url) -> dict[str, str]:
         protected = ProtectedSubject(installation_id=iid, kind="account", subject_reference="user:5120", reason="r")
         uow.session.add(protected)
         uow.commit()
+    with unit_of_work() as uow:  # DSA-3: a statement of reasons the database refused
+        statement = DsaStatement(installation_id=iid, proposal_id=original.id, puid="sor-matrix", statement={},
+                                 state="dead_letter", applied_at=utcnow(), complaint_until=utcnow())
+        uow.session.add(statement)
+        uow.commit()
     return {
+        "statement_id": statement.id,
         "protected_id": protected.id,
         "erasure_id": erasure_id,
         "emergency_review_id": emergency_review_id,

@@ -21,9 +21,10 @@ recorded once; a statement sent twice (its answer lost, its lease run out) is
 refused the second time as an existing puid and counted as submitted, never created
 twice. The puid derives from the proposal (`app.domain.dsa.puid_for`).
 
-Configuration for now: the caller passes the base URL and token (`TdbEndpoint`);
-the Transparency Database connection model (secrets sealed, four-eyes, health)
-comes later and will build the endpoint from it.
+Where: `app.services.dsa.connection.endpoint_status` builds the `TdbEndpoint` from
+the connection the DSA settings name (its newest version: base URL, sealed token,
+timeout, rate limit, allowed hosts); the sweep (`app.services.dsa.sweep`) calls
+`submit_pending` for each installation with DSA on and such a connection.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ LEASE_SECONDS = 120  # a claim outlives the request's timeout
 
 @dataclass(frozen=True)
 class TdbEndpoint:
-    """Where and how to submit (until the connection model exists).
+    """Where and how to submit (`app.services.dsa.connection.endpoint_status`).
 
     Attributes:
         base_url: the API's base, e.g. ``https://transparency.dsa.ec.europa.eu/api/v1``.
@@ -65,6 +66,8 @@ class TdbEndpoint:
         timeout_seconds: one request's whole time.
         limiter_key: the shared rate-limit bucket; by default one per token, as the
             database counts requests per user.
+        allowed_hosts: the hosts egress may send to (SEC-2: the connection's);
+            None: the base URL's host only.
     """
 
     base_url: str
@@ -72,6 +75,7 @@ class TdbEndpoint:
     rate_limit_per_second: float | None = RATE_LIMIT_PER_SECOND / 2
     timeout_seconds: float = 30.0
     limiter_key: str | None = None
+    allowed_hosts: tuple[str, ...] | None = None
 
     @property
     def bucket(self) -> str:
@@ -113,7 +117,9 @@ def submit_pending(
 
     Returns:
         The `SubmissionRun`; ``retry_after`` set when the caller should run again
-        later (429, 5xx, no answer, a wrong token, the rate limit's slot too far).
+        later (429, 5xx, no answer, a wrong token, the rate limit's slot too far,
+        or egress refused to send: ``error`` is then its code, e.g.
+        ``egress_host_not_allowed``, and nothing was sent or counted as an attempt).
     """
     run = SubmissionRun()
     while run.batches < max_batches:
@@ -128,7 +134,11 @@ def submit_pending(
         if slot.wait_seconds > 0:
             time.sleep(min(slot.wait_seconds, rate_limit.MAX_RATE_WAIT_SECONDS))
         puids = [row.puid for row in batch]
-        status, body, retry_after = _send(endpoint, [row.statement for row in batch])
+        status, body, retry_after, refused = _send(endpoint, [row.statement for row in batch])
+        if refused is not None:  # egress sent nothing (SEC-2): a host not allowed, a bad URL
+            _release(token, error=refused)
+            run.retry_after, run.error = retry_after, refused
+            break
         run.batches += 1
         run.answers.append(status)
         verdict = read_batch_answer(puids, status, body, retry_after)
@@ -187,8 +197,9 @@ def _release_in(session, token: str, *, error: str | None, attempted: bool) -> N
     session.execute(statement.execution_options(synchronize_session=False))
 
 
-def _send(endpoint: TdbEndpoint, statements: list[dict]) -> tuple[int | None, bytes | None, float]:
-    """POST one batch; (status, body, Retry-After seconds); status None: no answer."""
+def _send(endpoint: TdbEndpoint, statements: list[dict]) -> tuple[int | None, bytes | None, float, str | None]:
+    """POST one batch; (status, body, Retry-After seconds, refusal); status None: no
+    answer; refusal: egress's code when it refused to send (nothing left)."""
     url = endpoint.base_url.rstrip("/") + "/statements"
     request = egress.EgressRequest(
         method="POST",
@@ -200,7 +211,9 @@ def _send(endpoint: TdbEndpoint, statements: list[dict]) -> tuple[int | None, by
         bearer_token=endpoint.token,
     )
     policy = egress.EgressPolicy(
-        allowed_hosts=((urlsplit(url).hostname or "").lower(),),
+        allowed_hosts=(
+            endpoint.allowed_hosts if endpoint.allowed_hosts is not None else ((urlsplit(url).hostname or "").lower(),)
+        ),
         allow_private=current_app.config["EGRESS_ALLOW_PRIVATE"],
         max_response_bytes=current_app.config["EGRESS_MAX_RESPONSE_BYTES"],
     )
@@ -208,8 +221,9 @@ def _send(endpoint: TdbEndpoint, statements: list[dict]) -> tuple[int | None, by
         response = egress.send(request, policy)
     except egress.EgressError as error:
         log.info("transparency database answered %s (%s)", error.status, error.code)
-        return error.status, error.body, error.delay_seconds
-    return response.status, response.body, 0.0
+        refused = error.code if error.response_class == "refused" and not error.sent else None
+        return error.status, error.body, error.delay_seconds, refused
+    return response.status, response.body, 0.0, None
 
 
 def _record(installation_id: str, token: str, batch: list[DsaStatement], verdict: BatchVerdict, run: SubmissionRun):

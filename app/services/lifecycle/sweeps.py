@@ -30,6 +30,7 @@ from app.models import (
 from app.queueing import enqueue_delivery
 from app.services.audit import write_due_checkpoints
 from app.services.cases.erasure import erase_due_retention
+from app.services.dsa.sweep import submit_due_statements
 from app.services.lifecycle.events import emit_delivery_resolution
 from app.services.lifecycle.proposals import delivery_of, guard
 from app.services.lifecycle.reversals import create_missing_reversals
@@ -58,6 +59,7 @@ class SweepCounts:
     bulk_batches_expired: int = 0
     retention_rows_erased: int = 0
     approval_notices_sent: int = 0
+    statements_submitted: int = 0
 
 
 def due_query(now, limit: int = BATCH):
@@ -269,6 +271,7 @@ def run_sweeps() -> SweepCounts:
         counts.probes_scheduled = schedule_overdue_probes(utcnow())  # OPS-7
         counts.retention_rows_erased = erase_due_retention(started)  # OPS-4
         counts.approval_notices_sent = send_approval_notices(utcnow())  # POL-7: what a lost job left
+        counts.statements_submitted = submit_due_statements()  # DSA-3
         counts.audit_checkpoints_written = write_due_checkpoints()  # REC-4
     except Exception as exc:
         log.exception("sweep failed")

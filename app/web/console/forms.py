@@ -105,3 +105,10 @@ class DeadLetterRetryForm(ConsoleForm):
     error_code = HiddenField(validators=[Optional(), Length(max=200)])
     list_digest = HiddenField(validators=[DataRequired(), Length(max=100)])
     idempotency_key = HiddenField(validators=[DataRequired(), Length(max=100)], default=new_key)
+
+
+class StatementRequeueForm(ConsoleForm):
+    """Requeue a refused statement of reasons (DSA-3): one key per rendered page,
+    taken per statement, so a double submit requeues once."""
+
+    idempotency_key = HiddenField(validators=[DataRequired(), Length(max=100)], default=new_key)

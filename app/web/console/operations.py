@@ -2,15 +2,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flask import current_app, flash, redirect, render_template, request, url_for
+from flask import abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.domain.errors import ApiError
 from app.domain.proposal.offers import OPERATOR_ROLES, dead_letter_retry_offer
 from app.extensions import db
 from app.queueing import delivery_queue
+from app.services.dsa.requeue import requeue_statement
 from app.services.lifecycle.dead_letter_retry import DeadLetterFilter, retry_dead_letters
 from app.services.read import connection_status as connection_views
+from app.services.read.dsa_statements import statement_in, statements_overview
 from app.services.read.emergency_reviews import overdue_rows
 from app.services.read.operations import operations_view
 from app.services.read.temporary_actions import reversals_due
@@ -18,7 +20,7 @@ from app.services.read.temporary_actions import reversals_due
 from ..decorators import role_required
 from ..errors import raise_for_json
 from .blueprint import bp
-from .forms import DeadLetterRetryForm
+from .forms import DeadLetterRetryForm, StatementRequeueForm
 
 
 def _filter(values) -> DeadLetterFilter:
@@ -54,6 +56,8 @@ def _render(where: DeadLetterFilter, form: DeadLetterRetryForm | None = None, er
         dead=dead,
         retry_form=retry_form,
         retry_offer=dead_letter_retry_offer(current_user.roles),  # RTRY-1, CONN-4
+        statements=statements_overview(db.session, installation_id),  # DSA-3
+        requeue_form=StatementRequeueForm(formdata=None) if current_user.has_role("admin") else None,
         error=error,
     ), status
 
@@ -100,3 +104,28 @@ def retry_dead_letters_view():
 def retry_dead_letters_reloaded():
     """A reload of a refused retry's page shows Operations, not 405."""
     return redirect(url_for("console.operations"), code=303)
+
+
+@bp.route("/operations/statements/<statement_id>/requeue", methods=["POST"])
+@role_required("admin")
+def requeue_statement_view(statement_id: str):
+    """Send a refused statement of reasons again, as it was built (DSA-3)."""
+    # CSRF is checked for every POST; the service checks the key after the statement.
+    # The key is the one posted (the form's default would make up a new one).
+    try:
+        result = requeue_statement(current_user, statement_id, request.form.get("idempotency_key", ""))
+    except ApiError as error:
+        raise_for_json(error)
+        return _render(DeadLetterFilter(), error=error, status=error.status)
+    flash(f"Statement {result.puid} is queued again; the next sweep sends it as it was built.", "ok")
+    return redirect(url_for("console.operations", _anchor="statements-h"), code=303)
+
+
+@bp.get("/operations/statements/<statement_id>/requeue")
+@role_required("admin")
+def requeue_statement_reloaded(statement_id: str):
+    """A reload of a refused requeue's page shows Operations, not 405 (another
+    installation's statement: 404)."""
+    if statement_in(db.session, current_user.installation_id, statement_id) is None:
+        abort(404)
+    return redirect(url_for("console.operations", _anchor="statements-h"), code=303)

@@ -7,12 +7,14 @@ from flask import abort, current_app, flash, redirect, render_template, request,
 from flask_login import current_user
 
 from app.domain.approval_policy import policies_of
+from app.domain.dsa_submission_words import refusal_lines
 from app.domain.errors import ApiError
 from app.domain.landing import landing_endpoint
 from app.domain.proposal import temporary as temporary_rules
 from app.domain.proposal.lead import proposal_lead
 from app.domain.proposal.offers import CHANGE_ROLES, OPERATOR_ROLES
 from app.domain.states import ProposalState
+from app.extensions import db
 from app.services.lifecycle.approval import decide_proposal
 from app.services.lifecycle.votes import approver_of, eligible_policies
 from app.services.lifecycle.compensation import propose_compensation
@@ -24,6 +26,7 @@ from app.services.lifecycle.reversals import propose_change
 from app.services.read import bulk_batches as bulk_reads
 from app.services.read import console as readmodels
 from app.services.read.component_choices import action_components
+from app.services.read.dsa_statements import statement_of
 from app.services.read import review as reviews
 from app.services.read.approving import approving
 from app.services.read.reversibility import irreversible_note
@@ -146,8 +149,11 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         compensation_form = _compensation_form(detail)
     subject = (p.target_reference or (p.target or {}).get("reference")) if p.bulk_batch_id else None
     review = reviews.review_of(current_user.installation_id, p.report_id, [p.id], subject_reference=subject)
+    statement = statement_of(db.session, p.id)  # DSA-3: the panel, only when a statement exists
     return render_template(
         "proposals/detail.html",
+        statement=statement,
+        statement_lines=refusal_lines(statement.last_error) if statement else [],
         bulk_reference=bulk_reads.public_reference_of(current_user, p.bulk_batch_id) if p.bulk_batch_id else None,
         **_temporary_context(detail),
         **_lead_context(detail),
