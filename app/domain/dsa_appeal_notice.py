@@ -83,13 +83,17 @@ class AppealNotice:
         return {"language": self.language, "text": self.text}
 
 
-def notice_language(wanted: str | None, default: str = "en") -> str:
-    """The notice's language: `wanted` (any case, e.g. ``DE`` or ``de-AT``) when a
-    template exists for it, else `default` when one exists, else English."""
+def template_language(wanted: str | None) -> str | None:
+    """`wanted` (any case, e.g. ``DE`` or ``de-AT``) as the code of a notice template
+    (``de``), or None when there is no template in that language."""
     code = (wanted or "").strip().lower()[:2]
-    if code in NOTICE_LANGUAGES:
-        return code
-    return default if default in NOTICE_LANGUAGES else "en"
+    return code if code in NOTICE_LANGUAGES else None
+
+
+def notice_language(wanted: str | None, default: str = "en") -> str:
+    """The notice's language: `wanted` when a template exists for it
+    (`template_language`), else `default` when one exists, else English."""
+    return template_language(wanted) or template_language(default) or "en"
 
 
 def _date(value: datetime, language: str) -> str:

@@ -109,11 +109,16 @@ def test_dsa5_an_appeal_within_the_window_is_accepted(app, client, world, platfo
 
 
 def test_dsa5_the_console_refuses_a_late_appeal_too(app, client, world, platform, clock):
-    """DSA-5: the moderator's "File an appeal" form after the window: the page says
-    why (409 ``appeal_window_closed``), nothing stored."""
+    """DSA-5: the report page gives the window while open and says it ended after;
+    the moderator's "File an appeal" form sent after the window: the page says why
+    (409 ``appeal_window_closed``), nothing stored."""
     applied_with_statement(world)
-    clock.advance(days=WINDOW_DAYS + 1)
     token = login(client, "moderator@example.com")
+    report_page = f"/reports/{world.report_ids[0]}"
+    assert "Appeals may be filed until" in client.get(report_page).get_data(as_text=True)
+    clock.advance(days=WINDOW_DAYS + 1)
+    page = client.get(report_page).get_data(as_text=True)
+    assert "The time to appeal has ended." in page and "File an appeal on the latest decision" not in page
     before = counts()
     response = client.post(
         f"/reports/{world.report_ids[0]}/appeals", data={"statement": "Too late?", "csrf_token": token}

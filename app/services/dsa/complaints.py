@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app.domain.dsa_appeal_notice import AppealNotice, notice_language, render_appeal_notice
+from app.domain.dsa_appeal_notice import AppealNotice, notice_language, render_appeal_notice, template_language
 from app.domain.errors import ApiError
-from app.models import Appeal, AppealDecision, Report
+from app.models import Appeal, AppealDecision, Decision, Report
 from app.models.dsa import complaint_window_end, latest_statement, mark_reversed
 from app.services.uow import Actor, UnitOfWork
 
@@ -43,6 +43,24 @@ def check_complaint_window(session, report: Report, decision_id: str, now: datet
             "The time to complain about this decision ended: appeals could be filed until"
             f" {until.astimezone(UTC):%Y-%m-%d %H:%M} UTC.",
         )
+
+
+def appeal_window(session, report: Report, decisions: list[Decision]) -> datetime | None:
+    """Until when the report's latest decision may be appealed (DSA-5), for the
+    report page: the latest ``complaint_until`` of its statements of reasons; None
+    when it has none (no window: appealable as before) or the report has no decision.
+    One query.
+
+    Args:
+        session: a session.
+        report: the report (its installation scopes the statements).
+        decisions: the report's decisions, as the page loaded them (the latest is
+            the one an appeal would contest, as `latest_decision` orders them).
+    """
+    latest = max(decisions, key=lambda d: (d.created_at, d.seq), default=None)
+    if latest is None:
+        return None
+    return complaint_window_end(session, report.installation_id, report.id, latest.id)
 
 
 def record_reversal(uow: UnitOfWork, appeal: Appeal, at: datetime, actor: Actor) -> list[str]:
@@ -97,10 +115,12 @@ def outcome_notice(session, appeal: Appeal, decision: AppealDecision | None) -> 
     if decision is None:
         return None
     statement = latest_statement(session, appeal.installation_id, appeal.report_id, appeal.decision_id)
-    settings = current_settings(session, appeal.installation_id)
-    if statement is None and not settings.enabled:
-        return None
-    language = notice_language(statement.language if statement else None, settings.default_language)
+    language = template_language(statement.language) if statement else None
+    if language is None:  # the settings only when the statement does not decide
+        settings = current_settings(session, appeal.installation_id)
+        if statement is None and not settings.enabled:
+            return None
+        language = notice_language(settings.default_language)
     reason = None if decision.rationale_redacted_at else decision.rationale
     return render_appeal_notice(
         outcome=decision.outcome, reason=reason, decided_at=decision.created_at, language=language
