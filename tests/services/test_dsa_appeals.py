@@ -12,12 +12,12 @@ from sqlalchemy import func, select
 from app.domain.dsa import build_statement, puid_for
 from app.domain.errors import ApiError
 from app.extensions import db
-from app.models import Appeal, AppealDecision, AuditEvent, DsaStatement, Report
+from app.models import Appeal, AppealDecision, AuditEvent, DsaStatement, Integration, Report
 from app.models.dsa import mark_reversed
 from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor, unit_of_work
-from tests.builders import approve, decide_report, login, reload
+from tests.builders import approve, decide_report, login, reload, set_row
 from tests.dsa_examples import facts
 
 WINDOW_DAYS = 183
@@ -261,6 +261,20 @@ def test_dsa5_no_notice_without_dsa(app, client, world, platform):
     assert (answer["outcome"], answer["outcome_notice"]) == ("upheld", None)
     missing = client.get("/api/v1/appeals/apl_nothing", headers=bearer(world))
     assert (missing.status_code, missing.get_json()["error"]["code"]) == (404, "appeal_not_found")
+
+
+def test_dsa5_another_platforms_appeal_is_not_found(app, client, world, platform):
+    """DSA-5: an appeal is read only by the platform whose report it is (404)."""
+    decide_report(world)
+    appeal_id = appeal_by_api(client, world).get_json()["appeal_id"]
+    with unit_of_work() as uow:
+        other = Integration(installation_id=world.installation_id, name="Other", slug="other-dsa5")
+        uow.session.add(other)
+        uow.commit()
+        other_id = other.id
+    set_row(Report, world.report_ids[0], integration_id=other_id)
+    answer = client.get(f"/api/v1/appeals/{appeal_id}", headers=bearer(world))
+    assert (answer.status_code, answer.get_json()["error"]["code"]) == (404, "appeal_not_found")
 
 
 def test_dsa5_the_appeal_page_shows_the_outcome_notice(app, client, world, platform):
