@@ -9,8 +9,8 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ActionProposal, Report
 from app.services.cases.reports import intake_report
-from app.services.read.appeal_status import appeal_status
 from app.services.lifecycle.receipt_intake import ResultToken, accept_async_result
+from app.services.read.appeal_status import appeal_status
 
 from ..decorators import integration_required
 from ..json_input import request_json

@@ -6,8 +6,8 @@ from flask_login import current_user
 from app.domain.case_states import OPEN_CORRECTION_STATES
 from app.domain.dsa_appeal_notice import LANGUAGE_NAMES
 from app.domain.errors import ApiError
-from app.extensions import db
 from app.domain.proposal.lead import appeal_lead
+from app.extensions import db
 from app.services.cases.appeal_corrections import approvable_corrections, record_manual_correction
 from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
 from app.services.dsa.complaints import outcome_notice
