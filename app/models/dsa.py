@@ -4,7 +4,8 @@ one row per applied restriction, and their one guarded move.
 A statement's state changes only through `move_statements`: one conditional UPDATE
 that matches while the row is in one of the move's from-states
 (`app.domain.dsa_answers.DSA_STATEMENT`) and still held by the submitter's claim, so
-two submitters racing for the same rows cannot both record an outcome.
+two submitters racing for the same rows cannot both record an outcome. A reversal on
+appeal is written by `mark_reversed`, one UPDATE guarded on ``reversed_at`` (DSA-5).
 """
 
 from __future__ import annotations
@@ -13,7 +14,20 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, Index, String, Text, UniqueConstraint, update
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    Select,
+    String,
+    Text,
+    UniqueConstraint,
+    and_,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.domain.clock import utcnow
@@ -111,6 +125,82 @@ def move_statements(
         )
         moved.update(session.scalars(statement))
     return moved
+
+
+def _enforcing_proposals(report_id: str, decision_id: str) -> Select:
+    """Ids of the actions that enforced `decision_id` on `report_id`: pinned to it or
+    made by a run it started, neither an appeal's correction nor a compensation (the
+    actions `app.services.cases.appeals` corrects on appeal)."""
+    from .proposals import ActionProposal
+    from .workflows import WorkflowRun
+
+    started_by_it = select(WorkflowRun.id).where(WorkflowRun.decision_id == decision_id)
+    return select(ActionProposal.id).where(
+        ActionProposal.report_id == report_id,
+        or_(
+            ActionProposal.decision_id == decision_id,
+            and_(ActionProposal.decision_id.is_(None), ActionProposal.run_id.in_(started_by_it)),
+        ),
+        ActionProposal.appeal_id.is_(None),
+        ActionProposal.compensates_proposal_id.is_(None),
+    )
+
+
+def _of_decision(installation_id: str, report_id: str, decision_id: str) -> list:
+    return [
+        DsaStatement.installation_id == installation_id,
+        DsaStatement.proposal_id.in_(_enforcing_proposals(report_id, decision_id)),
+    ]
+
+
+def complaint_window_end(session: Session, installation_id: str, report_id: str, decision_id: str) -> datetime | None:
+    """Until when the decision `decision_id` on `report_id` may be appealed (DSA-5):
+    the latest ``complaint_until`` of the statements of reasons of the actions that
+    enforced it; None when it has none (DSA off, or nothing restricted). One query.
+
+    Returns:
+        An aware UTC datetime, or None.
+    """
+    return session.scalar(
+        select(func.max(DsaStatement.complaint_until)).where(*_of_decision(installation_id, report_id, decision_id))
+    )
+
+
+def latest_statement(session: Session, installation_id: str, report_id: str, decision_id: str) -> DsaStatement | None:
+    """The newest statement of reasons (by application time) of the actions that
+    enforced `decision_id` on `report_id` (DSA-4, DSA-5); None when there is none."""
+    return session.scalar(
+        select(DsaStatement)
+        .where(*_of_decision(installation_id, report_id, decision_id))
+        .order_by(DsaStatement.applied_at.desc(), DsaStatement.id.desc())
+        .limit(1)
+    )
+
+
+def mark_reversed(
+    session: Session, installation_id: str, report_id: str, decision_id: str, *, appeal_id: str, at: datetime
+) -> list[str]:
+    """Record on the statements of reasons of the actions that enforced `decision_id`
+    that an appeal reversed it (DSA-5): one UPDATE guarded on ``reversed_at IS NULL``,
+    so a statement keeps its first reversal and a repeat writes nothing.
+
+    Args:
+        session: the unit of work's session (the appeal decision's transaction).
+        installation_id, report_id, decision_id: the contested decision.
+        appeal_id: the appeal decided ``reversed``.
+        at: the appeal decision's time (aware UTC).
+
+    Returns:
+        The ids of the statements written now, sorted.
+    """
+    statement = (
+        update(DsaStatement)
+        .where(*_of_decision(installation_id, report_id, decision_id), DsaStatement.reversed_at.is_(None))
+        .values(reversed_at=at, reversal_appeal_id=appeal_id, updated_at=at)
+        .returning(DsaStatement.id)
+        .execution_options(synchronize_session=False)
+    )
+    return sorted(session.scalars(statement))
 
 
 class DsaSettingsVersion(Base):

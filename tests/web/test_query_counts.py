@@ -180,8 +180,9 @@ def test_report_detail_is_bounded(app, client, world):
     # the operator, the report, then one query each: targets, decisions with their
     # makers, runs, proposals, appeals (7), then the evidence, subject history, labels
     # and undone marks (REV-1..4), and the navigation's inbox count (POL-7), the
-    # protected marks of its subjects and their authors (POL-4)
-    assert first == 19
+    # protected marks of its subjects and their authors (POL-4), the complaint window of
+    # the latest decision (DSA-5)
+    assert first == 20
 
 
 def test_appeal_pages_are_bounded(app, client, world):
@@ -210,7 +211,8 @@ def test_appeal_pages_are_bounded(app, client, world):
     # checks each open correction runs (latest decision, a later appeal decision);
     # 6 and 2 before the evidence, the contested action and the labels (REV-1, REV-4);
     # each with the navigation's inbox count (POL-7); the detail with the protected marks (POL-4)
-    assert (detail, listing) == (21, 4)
+    # and the outcome notice's statement and, with none, the DSA settings (DSA-5)
+    assert (detail, listing) == (23, 4)
 
 
 def grow_subject_history(world, n: int) -> None:

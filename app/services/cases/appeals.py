@@ -40,6 +40,7 @@ from app.models import (
 )
 from app.services.cases.snapshot import latest_decision
 from app.services.cases.tasks import open_approval_task
+from app.services.dsa.complaints import check_complaint_window, record_reversal
 from app.services.lifecycle.action_targets import destination_of, load_action_component
 from app.services.lifecycle.corrections import CORRECTABLE_OUTCOMES, correction_problems
 from app.services.lifecycle.maker_lookup import redaction_facts
@@ -109,7 +110,8 @@ def file_appeal(
     Raises:
         ApiError: 400 ``appeal_statement_invalid``; ``reference_characters`` (an
             external_id with an invisible, bidirectional or lookalike character, FOUR-10); 404 ``report_not_found``; 409
-            ``report_not_appealable`` (no decision, closed, or an open appeal exists).
+            ``report_not_appealable`` (no decision, closed, or an open appeal exists); 409
+            ``appeal_window_closed`` (filed after the decision's complaint window, DSA-5).
     """
     statement = appeal_text(statement, "statement", 5000)
     if external_id is not None and (not isinstance(external_id, str) or not 1 <= len(external_id) <= 200):
@@ -131,6 +133,8 @@ def file_appeal(
             if existing is not None:
                 return AppealResult(existing.id, False)
         decision = latest_decision(session, report.id)
+        if decision is not None:
+            check_complaint_window(session, report, decision.id, utcnow())  # DSA-5
         if decision is None or not move_row(session, report, ReportMove.APPEAL):  # one open appeal at a time
             raise ApiError(
                 409, "report_not_appealable", f"The report is {report.state}; only a decided report can be appealed."
@@ -176,7 +180,8 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
     ``upheld`` closes the case. ``modified`` and ``reversed`` keep it appealed and
     create one correction per applied action that enforced the contested decision:
     ``automated`` when the workflow names a correcting component for it (a proposal
-    that an eligible reviewer must approve), ``manual`` otherwise.
+    that an eligible reviewer must approve), ``manual`` otherwise. ``reversed`` is
+    also recorded on the contested decision's statements of reasons (DSA-5).
 
     Raises:
         ApiError: 400 ``appeal_outcome_invalid`` / ``appeal_rationale_invalid``; 404
@@ -228,6 +233,8 @@ def decide_appeal(appeal_id: str, *, outcome: str, rationale: str, operator: Ope
             appeal.id,
             {"appeal_decision_id": ad.id, "outcome": outcome, "rationale": rationale or None},
         )
+        if outcome == "reversed":
+            record_reversal(uow, appeal, now, actor)  # DSA-5
         corrections: list[str] = []
         if outcome in CORRECTABLE_OUTCOMES:
             corrections = [

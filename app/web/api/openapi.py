@@ -23,10 +23,14 @@ ERRORS = {
         " report_evidence_invalid, reference_characters, url_userinfo, ...)."
     ),
     "401": _error("Missing or wrong bearer token (unauthorized)."),
-    "404": _error("Not found or not this integration's (action_result_unavailable, queue_not_found)."),
+    "404": _error(
+        "Not found or not this integration's (action_result_unavailable, queue_not_found, report_not_found,"
+        " appeal_not_found)."
+    ),
     "409": _error(
         "Conflict with the action's state (action_result_identity_mismatch, action_result_terminal,"
-        " action_result_conflict)."
+        " action_result_conflict), or an appeal that cannot be filed (report_not_appealable,"
+        " appeal_window_closed: after the decision's complaint window, DSA-5)."
     ),
     "413": _error("Body too large (request_too_large)."),
     "415": _error("Not JSON (unsupported_media_type)."),
@@ -219,6 +223,38 @@ def openapi_document() -> dict:
                         "notice": {"type": "string"},
                     },
                 },
+                "AppealStatus": {
+                    "type": "object",
+                    "required": ["appeal_id", "state", "outcome", "outcome_notice"],
+                    "properties": {
+                        "appeal_id": {"type": "string"},
+                        "created": {"type": "boolean", "description": "Only in the answer to filing it."},
+                        "external_id": {"type": ["string", "null"]},
+                        "report_reference": {"type": "string"},
+                        "state": {"type": "string", "enum": ["open", "decided"]},
+                        "outcome": {"type": ["string", "null"], "enum": ["upheld", "modified", "reversed", None]},
+                        "decided_at": {"type": ["string", "null"], "description": "ISO-8601 UTC."},
+                        "outcome_notice": {
+                            "description": (
+                                "The notice to give the complainant once decided (DSA Art. 20, 21; SPEC DSA-5):"
+                                " the outcome, the reason, and the referral to a certified out-of-court dispute"
+                                " settlement body and to a court. Plain text. Null while open or when the"
+                                " installation makes no DSA statements."
+                            ),
+                            "oneOf": [
+                                {"type": "null"},
+                                {
+                                    "type": "object",
+                                    "required": ["language", "text"],
+                                    "properties": {
+                                        "language": {"type": "string", "description": "ISO 639-1, e.g. en, de."},
+                                        "text": {"type": "string"},
+                                    },
+                                },
+                            ],
+                        },
+                    },
+                },
                 "ActionStatus": {
                     "type": "object",
                     "required": ["action_id", "state"],
@@ -308,9 +344,37 @@ def openapi_document() -> dict:
                         },
                     },
                     "responses": {
-                        "201": {"description": "Filed"},
-                        "200": {"description": "Already filed (same external_id)"},
+                        "201": {
+                            "description": "Filed",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AppealStatus"}}},
+                        },
+                        "200": {
+                            "description": "Already filed (same external_id): the appeal as it is now",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AppealStatus"}}},
+                        },
                         **ERRORS,
+                    },
+                }
+            },
+            "/appeals/{appeal_id}": {
+                "get": {
+                    "operationId": "getAppeal",
+                    "summary": "One of your appeals: its state, outcome and outcome notice (DSA-5)",
+                    "parameters": [
+                        {
+                            "name": "appeal_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string", "maxLength": 200},
+                        }
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "The appeal",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AppealStatus"}}},
+                        },
+                        "401": ERRORS["401"],
+                        "404": ERRORS["404"],
                     },
                 }
             },

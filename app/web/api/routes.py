@@ -10,6 +10,7 @@ from app.extensions import db
 from app.models import ActionProposal, Report
 from app.services.cases.reports import intake_report
 from app.services.lifecycle.receipt_intake import ResultToken, accept_async_result
+from app.services.read.appeal_status import appeal_status
 
 from ..decorators import integration_required
 from ..json_input import request_json
@@ -65,9 +66,9 @@ def reports():
 @bp.route("/appeals", methods=["POST"])
 @integration_required
 def appeals():
-    """An appeal the platform received from a user, against the report's latest decision."""
-    from sqlalchemy import select
-
+    """An appeal the platform received from a user, against the report's latest
+    decision; answered with the appeal as it is now (DSA-5: a repeat of a decided one
+    carries its outcome notice). Refused after the complaint window (DSA-5)."""
     from app.services.cases.appeals import file_appeal
     from app.services.uow import Actor
 
@@ -86,7 +87,15 @@ def appeals():
         external_id=body.get("external_id"),
         integration_id=g.integration.id,
     )
-    return jsonify({"appeal_id": result.appeal_id, "created": result.created}), 201 if result.created else 200
+    answer = appeal_status(result.appeal_id, integration_id=g.integration.id, created=result.created)
+    return jsonify(answer), 201 if result.created else 200
+
+
+@bp.route("/appeals/<path:appeal_id>", methods=["GET"])
+@integration_required
+def appeal(appeal_id: str):
+    """One of this integration's appeals: state, outcome and outcome notice (DSA-5)."""
+    return jsonify(appeal_status(appeal_id, integration_id=g.integration.id))
 
 
 @bp.route("/actions/<path:action_id>", methods=["GET"])

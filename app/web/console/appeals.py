@@ -4,12 +4,16 @@ from flask import abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 
 from app.domain.case_states import OPEN_CORRECTION_STATES
+from app.domain.dsa_appeal_notice import LANGUAGE_NAMES
 from app.domain.errors import ApiError
 from app.domain.proposal.lead import appeal_lead
+from app.extensions import db
 from app.services.cases.appeal_corrections import approvable_corrections, record_manual_correction
 from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
+from app.services.dsa.complaints import outcome_notice
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
+from app.services.read.appeal_status import latest_appeal_decision
 from app.services.uow import Actor
 from app.web.errors import raise_for_json
 from app.web.labels import label
@@ -29,7 +33,7 @@ def appeals():
 
 def _lead(detail):
     """What the appeal page says first (QUEUE-6): its state, the outcome, what is left."""
-    latest = max(detail.decisions, key=lambda ad: ad.created_at, default=None)
+    latest = latest_appeal_decision(detail.appeal)
     return appeal_lead(
         detail.appeal.state,
         outcome=latest.outcome if latest else None,
@@ -45,10 +49,13 @@ def _render(appeal_id: str, decision_form=None, manual_form=None, error=None, st
         abort(404)
     contested = reviews.contested_actions(detail.report.id, detail.appeal.decision_id)
     review = reviews.review_of(current_user.installation_id, detail.report.id, [p.id for p in contested])
+    notice = outcome_notice(db.session, detail.appeal, latest_appeal_decision(detail.appeal))  # DSA-5
     return render_template(
         "appeals/detail.html",
         d=detail,
         lead=_lead(detail),
+        notice=notice,
+        notice_language=LANGUAGE_NAMES.get(notice.language, notice.language) if notice else None,
         review=review,
         contested_actions=contested,
         error=error,

@@ -5,9 +5,11 @@ from flask_login import current_user
 from wtforms.fields.choices import SelectChoice
 
 from app.domain.bulk.subjects import canonical_reference
+from app.domain.clock import utcnow
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.services.cases.reports import record_decision
+from app.services.dsa.complaints import appeal_window
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
 from app.services.read.protection import protected_marks
@@ -61,6 +63,7 @@ def _render(report_id: str, form=None, error=None, status=200):
     review = reviews.review_of(current_user.installation_id, report_id, [p.id for p in detail.proposals])
     references = review.subject.references | {t.target_reference for t in detail.targets} | {
         str(p.target.get("reference", "")) for p in detail.proposals if isinstance(p.target, dict)}
+    appeal_until = appeal_window(db.session, detail.report, detail.decisions)  # DSA-5: the complaint window, if any
     marks = protected_marks(db.session, current_user.installation_id, references, [report_id])  # POL-4: one query
     return render_template(
         "reports/detail.html",
@@ -71,6 +74,8 @@ def _render(report_id: str, form=None, error=None, status=200):
                    if canonical_reference(reference) in marks],
         form=form or decision_form(formdata=None),
         appeal_form=AppealForm(formdata=None),
+        appeal_until=appeal_until,
+        appeal_closed=appeal_until is not None and utcnow() > appeal_until,
         error=error,
     ), status
 
