@@ -16,12 +16,12 @@ from app.demo_dsa import DEMO_DSA_SETTINGS
 from app.domain.dsa import build_statement, puid_for
 from app.domain.dsa_settings import settings_from_json
 from app.extensions import db
-from app.models import ActionApproval, ActionProposal, AuditEvent, ComponentDefinition, DsaStatement, new_id
+from app.models import ActionApproval, ActionProposal, AuditEvent, ComponentDefinition, DsaStatement, Report, new_id
 from app.services.dsa.notices import notice_of, send_notice
 from app.services.dsa.settings import current_settings
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import unit_of_work
-from tests.builders import approve, decide_report, reload, run_worker, set_dsa_settings, set_row
+from tests.builders import approve, decide_report, make_world, reload, run_worker, set_dsa_settings, set_row
 from tests.dsa_examples import facts
 
 AUTHOR = "user:4412"  # the author of post:1001, the first demo report's target
@@ -141,3 +141,37 @@ def test_dsa4_no_notice_component_configured_sends_nothing(app, world, platform)
     db.session.rollback()
     assert db.session.get(DsaStatement, statement_id).notice_proposal_id is None
     assert notice_of(db.session, removal) is None
+
+
+def test_dsa4_notice_reaches_the_user_on_a_case_closed_after_the_restriction(app, world, platform):
+    """DSA-4: the user is owed the notice whatever became of the case: one closed (or
+    appealed) after the restriction applied still gets its notice delivered."""
+    set_dsa_settings(world.installation_id)
+    removal = applied_removal(world, platform)
+    notice_id = notify(removal.id, statement_for(removal, language="en"))
+    set_row(Report, removal.report_id, state="closed")
+    db.session.rollback()
+    run_worker(app)
+    assert db.session.get(ActionProposal, notice_id).state == "applied"
+    [delivered] = platform.state.notices
+    assert delivered["language"] == "en" and "Removal of content" in delivered["text"]
+
+
+def test_dsa4_bounded_automation_notice_runs_under_the_same_automation(app, platform):
+    """DSA-4: a bounded_auto restriction's notice needs no person: it carries the
+    restriction's authority and approval mode, no approval row, and is delivered."""
+    world = make_world(platform.url, approval_mode="bounded_auto", slug="auto")
+    platform.configure_for(world)
+    set_dsa_settings(world.installation_id)
+    removal = decide_report(world)
+    assert deliver(removal.id).state == "applied"
+    removal = reload(removal)
+    notice_id = notify(removal.id, statement_for(removal, language="de"))
+    notice = db.session.get(ActionProposal, notice_id)
+    assert (notice.approval_mode, notice.authority_mode) == (removal.approval_mode, removal.authority_mode)
+    assert notice.approval_policy["notice"]["authorized_by_approval_id"] is None
+    assert db.session.scalar(select(ActionApproval.id).where(ActionApproval.proposal_id == notice_id)) is None
+    db.session.rollback()
+    run_worker(app)
+    assert db.session.get(ActionProposal, notice_id).state == "applied"
+    assert [n["language"] for n in platform.state.notices] == ["de"]
