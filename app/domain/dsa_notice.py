@@ -24,6 +24,7 @@ from app.domain import dsa
 from app.domain.dsa_settings import MIN_COMPLAINT_WINDOW_DAYS, NOTICE_LANGUAGES
 
 NOTICE_ACTION_CODE = "notify_user"  # the action a notice is delivered as (DSA-4)
+LANGUAGE_NAMES = {"en": "English", "de": "German (Deutsch)"}  # the notice languages, for people
 
 # Restriction types in German (the English words are the Transparency Database's own
 # labels, `dsa.RESTRICTION_TYPES`).
