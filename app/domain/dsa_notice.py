@@ -165,7 +165,7 @@ WORDS = {
         "complain": (
             "How to complain: you can contest this decision through our internal complaint-handling system "
             "(reply to this notice or use the appeal option in your account), free of charge, until {day} "
-            "(at least six months from this notice). Quote the reference {puid}."
+            "(at least six months after the decision). Quote the reference {puid}."
         ),
         "redress": (
             "You may also refer the dispute to a certified out-of-court dispute settlement body (Article 21 of the "
@@ -199,7 +199,7 @@ WORDS = {
         "complain": (
             "Beschwerde: Sie können diese Entscheidung über unser internes Beschwerdemanagementsystem kostenlos "
             "anfechten (antworten Sie auf diese Mitteilung oder nutzen Sie die Einspruchsfunktion in Ihrem Konto), "
-            "bis zum {day} (mindestens sechs Monate ab dieser Mitteilung). Geben Sie die Referenz {puid} an."
+            "bis zum {day} (mindestens sechs Monate nach der Entscheidung). Geben Sie die Referenz {puid} an."
         ),
         "redress": (
             "Sie können die Streitigkeit außerdem einer zertifizierten außergerichtlichen Streitbeilegungsstelle "
