@@ -82,6 +82,19 @@ ACTION_INPUT_SCHEMA = {
     },
     "additionalProperties": False,
 }
+# The affected user's notice of a restriction (DSA-4): what the notify_user action carries.
+NOTICE_INPUT_SCHEMA = {
+    "type": "object",
+    "required": ["puid", "language", "subject", "text", "complaint_until"],
+    "properties": {
+        "puid": {"type": "string", "maxLength": 500},
+        "language": {"type": "string", "maxLength": 5},
+        "subject": {"type": "string", "maxLength": 500},
+        "text": {"type": "string", "maxLength": 20000},
+        "complaint_until": {"type": "string", "maxLength": 40},
+    },
+    "additionalProperties": False,
+}
 RECEIPT_OUTPUT_SCHEMA = {
     "type": "object",
     "required": ["action_id", "operation_id", "payload_digest", "status"],
@@ -161,7 +174,10 @@ def suspension_graph(suspend_version_id: str, unsuspend_version_id: str, approva
     }
 
 
-def _component(s, iid: str, conn_version_id: str, slug: str, name: str, path: str, approval_mode: str, **extra):
+def _component(
+    s, iid: str, conn_version_id: str, slug: str, name: str, path: str, approval_mode: str, **extra
+):  # extra: other ComponentVersion columns (temporary, input_schema)
+    extra.setdefault("input_schema", ACTION_INPUT_SCHEMA)
     definition = ComponentDefinition(
         installation_id=iid, name=name, slug=slug, effect_class="side_effecting", status="active"
     )
@@ -174,7 +190,6 @@ def _component(s, iid: str, conn_version_id: str, slug: str, name: str, path: st
         implementation_kind="webhook",
         implementation_reference=f"POST {path}",
         connection_version_id=conn_version_id,
-        input_schema=ACTION_INPUT_SCHEMA,
         output_schema=RECEIPT_OUTPUT_SCHEMA,
         approval_policy={"mode": approval_mode},
         **extra,
@@ -274,6 +289,11 @@ def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "d
             ("unsuspend_account", "Lift an account suspension", "/actions/unsuspend"),
         ):
             versions[slug_] = _component(s, iid, conn_version.id, slug_, name, path, approval_mode)
+        # The affected user's notice of a restriction (DSA-4), sent under the restriction's approval.
+        versions["notify_user"] = _component(
+            s, iid, conn_version.id, "notify_user", "Notify the affected user", "/actions/notify", approval_mode,
+            input_schema=NOTICE_INPUT_SCHEMA,
+        )
         # A temporary action: suspended for a few minutes, then lifted by its reversal (TEMP-1).
         versions["suspend_account"] = _component(
             s,

@@ -146,6 +146,9 @@ def seed_pds_demo(pds, platform_seed) -> dict[str, Any]:
             .join(ComponentVersion, ComponentVersion.definition_id == ComponentDefinition.id)
             .where(ComponentDefinition.installation_id == iid)
         ):
+            if definition.slug not in REFERENCES:  # a PDS has no notice to a user: not offered there (DSA-4)
+                definition.status = "retired"
+                continue
             version.implementation_kind = "atproto_pds"
             version.implementation_reference = REFERENCES[definition.slug]
         integration = s.scalar(select(Integration).where(Integration.installation_id == iid))

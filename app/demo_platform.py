@@ -4,7 +4,8 @@ It keeps posts in memory (their text, author and state), takes down and restores
 suspends and lifts the suspension of their authors' accounts (``GET /accounts``), verifies the Standard
 Webhooks signature and bearer token of every action request, applies each
 Idempotency-Key once (a repeat answers the stored receipt), and answers with a
-receipt. In ``async`` mode it answers ``accepted`` and confirms later through the
+receipt. ``POST /actions/notify`` delivers a restriction's notice to the affected user
+(DSA-4), kept in ``notices``. In ``async`` mode it answers ``accepted`` and confirms later through the
 console's async result API. ``POST /_control`` scripts failures for demos and tests.
 
 It also serves a second, plain REST API that knows nothing of receipts (SPEC PLAT-3):
@@ -30,6 +31,9 @@ EFFECTS = {"/actions/takedown": "removed", "/actions/restore": "visible"}
 # Account actions act on the author of the content named by the target (kind ``author_of``)
 # or on an account reference itself; the platform keeps each account's state (TEMP demo).
 ACCOUNT_EFFECTS = {"/actions/suspend": "suspended", "/actions/unsuspend": "active"}
+# The affected user's notice of a restriction (DSA-4): kept in `PlatformState.notices`,
+# once per Idempotency-Key; it changes no post or account.
+NOTICE_PATH = "/actions/notify"
 
 # The posts the demo platform serves: what users wrote, who wrote it, when. The demo's
 # reports carry this as evidence (SPEC REV-1), so a reviewer sees the real content.
@@ -114,6 +118,7 @@ class PlatformState:
     receipts: dict[str, dict] = field(default_factory=dict)  # by Idempotency-Key
     rest_answers: dict[str, dict] = field(default_factory=dict)  # the plain REST API's, by Idempotency-Key
     effects: list[dict] = field(default_factory=list)  # every effect applied, once per key
+    notices: list[dict] = field(default_factory=list)  # every notice to a user (DSA-4), once per key
     requests_seen: int = 0
     fail_next: int = 0
     fail_status: int = 503
@@ -190,6 +195,8 @@ def create_platform(
             time.sleep(state.response_delay_seconds)
         key = request.headers.get("Idempotency-Key", "")
         effect = EFFECTS.get(request.path) or ACCOUNT_EFFECTS.get(request.path)
+        if request.path == NOTICE_PATH:
+            effect = "notified"
         if effect is None or not key:
             return jsonify({"error": "unknown_action"}), 404
         with state.lock:
@@ -200,18 +207,21 @@ def create_platform(
             if key in state.receipts:
                 return jsonify(state.receipts[key])
             reference = body["target"].get("reference")
-            if request.path in ACCOUNT_EFFECTS:
+            if request.path == NOTICE_PATH:
+                state.notices.append(_notice_of(key, body))
+            elif request.path in ACCOUNT_EFFECTS:
                 reference = account_of(body["target"])
                 state.accounts[reference] = effect
             else:
                 state.content[reference] = effect
-            state.effects.append({"idempotency_key": key, "reference": reference, "effect": effect})
+            if request.path != NOTICE_PATH:  # a notice changes no post or account
+                state.effects.append({"idempotency_key": key, "reference": reference, "effect": effect})
             receipt = {
                 "action_id": body["action_id"],
                 "operation_id": body["operation_id"],
                 "payload_digest": body["payload_digest"],
                 "status": "accepted" if state.mode == "async" else "applied",
-                "provider_request_id": f"demo-{len(state.effects)}",
+                "provider_request_id": f"demo-{len(state.effects) + len(state.notices)}",
             }
             state.receipts[key] = {**receipt, "status": "applied"} if state.mode == "async" else receipt
         if state.mode == "async" and state.console_url:
@@ -276,6 +286,7 @@ def create_platform(
                     "accounts": dict(state.accounts),
                     "posts": posts,
                     "effects": list(state.effects),
+                    "notices": list(state.notices),
                     "requests_seen": state.requests_seen,
                 }
             )
@@ -319,6 +330,17 @@ def create_platform(
         return jsonify({"ok": True})
 
     return app
+
+
+def _notice_of(key: str, body: dict) -> dict:
+    """What the platform keeps of a notice it delivers to a user (DSA-4)."""
+    payload = body.get("payload") or {}
+    return {
+        "idempotency_key": key,
+        "action_id": body.get("action_id"),
+        "user": account_of(body.get("target") or {}),
+        **{name: payload.get(name) for name in ("puid", "language", "subject", "text", "complaint_until")},
+    }
 
 
 def account_of(target: dict) -> str:

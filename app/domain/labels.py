@@ -43,6 +43,7 @@ DEFAULT_LABELS: dict[str, dict[str, str]] = {
         "restore": "Restore the content",
         "suspend_account": "Suspend the account",
         "unsuspend_account": "Lift the suspension",
+        "notify_user": "Tell the user why (statement of reasons)",
     },
     "proposal_state": {
         "approval_required": "Waiting for approval",

@@ -36,17 +36,20 @@ def closed_to_ordinary_actions(report_state: str) -> bool:
     return report_state in CLOSED_TO_ORDINARY_ACTIONS
 
 
-def acts_on_closed_case(*, is_correction: bool, is_reversal: bool) -> bool:
+def acts_on_closed_case(*, is_correction: bool, is_reversal: bool, is_notice: bool = False) -> bool:
     """Whether a proposal may still act on a case that is appealed or closed (PRE-2,
-    CORR-3, TEMP-2, FOUR-7): an appeal correction (its own eligibility is checked by
-    the corrections rules) and a reversal, which ends a temporary action whatever
-    became of the case. The one predicate delivery and an operator's retry both ask.
+    CORR-3, TEMP-2, FOUR-7, DSA-4): an appeal correction (its own eligibility is checked by
+    the corrections rules), a reversal, which ends a temporary action whatever
+    became of the case, and the affected user's notice of an applied restriction,
+    which they are owed whatever became of the case. The one predicate delivery and
+    an operator's retry both ask.
 
     Args:
         is_correction: the proposal is an appeal correction.
         is_reversal: the proposal ends a temporary action (scheduled, "end now", "extend").
+        is_notice: the proposal is a restriction's notice (DSA-4).
     """
-    return is_correction or is_reversal
+    return is_correction or is_reversal or is_notice
 
 
 def check_preconditions(preconditions: dict[str, Any], report: ReportSnapshot, is_correction: bool = False) -> None:

@@ -171,6 +171,12 @@ class ActionProposal(Base):
     def is_reversal(self) -> bool:
         return self.reverses_proposal_id is not None
 
+    @property
+    def is_notice(self) -> bool:
+        """A restriction's notice to the affected user (DSA-4): authorized by the
+        restriction's approval, recorded in its approval policy."""
+        return isinstance(self.approval_policy, dict) and "notice" in self.approval_policy
+
 
 def move_batch_items(
     session: Session,

@@ -165,7 +165,9 @@ def recheck_preconditions(session, proposal: ActionProposal) -> None:
         return
     try:
         snapshot = report_snapshot(session, proposal.report_id)
-        closed_ok = acts_on_closed_case(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
+        closed_ok = acts_on_closed_case(
+            is_correction=proposal.is_correction, is_reversal=proposal.is_reversal, is_notice=proposal.is_notice
+        )
         check_preconditions(proposal.preconditions or {}, snapshot, closed_ok)
     except ActionError as error:
         raise ApiError(

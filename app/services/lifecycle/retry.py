@@ -156,7 +156,9 @@ def start_new_cycle(
             raise ApiError(409, "action_reversal_superseded", REFUSALS["action_reversal_superseded"])
     try:
         # FOUR-7: the case is checked as delivery checks it (a reversal ends its action on a closed case)
-        closed_ok = acts_on_closed_case(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
+        closed_ok = acts_on_closed_case(
+            is_correction=proposal.is_correction, is_reversal=proposal.is_reversal, is_notice=proposal.is_notice
+        )
         check_preconditions(proposal.preconditions, report_snapshot(session, proposal.report_id), closed_ok)
         if proposal.appeal_id:
             from app.services.lifecycle.corrections import check_correction_eligible
@@ -170,8 +172,9 @@ def start_new_cycle(
         "terminated",
         "cancelled",
     )
-    # a correction or a reversal undoes what is in force, whatever became of the run (FOUR-7)
-    if not (proposal.appeal_id or proposal.is_reversal or run_open):
+    # a correction or a reversal undoes what is in force, and a notice tells the user of
+    # a restriction in force, whatever became of the run (FOUR-7, DSA-4)
+    if not (proposal.appeal_id or proposal.is_reversal or proposal.is_notice or run_open):
         raise ApiError(
             409, "action_retry_conflict", "The workflow run of this action was terminated; it cannot be retried."
         )

@@ -29,6 +29,7 @@ from app.services.read.component_choices import action_components
 from app.services.read.dsa_statements import statement_of
 from app.services.read import review as reviews
 from app.services.read.approving import approving
+from app.services.read.restriction_notice import noticed_restriction, restriction_notice
 from app.services.read.reversibility import irreversible_note
 from app.services.read.temporary_actions import temporary_view
 from app.web.errors import raise_for_json
@@ -167,6 +168,8 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
         approving=approving([p], label) if detail.offers.decide.shown else {},  # FOUR-5
         irreversible=irreversible_note(p) if detail.offers.decide.shown else None,  # POL-5
+        dsa_notice=restriction_notice(p),  # DSA-4
+        dsa_noticed_restriction=noticed_restriction(p),
     ), status
 
 

@@ -88,7 +88,9 @@ def _pre_send_checks(uow, proposal: ActionProposal, now: datetime, batch: Batch 
         session, proposal.report_id
     )
     # a reversal ends a temporary action even on an appealed or closed case (TEMP-2, FOUR-7)
-    closed_ok = acts_on_closed_case(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
+    closed_ok = acts_on_closed_case(
+        is_correction=proposal.is_correction, is_reversal=proposal.is_reversal, is_notice=proposal.is_notice
+    )
     check_preconditions(proposal.preconditions, snapshot, closed_ok)
     if delivery_rules.approval_missing(delivery_of(proposal), _approved(session, proposal)):
         raise ActionError(delivery_rules.APPROVAL_MISSING)

@@ -1,0 +1,127 @@
+"""The affected user's notice of an applied restriction, delivered to the demo
+platform as a `notify_user` action under the restriction's approval
+(app/services/dsa/notices.py, SPEC DSA-4).
+
+The statement of reasons is built by another part (DSA-2); here a statement row is
+written for a restriction the world's real flow applied, and `send_notice` is
+called as the applied receipt's transaction calls it."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from app.demo_dsa import DEMO_DSA_SETTINGS
+from app.domain.dsa import puid_for
+from app.domain.dsa_settings import settings_from_json
+from app.extensions import db
+from app.models import ActionApproval, ActionProposal, AuditEvent, ComponentDefinition, DsaStatement, Report
+from app.services.dsa.notices import notice_of
+from app.services.lifecycle.dispatch import deliver
+from tests.builders import decide_report, make_world, reload, run_worker, set_dsa_settings, set_row
+from tests.dsa_notice_steps import AUTHOR, applied_removal, notify, statement_for
+
+
+def notices_count() -> int:
+    db.session.rollback()
+    return db.session.scalar(
+        select(func.count()).select_from(ActionProposal).where(ActionProposal.action_code == "notify_user")
+    )
+
+
+def test_dsa4_notice_is_delivered_once_after_the_restriction_under_its_approval(app, world, platform):
+    """DSA-4: the applied removal's notice is one notify_user proposal to the post's
+    author, in the user's language, authorized by the removal's approval; the worker
+    delivers it once, after the restriction; calling again creates nothing."""
+    set_dsa_settings(world.installation_id)
+    removal = applied_removal(world, platform)
+    statement_id = statement_for(removal, language="de")
+    notice_id = notify(removal.id, statement_id)
+    notice = db.session.get(ActionProposal, notice_id)
+    assert (notice.action_code, notice.state, notice.target) == (
+        "notify_user", "queued", {"kind": "account", "reference": AUTHOR}
+    )
+    assert notice.payload["puid"] == puid_for(removal.id) and notice.payload["language"] == "de"
+    assert "Entfernung von Inhalten" in notice.payload["text"] and notice.payload["subject"]
+    assert notice.created_at >= removal.confirmed_at
+    assert db.session.get(DsaStatement, statement_id).notice_proposal_id == notice.id
+    restriction_approval = db.session.scalar(select(ActionApproval).where(ActionApproval.proposal_id == removal.id))
+    [granted] = db.session.scalars(select(ActionApproval).where(ActionApproval.proposal_id == notice.id)).all()
+    assert (granted.payload_digest, granted.approver_id) == (notice.payload_digest, restriction_approval.approver_id)
+    assert restriction_approval.id in granted.reason
+
+    db.session.rollback()  # no read transaction open while the worker writes
+    run_worker(app)
+    assert reload(notice).state == "applied"
+    [delivered] = platform.state.notices
+    assert (delivered["user"], delivered["puid"], delivered["language"]) == (AUTHOR, puid_for(removal.id), "de")
+    assert delivered["text"] == notice.payload["text"]
+    assert [e["effect"] for e in platform.state.effects] == ["removed"]  # a notice changes no post
+
+    assert notify(removal.id, statement_id) == notice.id  # exactly once
+    db.session.rollback()
+    run_worker(app)
+    assert notices_count() == 1 and len(platform.state.notices) == 1
+    db.session.rollback()
+    queued = db.session.scalars(select(AuditEvent).where(AuditEvent.action == "dsa.notice_queued")).all()
+    assert [row.target_id for row in queued] == [notice.id]
+
+
+def test_dsa4_the_notice_declares_no_restriction(app, world, platform):
+    """DSA-4: the notice component restricts nothing, so its own applied receipt
+    makes no statement of reasons (DSA-2 reads the component's declaration)."""
+    settings = settings_from_json(DEMO_DSA_SETTINGS)
+    assert settings.notice_component == "notify_user"
+    assert settings.restriction_of("notify_user") is None
+    assert settings.restriction_of("takedown") is not None
+
+
+def test_dsa4_no_notice_component_configured_sends_nothing(app, world, platform):
+    """DSA-4: with no notice component in the settings, or one that is not active,
+    a restriction's statement queues no notice."""
+    set_dsa_settings(world.installation_id, {**DEMO_DSA_SETTINGS, "notice_component": None})
+    removal = applied_removal(world, platform)
+    statement_id = statement_for(removal, language="en")
+    assert notify(removal.id, statement_id) is None
+    definition_id = db.session.scalar(select(ComponentDefinition.id).where(ComponentDefinition.slug == "notify_user"))
+    set_row(ComponentDefinition, definition_id, status="retired")
+    assert notify(removal.id, statement_id, settings_from_json(DEMO_DSA_SETTINGS)) is None
+    db.session.rollback()
+    run_worker(app)
+    assert notices_count() == 0 and platform.state.notices == []
+    db.session.rollback()
+    assert db.session.get(DsaStatement, statement_id).notice_proposal_id is None
+    assert notice_of(db.session, removal) is None
+
+
+def test_dsa4_notice_reaches_the_user_on_a_case_closed_after_the_restriction(app, world, platform):
+    """DSA-4: the user is owed the notice whatever became of the case: one closed (or
+    appealed) after the restriction applied still gets its notice delivered."""
+    set_dsa_settings(world.installation_id)
+    removal = applied_removal(world, platform)
+    notice_id = notify(removal.id, statement_for(removal, language="en"))
+    set_row(Report, removal.report_id, state="closed")
+    db.session.rollback()
+    run_worker(app)
+    assert db.session.get(ActionProposal, notice_id).state == "applied"
+    [delivered] = platform.state.notices
+    assert delivered["language"] == "en" and "Removal of content" in delivered["text"]
+
+
+def test_dsa4_bounded_automation_notice_runs_under_the_same_automation(app, platform):
+    """DSA-4: a bounded_auto restriction's notice needs no person: it carries the
+    restriction's authority and approval mode, no approval row, and is delivered."""
+    world = make_world(platform.url, approval_mode="bounded_auto", slug="auto")
+    platform.configure_for(world)
+    set_dsa_settings(world.installation_id)
+    removal = decide_report(world)
+    assert deliver(removal.id).state == "applied"
+    removal = reload(removal)
+    notice_id = notify(removal.id, statement_for(removal, language="de"))
+    notice = db.session.get(ActionProposal, notice_id)
+    assert (notice.approval_mode, notice.authority_mode) == (removal.approval_mode, removal.authority_mode)
+    assert notice.approval_policy["notice"]["authorized_by_approval_id"] is None
+    assert db.session.scalar(select(ActionApproval.id).where(ActionApproval.proposal_id == notice_id)) is None
+    db.session.rollback()
+    run_worker(app)
+    assert db.session.get(ActionProposal, notice_id).state == "applied"
+    assert [n["language"] for n in platform.state.notices] == ["de"]
