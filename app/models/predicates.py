@@ -26,6 +26,8 @@ from app.domain.states import (
     target,
 )
 
+from app.domain.proposal.notice_action import NOTICE_CREATOR_PREFIX
+
 from .proposals import ActionProposal
 
 P = ActionProposal
@@ -62,6 +64,11 @@ def waiting() -> ColumnElement:
 def effective() -> ColumnElement:
     """`states.is_effective`: applied or compensation_required (COMP-1, TEMP-2)."""
     return P.state.in_(_values(EFFECTIVE_STATES))
+
+
+def notice() -> ColumnElement:
+    """`ActionProposal.is_notice`: a restriction's notice to the affected user (DSA-4)."""
+    return and_(P.created_by_type == "system", P.created_by_id.startswith(NOTICE_CREATOR_PREFIX, autoescape=True))
 
 
 def dead_letter() -> ColumnElement:

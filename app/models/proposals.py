@@ -173,9 +173,11 @@ class ActionProposal(Base):
 
     @property
     def is_notice(self) -> bool:
-        """A restriction's notice to the affected user (DSA-4): authorized by the
-        restriction's approval, recorded in its approval policy."""
-        return isinstance(self.approval_policy, dict) and "notice" in self.approval_policy
+        """A restriction's notice to the affected user (DSA-4), made by the system for
+        the restriction (SQL twin: `predicates.notice`)."""
+        from app.domain.proposal.notice_action import NOTICE_CREATOR_PREFIX
+
+        return self.created_by_type == "system" and (self.created_by_id or "").startswith(NOTICE_CREATOR_PREFIX)
 
 
 def move_batch_items(

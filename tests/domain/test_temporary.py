@@ -565,3 +565,9 @@ def test_temp3_the_active_reversal_and_a_waiting_schedule():
 def test_dlv3_only_a_delivery_that_undoes_nothing_draws_on_the_budgets(is_correction, is_reversal, draws):
     """DLV-3, FOUR-7: a reversal or an appeal correction is never refused for lack of budget."""
     assert T.draws_on_budget(is_correction=is_correction, is_reversal=is_reversal) is draws
+
+
+def test_dsa4_a_notice_never_waits_for_budget():
+    """DSA-4, FOUR-7: a restriction's notice restricts nothing and is owed once the
+    restriction applied: it draws on no budget."""
+    assert T.draws_on_budget(is_correction=False, is_reversal=False, is_notice=True) is False

@@ -109,7 +109,26 @@ def test_the_parity_test_covers_every_sql_twin():
         for name, value in vars(predicates).items()
         if callable(value) and getattr(value, "__module__", None) == predicates.__name__ and not name.startswith("_")
     }
-    assert public == set(TWINS) | {"attempts_in_cycle", "in_waiting_states"}
+    assert public == set(TWINS) | {"attempts_in_cycle", "in_waiting_states", "notice"}
+
+
+def test_notice_twins_agree_DSA_4(world):
+    """DSA-4: `predicates.notice` selects exactly the proposals `is_notice` calls a
+    notice: made by the system for a restriction, never by an operator, and a ``%`` or
+    ``_`` in an id is no wildcard."""
+    first = decide_report(world)
+    table = P.__table__
+    row = dict(db.session.execute(select(table).where(table.c.id == first.id)).mappings().one())
+    makers = [("system", "notice-of:x"), ("operator", "notice-of:x"), ("system", "notice-ofx"),
+              ("system", "run:notice-of:x"), ("system", "notice_of:x"), ("system", "notice-o%")]
+    copies = [{**row, "id": f"{first.id}-n{n}", "operation_id": f"{row['operation_id']}-n{n}",
+               "created_by_type": kind, "created_by_id": by} for n, (kind, by) in enumerate(makers)]
+    db.session.execute(insert(table), copies)
+    db.session.commit()
+    ids = [c["id"] for c in copies]
+    selected = set(db.session.scalars(select(P.id).where(P.id.in_(ids), predicates.notice())))
+    expected = {p.id for p in db.session.scalars(select(P).where(P.id.in_(ids))) if p.is_notice}
+    assert selected == expected == {ids[0]}
 
 
 def test_attempts_in_cycle_twins(every_combination):

@@ -20,6 +20,7 @@ from app.domain.states import ProposalState
 # A notice stays authorized this long after its restriction applied: an outage of
 # weeks delays it and never lets it lapse (within ID-3's 31-day bound).
 NOTICE_GRACE_SECONDS = 30 * 86_400
+NOTICE_CREATOR_PREFIX = "notice-of:"  # created_by_id of every notice: how SQL tells one apart (DSA-4)
 CONTENT_RESTRICTIONS = ("visibility", "monetary")  # a content's author is the one affected
 
 
@@ -101,7 +102,7 @@ def notice_proposal(
         approval_policy={"mode": original.approval_mode, "expires_at": iso(expiry), "notice": authorized},
         state=ProposalState.QUEUED,
         created_by_type="system",
-        created_by_id=f"notice-of:{original.id}",
+        created_by_id=NOTICE_CREATOR_PREFIX + original.id,
         created_at=applied_at,
         next_attempt_at=applied_at,
         audit_details={"operation_id": operation, "notice_of_proposal_id": original.id, **authorized},

@@ -254,20 +254,22 @@ def reversal_proposal(
     )
 
 
-def draws_on_budget(*, is_correction: bool, is_reversal: bool) -> bool:
+def draws_on_budget(*, is_correction: bool, is_reversal: bool, is_notice: bool = False) -> bool:
     """Whether a delivery reserves against the enforcement budgets (DLV-3, FOUR-7).
 
     A reversal (scheduled, "end now", "extend") and an appeal correction undo an
     action: they are never refused or deferred for lack of budget, so no one admin
     can keep a temporary action in force by lowering a budget until its reversal
-    passes its grace period. Every other proposal reserves (FOUR-3 for bounded
-    automation).
+    passes its grace period. A restriction's notice to the affected user (DSA-4)
+    restricts nothing and is owed by law once the restriction applied: it never waits
+    for budget either. Every other proposal reserves (FOUR-3 for bounded automation).
 
     Args:
         is_correction: the proposal is an appeal correction.
         is_reversal: the proposal ends a temporary action.
+        is_notice: the proposal is a restriction's notice (DSA-4).
     """
-    return not (is_correction or is_reversal)
+    return not (is_correction or is_reversal or is_notice)
 
 
 def replacement_refusal(kind: str, applied_at: datetime | None, new_end: datetime | None, now: datetime) -> str | None:

@@ -265,6 +265,7 @@ def _originals(session, appeal: Appeal) -> list[ActionProposal]:
                 ),
                 ActionProposal.appeal_id.is_(None),
                 ActionProposal.compensates_proposal_id.is_(None),
+                ~predicates.notice(),  # a notice told the user; it enforced nothing to correct (DSA-4)
                 predicates.effective(),
             )
             .order_by(ActionProposal.created_at)

@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import select
 
 from app.domain.dsa_notice import LANGUAGE_NAMES
+from app.domain.proposal.notice_action import NOTICE_CREATOR_PREFIX
 from app.extensions import db
 from app.models import ActionProposal, DsaStatement
 
@@ -67,4 +68,4 @@ def noticed_restriction(proposal: ActionProposal) -> str | None:
     notice = (proposal.approval_policy or {}).get("notice") if isinstance(proposal.approval_policy, dict) else None
     if notice is None:
         return None
-    return proposal.created_by_id.removeprefix("notice-of:") if proposal.created_by_id else None
+    return proposal.created_by_id.removeprefix(NOTICE_CREATOR_PREFIX) if proposal.created_by_id else None

@@ -243,8 +243,11 @@ def plan_attempt(uow, proposal: ActionProposal, attempt_number: int, now: dateti
         now,
         read=batch.health if batch else None,
     )
-    # FOUR-7: a reversal or an appeal correction undoes an action: never deferred for lack of budget
-    undoing = not draws_on_budget(is_correction=proposal.is_correction, is_reversal=proposal.is_reversal)
+    # FOUR-7: a reversal or an appeal correction undoes an action, and a notice (DSA-4) restricts
+    # nothing: never deferred for lack of budget
+    undoing = not draws_on_budget(
+        is_correction=proposal.is_correction, is_reversal=proposal.is_reversal, is_notice=proposal.is_notice
+    )
     reservations = [] if undoing else budget_reservations.reserve(
         uow,
         proposal.installation_id,
