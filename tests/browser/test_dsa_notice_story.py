@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from app.extensions import db
 from app.models import ActionProposal
 from tests.builders import set_dsa_settings
-from tests.dsa_notice_steps import applied_removal, notify, statement_for
+from tests.dsa_notice_steps import applied_removal, queued_notice
 
 from .test_console_stories import sign_in
 from .test_review_story import wait_until
@@ -19,8 +19,8 @@ def test_dsa4_the_restriction_page_shows_the_notice_the_user_received(page, worl
     """DSA-4: after the takedown applied, its notice is delivered by the worker; the
     page shows it in German with its state, the text collapsed until opened."""
     set_dsa_settings(world.installation_id)
-    removal = applied_removal(world, platform)
-    notice_id = notify(removal.id, statement_for(removal, language="de"))
+    removal = applied_removal(world, platform, language="de")
+    notice_id = queued_notice(removal).id  # queued when the takedown applied
     db.session.rollback()
     # the console's worker process delivers it (it may still be starting on a busy machine)
     wait_until(lambda: len(platform.state.notices) == 1, page, timeout_ms=90_000)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from app.domain.dsa import build_statement, puid_for
+from app.demo_dsa import DEMO_DSA_SETTINGS
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import Appeal, AppealDecision, AuditEvent, DsaStatement, Integration, Report
@@ -17,41 +17,24 @@ from app.models.dsa import mark_reversed
 from app.services.cases.appeals import decide_appeal, file_appeal, redact_rationale
 from app.services.lifecycle.dispatch import deliver
 from app.services.uow import Actor, unit_of_work
-from tests.builders import approve, decide_report, login, reload, set_row
-from tests.dsa_examples import facts
+from tests.builders import approve, decide_report, login, set_dsa_settings, set_row
 
 WINDOW_DAYS = 183
 
 
 def applied_with_statement(world, *, language: str = "en") -> DsaStatement:
-    """The world's flow: a takedown decided, approved and applied on the platform, and
-    the statement of reasons of that applied proposal (inserted here, or the one the
-    applied hook wrote), its complaint window 183 days from the application."""
+    """The world's flow with DSA on (the demo's settings, the notice language
+    `language` by default, ISO 639-1): a takedown decided, approved and applied on the
+    platform, and the statement of reasons its applied receipt built (DSA-2), its
+    complaint window 183 days from the decision."""
+    set_dsa_settings(world.installation_id, {**DEMO_DSA_SETTINGS, "default_language": language})
     proposal = decide_report(world)
     approve(world, proposal)
     assert deliver(proposal.id).state == "applied"
-    proposal = reload(proposal)
-    applied_at = proposal.updated_at
-    with unit_of_work() as uow:
-        row = uow.session.scalar(select(DsaStatement).where(DsaStatement.proposal_id == proposal.id))
-        if row is None:
-            row = DsaStatement(
-                installation_id=world.installation_id,
-                proposal_id=proposal.id,
-                puid=puid_for(proposal.id),
-                statement=build_statement(facts(proposal.id)),
-                decision_id=proposal.decision_id,
-                report_id=proposal.report_id,
-                applied_at=applied_at,
-            )
-            uow.session.add(row)
-        row.language = language
-        row.applied_at = applied_at
-        row.complaint_until = applied_at + timedelta(days=WINDOW_DAYS)
-        uow.commit()
-        statement_id = row.id
-    db.session.expire_all()
-    return db.session.get(DsaStatement, statement_id)
+    db.session.rollback()
+    statement = db.session.scalar(select(DsaStatement).where(DsaStatement.proposal_id == proposal.id))
+    assert statement.language == language and statement.complaint_until is not None
+    return statement
 
 
 def appeal_by_api(client, world, external_id: str | None = None):

@@ -2,9 +2,9 @@
 platform as a `notify_user` action under the restriction's approval
 (app/services/dsa/notices.py, SPEC DSA-4).
 
-The statement of reasons is built by another part (DSA-2); here a statement row is
-written for a restriction the world's real flow applied, and `send_notice` is
-called as the applied receipt's transaction calls it."""
+Through the real flow: DSA settings in force, the restriction decided, approved and
+applied; its applied receipt's transaction builds the statement of reasons (DSA-2)
+and queues the notice. The tests read what that flow wrote."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from app.demo_dsa import DEMO_DSA_SETTINGS
 from app.domain.dsa import puid_for
 from app.domain.dsa_settings import settings_from_json
 from app.extensions import db
-from app.models import ActionApproval, ActionProposal, AuditEvent, ComponentDefinition, DsaStatement, Report
+from app.models import ActionApproval, ActionProposal, AuditEvent, ComponentDefinition, Report
 from app.services.dsa.notices import notice_of
 from app.services.lifecycle.dispatch import deliver
 from tests.builders import decide_report, make_world, reload, run_worker, set_dsa_settings, set_row
-from tests.dsa_notice_steps import AUTHOR, applied_removal, notify, statement_for
+from tests.dsa_notice_steps import AUTHOR, applied_removal, notify, queued_notice, statement_of
 
 
 def notices_count() -> int:
@@ -33,17 +33,17 @@ def test_dsa4_notice_is_delivered_once_after_the_restriction_under_its_approval(
     author, in the user's language, authorized by the removal's approval; the worker
     delivers it once, after the restriction; calling again creates nothing."""
     set_dsa_settings(world.installation_id)
-    removal = applied_removal(world, platform)
-    statement_id = statement_for(removal, language="de")
-    notice_id = notify(removal.id, statement_id)
-    notice = db.session.get(ActionProposal, notice_id)
+    removal = applied_removal(world, platform, language="de")
+    statement = statement_of(removal)
+    assert statement.language == "de"  # the report's evidence is German
+    notice = queued_notice(removal)  # queued by the applied receipt's transaction
+    assert notice is not None and statement.notice_proposal_id == notice.id
     assert (notice.action_code, notice.state, notice.target) == (
         "notify_user", "queued", {"kind": "account", "reference": AUTHOR}
     )
     assert notice.payload["puid"] == puid_for(removal.id) and notice.payload["language"] == "de"
     assert "Entfernung von Inhalten" in notice.payload["text"] and notice.payload["subject"]
     assert notice.created_at >= removal.confirmed_at
-    assert db.session.get(DsaStatement, statement_id).notice_proposal_id == notice.id
     restriction_approval = db.session.scalar(select(ActionApproval).where(ActionApproval.proposal_id == removal.id))
     [granted] = db.session.scalars(select(ActionApproval).where(ActionApproval.proposal_id == notice.id)).all()
     assert (granted.payload_digest, granted.approver_id) == (notice.payload_digest, restriction_approval.approver_id)
@@ -57,7 +57,7 @@ def test_dsa4_notice_is_delivered_once_after_the_restriction_under_its_approval(
     assert delivered["text"] == notice.payload["text"]
     assert [e["effect"] for e in platform.state.effects] == ["removed"]  # a notice changes no post
 
-    assert notify(removal.id, statement_id) == notice.id  # exactly once
+    assert notify(removal.id) == notice.id  # exactly once
     db.session.rollback()
     run_worker(app)
     assert notices_count() == 1 and len(platform.state.notices) == 1
@@ -80,16 +80,16 @@ def test_dsa4_no_notice_component_configured_sends_nothing(app, world, platform)
     a restriction's statement queues no notice."""
     set_dsa_settings(world.installation_id, {**DEMO_DSA_SETTINGS, "notice_component": None})
     removal = applied_removal(world, platform)
-    statement_id = statement_for(removal, language="en")
-    assert notify(removal.id, statement_id) is None
+    assert statement_of(removal) is not None and queued_notice(removal) is None
+    assert notify(removal.id) is None
     definition_id = db.session.scalar(select(ComponentDefinition.id).where(ComponentDefinition.slug == "notify_user"))
     set_row(ComponentDefinition, definition_id, status="retired")
-    assert notify(removal.id, statement_id, settings_from_json(DEMO_DSA_SETTINGS)) is None
+    assert notify(removal.id, settings_from_json(DEMO_DSA_SETTINGS)) is None
     db.session.rollback()
     run_worker(app)
     assert notices_count() == 0 and platform.state.notices == []
     db.session.rollback()
-    assert db.session.get(DsaStatement, statement_id).notice_proposal_id is None
+    assert statement_of(removal).notice_proposal_id is None
     assert notice_of(db.session, removal) is None
 
 
@@ -98,7 +98,7 @@ def test_dsa4_notice_reaches_the_user_on_a_case_closed_after_the_restriction(app
     appealed) after the restriction applied still gets its notice delivered."""
     set_dsa_settings(world.installation_id)
     removal = applied_removal(world, platform)
-    notice_id = notify(removal.id, statement_for(removal, language="en"))
+    notice_id = queued_notice(removal).id
     set_row(Report, removal.report_id, state="closed")
     db.session.rollback()
     run_worker(app)
@@ -112,11 +112,13 @@ def test_dsa4_bounded_automation_notice_runs_under_the_same_automation(app, plat
     restriction's authority and approval mode, no approval row, and is delivered."""
     world = make_world(platform.url, approval_mode="bounded_auto", slug="auto")
     platform.configure_for(world)
-    set_dsa_settings(world.installation_id)
+    # the report carries no language: the notice is in the settings' default, here German
+    set_dsa_settings(world.installation_id, {**DEMO_DSA_SETTINGS, "default_language": "de"})
     removal = decide_report(world)
     assert deliver(removal.id).state == "applied"
     removal = reload(removal)
-    notice_id = notify(removal.id, statement_for(removal, language="de"))
+    notice_id = queued_notice(removal).id
+    assert notify(removal.id) == notice_id
     notice = db.session.get(ActionProposal, notice_id)
     assert (notice.approval_mode, notice.authority_mode) == (removal.approval_mode, removal.authority_mode)
     assert notice.approval_policy["notice"]["authorized_by_approval_id"] is None

@@ -9,15 +9,15 @@ import html
 from app.extensions import db
 from app.models import ActionProposal
 from tests.builders import login, run_worker, set_dsa_settings
-from tests.dsa_notice_steps import applied_removal, notify, statement_for
+from tests.dsa_notice_steps import applied_removal, queued_notice
 
 
 def test_dsa4_the_restriction_page_shows_its_notice_and_state(app, client, world, platform):
     """DSA-4: language in words, subject, the text in a closed <details>, a link to the
     notice's own proposal with its state once delivered; the notice page links back."""
     set_dsa_settings(world.installation_id)
-    removal = applied_removal(world, platform)
-    notice_id = notify(removal.id, statement_for(removal, language="de"))
+    removal = applied_removal(world, platform, language="de")
+    notice_id = queued_notice(removal).id  # queued when the takedown applied
     db.session.rollback()
     run_worker(app)
     notice = db.session.get(ActionProposal, notice_id)

@@ -26,8 +26,9 @@ from .test_admin import admin, assert_refused, audits, post, text
 
 
 def console_document() -> dict:
-    """The demo's settings as an admin of the test world can propose them: the world
-    has no notify_user component (DSA-4's lane), and statements go to its connection."""
+    """The demo's settings as an admin of the test world can propose them: no notice
+    component (affected users get no notice from the console; the demo seed's test
+    shows the notify_user one), and statements go to the world's connection."""
     document = copy.deepcopy(DEMO_DSA_SETTINGS)
     document.update(notice_component=None, tdb_connection="demo-platform-api")
     return document
@@ -136,9 +137,9 @@ def _document(**changes) -> dict:
              "restrictions.nowhere: no component has this slug."],
         ),
         (
-            _document(notice_component="notify_user", tdb_connection="tdb", default_language="de",
+            _document(notice_component="notify_nobody", tdb_connection="tdb", default_language="de",
                       notice_languages=["en"]),
-            ["notice_component: no component has the slug notify_user.", "default_language: must be one of",
+            ["notice_component: no component has the slug notify_nobody.", "default_language: must be one of",
              "tdb_connection: no connection has the slug tdb."],
         ),
         (
@@ -197,10 +198,10 @@ def test_dsa1_the_cli_proposes_the_same_change(app, runner, world, tmp_path):
     assert result.exit_code == 0, result.output
     [change] = pending_changes()
     assert change.kind == "dsa.settings" and change.digest in result.output and versions() == []
-    path.write_text(json.dumps(_document(notice_component="notify_user", tdb_connection="tdb")))
+    path.write_text(json.dumps(_document(notice_component="notify_nobody", tdb_connection="tdb")))
     bad = runner.invoke(args=args)
     assert bad.exit_code == 1 and "dsa_settings_invalid" in bad.output
-    assert "no component has the slug notify_user" in bad.output and "no connection has the slug tdb" in bad.output
+    assert "no component has the slug notify_nobody" in bad.output and "no connection has the slug tdb" in bad.output
     missing = runner.invoke(args=["dsa-settings", "--file", str(tmp_path / "none.json"), "--installation", "demo",
                                   "--proposer", "admin@example.com"])
     assert missing.exit_code == 1 and "dsa_settings_unreadable" in missing.output
@@ -245,6 +246,6 @@ def test_dsa1_the_demo_seed_puts_the_demo_settings_in_force(app, client, platfor
     assert json.loads(seeded.details_json)["dsa_settings_version_id"] == version.id
     admin(client)
     page = html.unescape(text(client.get("/admin/dsa")))
-    assert "On: restricting actions get statements of reasons" in page and "Notify user" in page
+    assert "On: restricting actions get statements of reasons" in page and "Tell the user why (statement of reasons)" in page
     other = make_world(platform.url, slug="other")
     assert not current_settings(db.session, other.installation_id).enabled and len(versions()) == 1

@@ -14,7 +14,8 @@ from app.models import ActionReceiptRecord, ConnectionAttempt, DsaStatement, new
 from app.services.dsa.sweep import submit_due_statements
 from app.services.uow import Actor, unit_of_work
 
-from ..builders import add_reports, approve, decide_report, login, run_worker
+from ..builders import add_reports, approve, decide_report, login, run_worker, set_dsa_settings
+from ..dsa_notice_steps import applied_removal, queued_notice
 from ..services.test_dsa_submission import pending_statements
 from ..services.test_dsa_sweep import tdb_connection
 
@@ -110,7 +111,8 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
     # and what the reviewer approves: the decision, its maker and the delivery (FOUR-5)
     # and the navigation's inbox count (POL-7; not on the live fragment), the votes and
     # their approvers (POL-1..3; one query each, the live panel reads the votes too),
-    # the subject's protected mark (POL-4), its statement of reasons (DSA-3; not on the live fragment)
+    # the subject's protected mark (POL-4), its statement of reasons (DSA-3; read once, the
+    # DSA-4 notice panel shows the same row; not on the live fragment)
     assert (small, live_small) == (25, 13)
 
 
@@ -238,3 +240,19 @@ def test_review_pages_stay_fixed_as_subject_history_grows(app, client, world):
     grow_subject_history(world, grow_subject_history_more)
     assert {url: queries_for(app, client, url) for url in urls} == after == before
     assert max(before.values()) <= 40
+
+
+def test_dsa4_a_restrictions_page_reads_its_statement_once(app, client, world, platform):
+    """DSA-3, DSA-4: an applied takedown with its statement of reasons and notice: the
+    page reads the statement once (the statement panel and the notice panel share the
+    row) and the notice's proposal once."""
+    set_dsa_settings(world.installation_id)
+    removal = applied_removal(world, platform)
+    assert queued_notice(removal) is not None
+    login(client, "reviewer@example.com")
+    db.session.remove()
+    with counting(app) as statements:
+        page = client.get(f"/proposals/{removal.id}").get_data(as_text=True)
+    assert 'id="dsa-notice"' in page
+    from_statements = [s for s in statements if "FROM dsa_statements" in s]
+    assert len(from_statements) == 1, from_statements

@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
-
 from app.domain.dsa_notice import LANGUAGE_NAMES
 from app.domain.proposal.notice_action import NOTICE_CREATOR_PREFIX
 from app.extensions import db
@@ -39,12 +37,14 @@ class NoticeView:
     confirmed_at: datetime | None
 
 
-def restriction_notice(proposal: ActionProposal) -> NoticeView | None:
-    """The notice of `proposal` when it is a restriction with a statement of reasons
-    (DSA-4); None otherwise. Two indexed reads."""
-    statement = db.session.scalar(
-        select(DsaStatement).where(DsaStatement.proposal_id == proposal.id).limit(1)
-    )
+def restriction_notice(statement: DsaStatement | None) -> NoticeView | None:
+    """The notice of a restriction whose statement of reasons is `statement` (DSA-4),
+    the row the page already read (`read.dsa_statements.statement_of`); None when the
+    proposal has no statement. One indexed read (the notice's proposal).
+
+    Args:
+        statement: the proposal's statement of reasons, or None.
+    """
     if statement is None:
         return None
     notice = db.session.get(ActionProposal, statement.notice_proposal_id) if statement.notice_proposal_id else None

@@ -168,7 +168,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         poll_seconds=current_app.config["CONSOLE_POLL_SECONDS"],
         approving=approving([p], label) if detail.offers.decide.shown else {},  # FOUR-5
         irreversible=irreversible_note(p) if detail.offers.decide.shown else None,  # POL-5
-        dsa_notice=restriction_notice(p),  # DSA-4
+        dsa_notice=restriction_notice(statement),  # DSA-4
         dsa_noticed_restriction=noticed_restriction(p),
     ), status
 
