@@ -1,0 +1,356 @@
+"""Break-it pass on issue 28 (DSA-3): a misbehaving Transparency Database.
+
+Each test is an attack against the real submitter (`app.services.dsa.submission`),
+the real database rows and a scripted database on loopback (`Scripted`): it answers
+what the test tells it to, records what it received, and, when the test has not
+scripted an answer, behaves as the documented database (`tests/tdb_server.py`).
+The promise under attack: a statement is never lost nor created twice, the
+submitter never raises out of the sweep, and the rows stay consistent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from sqlalchemy import select
+from werkzeug.wrappers import Request, Response
+
+from app.domain.dsa_answers import read_batch_answer
+from app.extensions import db
+from app.models import DsaStatement
+from app.services.dsa.sweep import MAX_HOLD_SECONDS, hold_of, submit_installation
+from app.services.dsa.submission import TdbEndpoint, submit_pending
+from tests.services.test_dsa_submission import pending_statements, states
+from tests.tdb_server import TransparencyDatabase
+
+
+class Scripted(TransparencyDatabase):
+    """The documented database, except for the answers queued in `script`: each
+    is (status, body bytes, headers) or a callable(request, puids) -> Response."""
+
+    def __init__(self):
+        super().__init__()
+        self.script: list = []
+        self.received: list[list[str]] = []
+        self.release = threading.Event()
+
+    def answer(self, request: Request) -> Response:
+        if request.path.endswith("/statements"):
+            payload = json.loads(request.get_data() or b"{}")
+            puids = [s.get("puid") for s in payload.get("statements", [])]
+            self.received.append(puids)
+            if self.script:
+                step = self.script.pop(0)
+                if callable(step):
+                    return step(request, puids)
+                status, body, headers = step
+                return Response(body, status, headers or {}, mimetype="application/json")
+        return super().answer(request)
+
+
+@pytest.fixture
+def bad_tdb():
+    server = Scripted().start()
+    yield server
+    server.release.set()
+    server.close()
+
+
+def _endpoint(server, **changes) -> TdbEndpoint:
+    return TdbEndpoint(base_url=server.base_url, token="tdb-token", rate_limit_per_second=None, **changes)
+
+
+def _rows() -> list[DsaStatement]:
+    db.session.rollback()
+    return list(db.session.scalars(select(DsaStatement).order_by(DsaStatement.created_at)))
+
+
+def _eventually_all_submitted_once(world, server, puids):
+    """The next runs, against the honest database, leave every statement submitted
+    and each created exactly once."""
+    for _ in range(3):
+        submit_pending(world.installation_id, _endpoint(server))
+    assert set(states().values()) == {"submitted"}
+    assert set(server.statements) == set(puids)
+    created = [p for call in server.batches() if call.status == 201 for p in call.puids]
+    assert sorted(created) == sorted(set(created)), "a statement was created twice"
+
+
+# -- 201 with a missing or garbage body ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"not json", b"[1,2]", b'{"statements": "x"}', b'{"statements": [1, null, "x"]}'],
+    ids=["empty", "not-json", "list", "string", "junk-items"],
+)
+def test_dsa3_a_201_with_a_garbage_body_counts_as_created_once(app, world, bad_tdb, body):
+    """DSA-3 attack: the database answers 201 with a body that names nothing. The
+    batch endpoint is all-or-nothing, so every statement is submitted (no uuid), and
+    none is sent again."""
+    puids = pending_statements(world, 3)
+    bad_tdb.script.append((201, body, None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert (run.submitted, run.error) == (3, None)
+    assert {r.state for r in _rows()} == {"submitted"} and {r.tdb_uuid for r in _rows()} == {None}
+    assert submit_pending(world.installation_id, _endpoint(bad_tdb)).batches == 0
+    assert bad_tdb.received == [puids]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [{"puid": ["a", "list"]}, {"puid": {"a": 1}}],
+    ids=["puid-list", "puid-object"],
+)
+def test_dsa3_a_201_whose_items_carry_unhashable_puids_does_not_crash(app, world, bad_tdb, item):
+    """DSA-3 attack: a 201 whose items' ``puid`` is a list or an object. Found:
+    ``item.get("puid") in sent`` raised TypeError (unhashable) out of the submitter,
+    leaving the batch claimed and the sweep failed. Fixed: such items are ignored."""
+    pending_statements(world, 2)
+    bad_tdb.script.append((201, json.dumps({"statements": [item]}).encode(), None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert run.submitted == 2
+    assert {r.state for r in _rows()} == {"submitted"}
+
+
+@pytest.mark.parametrize(
+    "uuid_value",
+    ["u" * 5000, {"nested": True}, ["x"], 12345],
+    ids=["huge-string", "object", "list", "number"],
+)
+def test_dsa3_a_201_with_a_garbage_uuid_is_recorded_without_it(app, world, bad_tdb, uuid_value):
+    """DSA-3 attack: a 201 whose ``uuid`` is 5,000 characters (the column holds 100),
+    an object, a list or a number. Found: the write failed (PostgreSQL: value too
+    long; both: cannot bind an object), the submitter raised and the batch stayed
+    claimed. Fixed: a uuid that is not a short string is not kept."""
+    puids = pending_statements(world, 2)
+    items = [{"puid": p, "uuid": uuid_value} for p in puids]
+    bad_tdb.script.append((201, json.dumps({"statements": items}).encode(), None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert run.submitted == 2
+    rows = _rows()
+    assert {r.state for r in rows} == {"submitted"} and {r.tdb_uuid for r in rows} == {None}
+    assert all(r.claim_token is None for r in rows)
+
+
+# -- 422 statement_N out of range, negative, non-numeric ---------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["statement_7", "statement_-1", "statement_x", "statement_", "statement_1.0", "statement_²", "statement_١"],
+    ids=["out-of-range", "negative", "word", "empty", "decimal", "superscript", "arabic-indic"],
+)
+def test_dsa3_a_422_naming_a_statement_not_in_the_batch_dead_letters_nothing(app, world, bad_tdb, key):
+    """DSA-3 attack: a 422 whose ``statement_N`` is out of range, negative, not a
+    number or a Unicode digit. Found: ``statement_²`` passed `str.isdigit` and
+    `int('²')` raised ValueError out of the submitter. Fixed: only ASCII decimal
+    positions name a statement. Nothing is dead-lettered; the batch waits and is then
+    created once."""
+    puids = pending_statements(world, 3)
+    body = {"errors": {key: {"content_date": ["The content date field is required."]}}}
+    bad_tdb.script.append((422, json.dumps(body).encode(), None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert (run.dead_lettered, run.submitted, run.error) == (0, 0, "tdb_batch_refused")
+    assert {r.state for r in _rows()} == {"pending"} and all(r.claim_token is None for r in _rows())
+    _eventually_all_submitted_once(world, bad_tdb, puids)
+
+
+def test_dsa3_a_422_with_a_huge_error_keeps_the_dead_letter(app, world, bad_tdb):
+    """DSA-3 attack: a 422 for statement_0 whose error is 200 KB. The dead letter is
+    kept with its error (a text column); the other statement is resent and created."""
+    puids = pending_statements(world, 2)
+    body = {"errors": {"statement_0": {"decision_facts": ["x" * 200_000]}}}
+    bad_tdb.script.append((422, json.dumps(body).encode(), None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert (run.dead_lettered, run.submitted) == (1, 1)
+    assert [r.state for r in _rows()] == ["dead_letter", "submitted"]
+    assert set(bad_tdb.statements) == {puids[1]}
+
+
+# -- existing_puids naming puids not sent ---------------------------------------------
+
+
+def test_dsa3_existing_puids_naming_puids_not_sent_submits_only_those_sent(app, world, bad_tdb):
+    """DSA-3 attack: ``existing_puids`` lists puids of another batch, of another
+    installation and one of ours. Only ours is recorded as submitted; the rest are
+    resent and created once."""
+    puids = pending_statements(world, 3)
+    body = {"errors": {"existing_puids": [puids[0], "someone-else", "other-install-123"]}}
+    bad_tdb.statements[puids[0]] = bad_tdb._created({"puid": puids[0]})
+    bad_tdb.script.append((422, json.dumps(body).encode(), None))
+    submit_pending(world.installation_id, _endpoint(bad_tdb), max_batches=1)
+    by_puid = {r.puid: r.state for r in _rows()}
+    assert by_puid == {puids[0]: "submitted", puids[1]: "pending", puids[2]: "pending"}
+    _eventually_all_submitted_once(world, bad_tdb, puids)
+
+
+@pytest.mark.parametrize(
+    "existing", [[["nested"]], [{"puid": "x"}], "a-string", {"a": 1}], ids=["lists", "objects", "string", "object"]
+)
+def test_dsa3_garbage_existing_puids_do_not_crash(app, world, bad_tdb, existing):
+    """DSA-3 attack: ``existing_puids`` made of lists or objects, or not a list.
+    Found: ``frozenset(existing)`` raised TypeError (unhashable) out of the
+    submitter. Fixed: only strings count. Nothing is submitted; the batch waits."""
+    pending_statements(world, 2)
+    body = {"errors": {"existing_puids": existing}}
+    bad_tdb.script.append((422, json.dumps(body).encode(), None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert run.submitted == 0 and run.retry_after is not None
+    assert {r.state for r in _rows()} == {"pending"} and all(r.claim_token is None for r in _rows())
+
+
+def test_dsa3_existing_puids_empty_after_the_intersection_waits(app, world, bad_tdb):
+    """DSA-3 attack: ``existing_puids`` names only puids not sent. Nothing is recorded,
+    and the run does not loop resending the batch: it stops and waits."""
+    pending_statements(world, 2)
+    body = json.dumps({"errors": {"existing_puids": ["nobody"]}}).encode()
+    bad_tdb.script.extend([(422, body, None)] * 30)
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb), max_batches=30)
+    assert run.batches <= 2, f"the run resent the same batch {run.batches} times"
+    assert {r.state for r in _rows()} == {"pending"}
+
+
+# -- 429 without Retry-After, with a huge one; 5xx -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "headers, expected",
+    [(None, 15.0), ({"Retry-After": "soon"}, 15.0), ({"Retry-After": "99999999999"}, MAX_HOLD_SECONDS)],
+    ids=["missing", "garbage", "huge"],
+)
+def test_dsa3_a_429_holds_the_installation_for_a_bounded_time(app, world, bad_tdb, headers, expected):
+    """DSA-3 attack: a 429 without Retry-After, with a garbage one, with a huge one.
+    The run stops, statements stay pending and unclaimed, and the hold is bounded
+    (default 15 s; at most an hour)."""
+    pending_statements(world, 2)
+    _tdb_connection(world, bad_tdb)
+    bad_tdb.script.append((429, b"Limit Reached", headers))
+    run = submit_installation(world.installation_id)
+    assert run is not None and run.error == "tdb_rate_limited"
+    held = hold_of(world.installation_id)
+    assert held is not None
+    assert 0 < held.until - time.time() <= expected + 1
+    assert {r.state for r in _rows()} == {"pending"} and all(r.claim_token is None for r in _rows())
+
+
+def _tdb_connection(world, server) -> None:
+    """Put DSA settings in force whose Transparency Database connection points at
+    `server` (`tests/services/test_dsa_sweep.tdb_connection`)."""
+    from tests.services.test_dsa_sweep import tdb_connection
+
+    tdb_connection(world, server)
+
+
+# -- a redirect, a huge body, a hanging answer --------------------------------------------
+
+
+def test_dsa3_a_redirect_to_another_host_is_not_followed(app, world, bad_tdb):
+    """DSA-3 attack: the database answers 307 to another host. Egress follows no
+    redirect: nothing goes elsewhere, the statements stay pending and are created
+    once later."""
+    other = Scripted().start()
+    try:
+        puids = pending_statements(world, 2)
+        bad_tdb.script.append((307, b"", {"Location": other.base_url + "/statements"}))
+        run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+        assert run.submitted == 0 and run.retry_after is not None
+        assert other.received == [] and {r.state for r in _rows()} == {"pending"}
+        _eventually_all_submitted_once(world, bad_tdb, puids)
+    finally:
+        other.close()
+
+
+def test_dsa3_a_huge_422_body_is_not_read_and_nothing_is_lost(app, world, bad_tdb):
+    """DSA-3 attack: a 422 whose body is larger than egress reads. Nothing is
+    dead-lettered or submitted on an unread answer; the batch waits."""
+    pending_statements(world, 2)
+    big = app.config["EGRESS_MAX_RESPONSE_BYTES"] + 10
+    bad_tdb.script.append((422, b'{"errors": {"statement_0": {"x": ["' + b"y" * big + b'"]}}}', None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert (run.submitted, run.dead_lettered) == (0, 0) and run.retry_after is not None
+    assert {r.state for r in _rows()} == {"pending"} and all(r.claim_token is None for r in _rows())
+
+
+def test_dsa3_a_hanging_answer_times_out_and_is_resent_once_created(app, world, bad_tdb):
+    """DSA-3 attack: the database creates the statements and then never answers
+    (until the test ends). The run gives up after the connection's timeout, the
+    statements stay pending, and the next run's resend is refused as existing
+    puids: submitted, created once."""
+    puids = pending_statements(world, 2)
+
+    def create_then_hang(request, sent):
+        for puid in sent:
+            bad_tdb.statements[puid] = bad_tdb._created({"puid": puid})
+        bad_tdb.release.wait(30)
+        return Response(b"{}", 201)
+
+    bad_tdb.script.append(create_then_hang)
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb, timeout_seconds=0.5))
+    assert (run.submitted, run.error) == (0, "tdb_unavailable")
+    assert {r.state for r in _rows()} == {"pending"} and all(r.claim_token is None for r in _rows())
+    again = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert (again.submitted, again.answers) == (2, [422])
+    assert set(bad_tdb.statements) == set(puids) and {r.state for r in _rows()} == {"submitted"}
+
+
+# -- the sweep, and two submitters at once ----------------------------------------------
+
+
+def test_dsa3_two_submitters_at_once_send_each_statement_once(app, world, bad_tdb):
+    """DSA-3 attack: two submitters run at the same moment (the first one's request
+    is held open until the second has claimed). Each statement is sent by one of
+    them only and created once."""
+    puids = pending_statements(world, 4)
+    arrived = threading.Event()
+
+    def hold_first(request, sent):
+        arrived.set()
+        bad_tdb.release.wait(10)
+        return bad_tdb._store_many(request)
+
+    bad_tdb.script.append(hold_first)
+    results = {}
+
+    def first():
+        with app.app_context():
+            results["first"] = submit_pending(world.installation_id, _endpoint(bad_tdb), batch_size=2)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert arrived.wait(10)
+    results["second"] = submit_pending(world.installation_id, _endpoint(bad_tdb), batch_size=2)
+    bad_tdb.release.set()
+    thread.join(20)
+    sent = [p for batch in bad_tdb.received for p in batch]
+    assert sorted(sent) == sorted(puids), "a statement was sent by both submitters"
+    assert set(bad_tdb.statements) == set(puids)
+    assert results["first"].submitted + results["second"].submitted == 4
+    assert {r.state for r in _rows()} == {"submitted"}
+
+
+def test_dsa3_a_poisoned_answer_does_not_stop_the_sweep(app, world, bad_tdb):
+    """DSA-3 attack: whatever the database answers, `submit_installation` returns
+    (the sweep's other steps run): read_batch_answer never raises on any JSON shape."""
+    shapes = [
+        {"errors": {"statement_²": {}}},
+        {"errors": {"existing_puids": [[1]]}},
+        {"errors": {"statement_0": None, "existing_puids": None}},
+        {"errors": [1, 2]},
+        {"statements": [{"puid": {"x": 1}, "uuid": []}]},
+        {"statements": {"puid": "x"}},
+        None,
+        "string",
+        12,
+    ]
+    for status in (201, 422):
+        for shape in shapes:
+            read_batch_answer(["a", "b"], status, json.dumps(shape).encode())
+    pending_statements(world, 1)
+    _tdb_connection(world, bad_tdb)
+    bad_tdb.script.append((422, json.dumps({"errors": {"statement_²": {}}}).encode(), None))
+    run = submit_installation(world.installation_id)
+    assert run is not None and run.submitted == 0
