@@ -354,3 +354,38 @@ def test_dsa3_a_poisoned_answer_does_not_stop_the_sweep(app, world, bad_tdb):
     bad_tdb.script.append((422, json.dumps({"errors": {"statement_²": {}}}).encode(), None))
     run = submit_installation(world.installation_id)
     assert run is not None and run.submitted == 0
+
+
+# -- an insider: a restriction applied through another path ----------------------------
+
+
+def test_dsa2_a_restriction_applied_as_a_compensation_gets_its_statement(app, world):
+    """DSA-2 attack: after a takedown applied, a reviewer proposes its "compensation"
+    with the restricting ``takedown`` component on another post, and an admin
+    approves it. Found: a compensation was never a restriction to
+    `statements._restricts`, so a takedown applied this way had no statement of
+    reasons and no notice. Fixed: a compensation whose component declares a
+    restriction is one (appeal corrections and temporary reversals still are not)."""
+    from app.models import ActionProposal
+    from app.services.lifecycle.compensation import propose_compensation
+    from tests.builders import approve, decide_report, reload, run_worker, set_dsa_settings
+    from tests.services.test_dsa_statements_built import applied_through_the_worker
+
+    set_dsa_settings(world.installation_id)
+    applied = applied_through_the_worker(app, world, decide_report(world))
+    result = propose_compensation(
+        applied.id,
+        component_version_id=world.components["takedown"],
+        action_code="takedown",
+        target=dict(applied.target),
+        payload=dict(applied.payload),
+        idempotency_key="sneak-a-takedown",
+        operator=world.user("reviewer"),
+    )
+    sneaked = db.session.get(ActionProposal, result.proposal_id)
+    approve(world, sneaked, reviewer="admin")
+    run_worker(app)
+    assert reload(sneaked).state == "applied"
+    statements = {r.proposal_id: r for r in _rows()}
+    assert set(statements) == {applied.id, sneaked.id}, "a takedown applied without its statement of reasons"
+    assert statements[sneaked.id].statement["decision_visibility"] == ["DECISION_VISIBILITY_CONTENT_REMOVED"]
