@@ -389,3 +389,69 @@ def test_dsa2_a_restriction_applied_as_a_compensation_gets_its_statement(app, wo
     statements = {r.proposal_id: r for r in _rows()}
     assert set(statements) == {applied.id, sneaked.id}, "a takedown applied without its statement of reasons"
     assert statements[sneaked.id].statement["decision_visibility"] == ["DECISION_VISIBILITY_CONTENT_REMOVED"]
+
+
+# -- an insider: one admin alone ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"base_url": "/api/v1/../../elsewhere", "timeout_seconds": 30},  # same host, another path
+        {"timeout_seconds": 120, "rate_limit_per_second": "10000"},  # only how it is sent
+        {"bearer_token_action": "set", "bearer_token": "another-platforms-token"},
+    ],
+    ids=["path", "timeout-and-rate", "token"],
+)
+def test_dsa3_one_admin_cannot_change_where_statements_go(app, world, bad_tdb, change):
+    """DSA-3, FOUR-4 attack: one admin edits the Transparency Database connection (its
+    path on the same host, only its timeout and rate limit, its token). Each is a
+    pending change that the same admin cannot approve; until a second admin does, the
+    endpoint the submitter uses is the one in force."""
+    from app.domain.errors import ApiError
+    from app.models import Connection
+    from app.services.admin.changes import PendingChange
+    from app.services.admin.connection_settings import ConnectionSettings
+    from app.services.admin.reviews import approve_change
+    from app.services.dsa.connection import endpoint_status
+    from app.services.dsa.settings import current_settings
+    from tests.builders import make_operator
+
+    _tdb_connection(world, bad_tdb)
+    connection = db.session.scalar(select(Connection).where(Connection.slug == "tdb"))
+    before = endpoint_status(db.session, world.installation_id, current_settings(db.session, world.installation_id))
+    fields = {"base_url": bad_tdb.base_url, "allowed_hosts": "127.0.0.1", "bearer_token_action": "keep", **change}
+    if fields["base_url"].startswith("/"):
+        fields["base_url"] = bad_tdb.url + fields["base_url"]
+    from app.services.admin.connections import create_connection_version
+
+    admin = make_operator(world.installation_id, "admin")
+    pending = create_connection_version(admin, connection.id, ConnectionSettings(**fields))
+    assert isinstance(pending, PendingChange)
+    with pytest.raises(ApiError) as refused:
+        approve_change(admin, pending.change_id, pending.digest)
+    assert refused.value.code == "maker_checker_violation"
+    db.session.rollback()
+    after = endpoint_status(db.session, world.installation_id, current_settings(db.session, world.installation_id))
+    assert after.endpoint == before.endpoint
+
+
+def test_dsa1_one_admin_cannot_put_dsa_settings_in_force(app, world):
+    """DSA-1, FOUR-4 attack: one admin proposes settings that change what statements
+    say (DSA on, another complaint window) and approves them alone: refused
+    (``maker_checker_violation``); the settings in force are unchanged."""
+    from app.demo_dsa import DEMO_DSA_SETTINGS
+    from app.domain.errors import ApiError
+    from app.services.admin.dsa_config import propose_settings, settings_in_force
+    from app.services.admin.reviews import approve_change
+    from tests.builders import make_operator
+
+    before = settings_in_force(world.installation_id)
+    admin = make_operator(world.installation_id, "admin")
+    pending = propose_settings(admin, {**DEMO_DSA_SETTINGS, "complaint_window_days": 200})
+    assert pending is not None
+    with pytest.raises(ApiError) as refused:
+        approve_change(admin, pending.change_id, pending.digest)
+    assert refused.value.code == "maker_checker_violation"
+    db.session.rollback()
+    assert settings_in_force(world.installation_id) == before
