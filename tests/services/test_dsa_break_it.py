@@ -455,3 +455,92 @@ def test_dsa1_one_admin_cannot_put_dsa_settings_in_force(app, world):
     assert refused.value.code == "maker_checker_violation"
     db.session.rollback()
     assert settings_in_force(world.installation_id) == before
+
+
+# -- a misbehaving platform for the notify_user action ---------------------------------------
+
+
+def _applied_with_notice(world, platform):
+    """A takedown decided, approved and delivered with DSA on: applied, its statement
+    built and its notice proposal queued in the same transaction (DSA-2, DSA-4)."""
+    from app.services.dsa.notices import notice_of
+    from app.services.lifecycle.dispatch import deliver
+    from tests.builders import approve, decide_report, set_dsa_settings
+
+    set_dsa_settings(world.installation_id)
+    removal = decide_report(world)
+    approve(world, removal)
+    assert deliver(removal.id).state == "applied"
+    db.session.rollback()
+    notice = notice_of(db.session, db.session.get(type(removal), removal.id))
+    assert notice is not None
+    return removal, notice
+
+
+def test_dsa4_a_platform_refusing_the_notice_then_taking_it_gets_it_once(app, world, platform):
+    """DSA-4 attack: the platform answers 503 to the notice, then takes it; the worker
+    retries once due. The user is notified once; the restriction and its statement are
+    untouched; the notice is the same proposal (none created again)."""
+    from app.models import ActionProposal
+    from app.services.lifecycle.dispatch import deliver
+    from tests.builders import make_due, pass_connection_waits, reload
+
+    removal, notice = _applied_with_notice(world, platform)
+    platform.state.configure(fail_next=1, fail_status=503)
+    deliver(notice.id)
+    assert reload(notice).state != "applied" and platform.state.notices == []
+    make_due(notice)
+    pass_connection_waits()
+    assert deliver(notice.id).state == "applied"
+    deliver(notice.id)  # delivered again: answered from its receipt, nothing new
+    assert len(platform.state.notices) == 1
+    assert reload(removal).state == "applied" and [r.state for r in _rows()] == ["pending"]
+    db.session.rollback()
+    kinds = db.session.scalars(select(ActionProposal.operation_id).where(ActionProposal.run_id == removal.run_id))
+    assert sum(1 for op in kinds if op.startswith("notice:")) == 1
+
+
+def test_dsa4_a_platform_refusing_the_notice_for_good_loses_no_statement(app, world, platform):
+    """DSA-4 attack: the platform refuses the notice with a 400 (terminal). The notice
+    fails, visibly; the restriction stays applied and its statement stays pending for
+    the Transparency Database (a failed notice never takes the statement with it)."""
+    from app.services.lifecycle.dispatch import deliver
+    from tests.builders import reload
+
+    removal, notice = _applied_with_notice(world, platform)
+    platform.state.configure(fail_next=1, fail_status=400)
+    deliver(notice.id)
+    assert reload(notice).state == "failed" and platform.state.notices == []
+    assert reload(removal).state == "applied"
+    [row] = _rows()
+    assert (row.state, row.notice_proposal_id) == ("pending", notice.id)
+
+
+def test_dsa4_a_platform_confirming_the_restriction_twice_makes_one_statement_and_one_notice(app, world, platform):
+    """DSA-2, DSA-4 attack: the platform accepts the takedown, then confirms it applied
+    twice through the result API (the second a replay). One statement, one notice
+    proposal, one notice delivered; the replay changes nothing."""
+    from app.models import ActionProposal
+    from app.services.dsa.notices import notice_of
+    from app.services.lifecycle.dispatch import deliver
+    from app.services.lifecycle.receipt_intake import accept_async_result
+    from tests.builders import approve, decide_report, reload, set_dsa_settings
+
+    set_dsa_settings(world.installation_id)
+    removal = decide_report(world)
+    approve(world, removal)
+    platform.state.configure(mode="async", console_url=None)
+    assert deliver(removal.id).state == "queued"  # accepted, waiting for the platform
+    row = reload(removal)
+    result = {"action_id": row.id, "operation_id": row.operation_id, "payload_digest": row.payload_digest,
+              "status": "applied"}  # fmt: skip
+    first = accept_async_result(result, world.integration_id)
+    second = accept_async_result(result, world.integration_id)
+    assert (first.state, first.idempotent_replay, second.idempotent_replay) == ("applied", False, True)
+    assert len(_rows()) == 1
+    notice = notice_of(db.session, db.session.get(ActionProposal, removal.id))
+    platform.state.configure(mode="sync")
+    assert deliver(notice.id).state == "applied"
+    notices = db.session.scalars(select(ActionProposal.operation_id).where(ActionProposal.run_id == removal.run_id))
+    assert sum(1 for op in notices if op.startswith("notice:")) == 1
+    assert len(platform.state.notices) == 1
