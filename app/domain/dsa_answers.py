@@ -22,6 +22,7 @@ From the public repository ``digital-services-act/transparency-database``
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -84,13 +85,13 @@ def _json(body: bytes | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-UUID_MAX = 100  # DsaStatement.tdb_uuid's length
+UUID_TEXT = re.compile(r"[A-Za-z0-9-]{1,100}")  # a uuid's letters; DsaStatement.tdb_uuid holds 100
 
 
 def _uuid(value) -> str | None:
     """The database's id when it is a short string, else None (a garbage id is not
     kept: it could not be written, and it is only informative)."""
-    return value if isinstance(value, str) and 0 < len(value) <= UUID_MAX else None
+    return value if isinstance(value, str) and UUID_TEXT.fullmatch(value) else None
 
 
 def read_batch_answer(
@@ -111,7 +112,12 @@ def read_batch_answer(
         puids strings, uuids short strings (else ignored).
     """
     everyone = tuple(puids)
-    if status is not None and 200 <= status < 300:
+    if status is not None and 200 <= status < 300 and status != 201:
+        # not the documented answer (a proxy's or a maintenance page's 200, a 202, a 204):
+        # nothing says the statements exist; resent later, a created one is then
+        # refused as an existing puid (submitted), never created twice
+        return BatchVerdict(resend=everyone, retry_after=retry_after, error="tdb_unexpected_answer")
+    if status == 201:
         sent = set(puids)
         items = _json(body).get("statements")
         created = {

@@ -118,14 +118,15 @@ def test_dsa3_a_201_whose_items_carry_unhashable_puids_does_not_crash(app, world
 
 @pytest.mark.parametrize(
     "uuid_value",
-    ["u" * 5000, {"nested": True}, ["x"], 12345],
-    ids=["huge-string", "object", "list", "number"],
+    ["u" * 5000, {"nested": True}, ["x"], 12345, "nul\u0000uuid", ""],
+    ids=["huge-string", "object", "list", "number", "nul", "empty"],
 )
 def test_dsa3_a_201_with_a_garbage_uuid_is_recorded_without_it(app, world, bad_tdb, uuid_value):
     """DSA-3 attack: a 201 whose ``uuid`` is 5,000 characters (the column holds 100),
-    an object, a list or a number. Found: the write failed (PostgreSQL: value too
-    long; both: cannot bind an object), the submitter raised and the batch stayed
-    claimed. Fixed: a uuid that is not a short string is not kept."""
+    an object, a list, a number, a string with a NUL, empty. Found: the write failed
+    (PostgreSQL: value too long, NUL in text; both: cannot bind an object), the
+    submitter raised and the batch stayed claimed. Fixed: only 1..100 letters, digits
+    and hyphens are kept as the uuid."""
     puids = pending_statements(world, 2)
     items = [{"puid": p, "uuid": uuid_value} for p in puids]
     bad_tdb.script.append((201, json.dumps({"statements": items}).encode(), None))
@@ -134,6 +135,24 @@ def test_dsa3_a_201_with_a_garbage_uuid_is_recorded_without_it(app, world, bad_t
     rows = _rows()
     assert {r.state for r in rows} == {"submitted"} and {r.tdb_uuid for r in rows} == {None}
     assert all(r.claim_token is None for r in rows)
+
+
+@pytest.mark.parametrize(
+    "status, body",
+    [(200, b"<html>Maintenance</html>"), (202, b""), (204, b"")],
+    ids=["200-maintenance-page", "202", "204"],
+)
+def test_dsa3_a_2xx_that_is_not_201_loses_no_statement(app, world, bad_tdb, status, body):
+    """DSA-3 attack: the database's host answers 200 with a maintenance page (or 202,
+    204) and creates nothing. Found: any 2xx marked every statement submitted, so
+    these were lost. Fixed: only the documented 201 means created; anything else is
+    resent after a wait and then created once."""
+    puids = pending_statements(world, 3)
+    bad_tdb.script.append((status, body, None))
+    run = submit_pending(world.installation_id, _endpoint(bad_tdb))
+    assert (run.submitted, run.error) == (0, "tdb_unexpected_answer") and run.retry_after is not None
+    assert {r.state for r in _rows()} == {"pending"} and all(r.claim_token is None for r in _rows())
+    _eventually_all_submitted_once(world, bad_tdb, puids)
 
 
 # -- 422 statement_N out of range, negative, non-numeric ---------------------------
