@@ -537,8 +537,9 @@ def test_dsa4_a_platform_refusing_the_notice_for_good_loses_no_statement(app, wo
 
 def test_dsa4_a_platform_confirming_the_restriction_twice_makes_one_statement_and_one_notice(app, world, platform):
     """DSA-2, DSA-4 attack: the platform accepts the takedown, then confirms it applied
-    twice through the result API (the second a replay). One statement, one notice
-    proposal, one notice delivered; the replay changes nothing."""
+    twice through the result API (the second a replay). While only accepted, no
+    statement and no notice exist; then one statement, one notice proposal, one
+    notice delivered; the replay changes nothing."""
     from app.models import ActionProposal
     from app.services.dsa.notices import notice_of
     from app.services.lifecycle.dispatch import deliver
@@ -551,6 +552,7 @@ def test_dsa4_a_platform_confirming_the_restriction_twice_makes_one_statement_an
     platform.state.configure(mode="async", console_url=None)
     assert deliver(removal.id).state == "queued"  # accepted, waiting for the platform
     row = reload(removal)
+    assert notice_of(db.session, row) is None and _rows() == []  # nothing before it applied
     result = {"action_id": row.id, "operation_id": row.operation_id, "payload_digest": row.payload_digest,
               "status": "applied"}  # fmt: skip
     first = accept_async_result(result, world.integration_id)
