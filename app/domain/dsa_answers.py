@@ -22,6 +22,7 @@ From the public repository ``digital-services-act/transparency-database``
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -84,6 +85,15 @@ def _json(body: bytes | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+UUID_TEXT = re.compile(r"[A-Za-z0-9-]{1,100}")  # a uuid's letters; DsaStatement.tdb_uuid holds 100
+
+
+def _uuid(value) -> str | None:
+    """The database's id when it is a short string, else None (a garbage id is not
+    kept: it could not be written, and it is only informative)."""
+    return value if isinstance(value, str) and UUID_TEXT.fullmatch(value) else None
+
+
 def read_batch_answer(
     puids: list[str], status: int | None, body: bytes | None, retry_after: float = 15.0
 ) -> BatchVerdict:
@@ -97,15 +107,23 @@ def read_batch_answer(
 
     Returns:
         The `BatchVerdict`. A ``422`` that names neither statements nor existing
-        puids (the call itself was refused) sends nothing again in this run.
+        puids of this batch (the call itself was refused) sends nothing again in
+        this run. Never raises, whatever the body: positions are ASCII decimals,
+        puids strings, uuids short strings (else ignored).
     """
     everyone = tuple(puids)
-    if status is not None and 200 <= status < 300:
+    if status is not None and 200 <= status < 300 and status != 201:
+        # not the documented answer (a proxy's or a maintenance page's 200, a 202, a 204):
+        # nothing says the statements exist; resent later, a created one is then
+        # refused as an existing puid (submitted), never created twice
+        return BatchVerdict(resend=everyone, retry_after=retry_after, error="tdb_unexpected_answer")
+    if status == 201:
         sent = set(puids)
+        items = _json(body).get("statements")
         created = {
-            item.get("puid"): item.get("uuid")
-            for item in _json(body).get("statements") or []
-            if isinstance(item, dict) and item.get("puid") in sent
+            item["puid"]: _uuid(item.get("uuid"))
+            for item in (items if isinstance(items, list) else [])
+            if isinstance(item, dict) and isinstance(item.get("puid"), str) and item["puid"] in sent
         }
         return BatchVerdict(created={puid: created.get(puid) for puid in puids})
     if status == 422:
@@ -114,13 +132,14 @@ def read_batch_answer(
         refused = {}
         for key, value in errors.items():
             index = key.removeprefix("statement_")
-            if key.startswith("statement_") and index.isdigit() and int(index) < len(puids):
+            # ASCII decimal positions only: "²" and "١" are digits to str.isdigit
+            if key.startswith("statement_") and index.isascii() and index.isdecimal() and int(index) < len(puids):
                 refused[puids[int(index)]] = value if isinstance(value, dict) else {"statement": value}
         if refused:
             return BatchVerdict(refused=refused, resend=tuple(p for p in puids if p not in refused))
         existing = errors.get("existing_puids")
-        if isinstance(existing, list) and existing:
-            found = frozenset(existing) & set(puids)
+        found = frozenset(p for p in existing if isinstance(p, str)) & set(puids) if isinstance(existing, list) else ()
+        if found:  # none of ours named: the answer says nothing of this batch; wait
             return BatchVerdict(existing=found, resend=tuple(p for p in puids if p not in found))
         return BatchVerdict(resend=everyone, retry_after=retry_after, error="tdb_batch_refused")
     if status == 429:

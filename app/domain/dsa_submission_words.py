@@ -17,6 +17,10 @@ SUBMISSION_WORDS: dict[str, str] = {
         "is corrected."
     ),
     "tdb_batch_refused": "The Transparency Database refused the request as a whole; the sweep tries again.",
+    "tdb_unexpected_answer": (
+        "The Transparency Database's address answered success without saying it created the statements (not "
+        "the documented 201); they are sent again after a wait, and counted once."
+    ),
     "tdb_existing_puid": (
         "The Transparency Database already held it (sent before; that answer was lost), so it counts as submitted."
     ),

@@ -27,9 +27,10 @@ from .records import action_record, component_slug, evidence_record, report_reco
 
 def _restricts(proposal: ActionProposal, slug: str | None, settings: DsaSettings) -> bool:
     """Whether an applied proposal is a restriction that needs a statement: its
-    component declares one, and it is not a correction, a reversal, a compensation or
-    the notice itself."""
-    if proposal.appeal_id or proposal.reverses_proposal_id or proposal.compensates_proposal_id:
+    component declares one, and it is not an appeal correction, a temporary
+    restriction's reversal or the notice itself. A compensation whose component
+    restricts is a restriction like any other (DSA-2)."""
+    if proposal.appeal_id or proposal.reverses_proposal_id:
         return False
     if slug is None or slug == settings.notice_component:
         return False
