@@ -86,9 +86,10 @@ def test_votes_that_no_longer_count_say_why(app, client, team, clock):
     assert _post(client, proposal, token, "peer-1").status_code == 303
     vote = db.session.query(ApprovalVote).filter_by(proposal_id=proposal.id).one()
     expired_at = vote.expires_at.strftime("%H:%M UTC")
-    clock.advance(hours=2)
+    clock.advance(hours=2)  # past midnight when run after 22:00 UTC: the time then carries its day
     page = _text(client.get(f"/proposals/{proposal.id}").get_data(as_text=True))
-    assert "No longer counting: Peer approved at" in page and f"expired at {expired_at}" in page
+    assert "No longer counting: Peer approved at" in page
+    assert re.search(rf"expired at ({vote.expires_at:%Y-%m-%d} )?{expired_at}", page), page
     assert "0 of 1 peer, 0 of 1 lead" in page
 
     set_row(ApprovalVote, vote.id, payload_digest="sha256:" + "0" * 64)
