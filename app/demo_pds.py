@@ -130,6 +130,7 @@ def seed_pds_demo(pds, platform_seed) -> dict[str, Any]:
     """
     platform_seed(pds.url, slug=PDS_SLUG)
     author = pds.create_account("demoauthor" + os.urandom(3).hex())
+    posted_at = utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")  # the content date a statement of reasons needs (DSA-2)
     posts = [(post.uri, text) for text in PDS_POSTS for post in [pds.create_post(author, text)]]
     system = Actor.system("demo-seed")
     with unit_of_work() as uow:
@@ -176,7 +177,10 @@ def seed_pds_demo(pds, platform_seed) -> dict[str, Any]:
             store_evidence(
                 s,
                 target,
-                parse_evidence({"content_text": text, "author_reference": author.did, "author_name": author.handle}),
+                parse_evidence(
+                    {"content_text": text, "author_reference": author.did, "author_name": author.handle,
+                     "posted_at": posted_at}
+                ),
             )
             report_ids.append(report.id)
             refresh_subjects(s, [report.subject_id])

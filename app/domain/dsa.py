@@ -120,7 +120,7 @@ class DecisionGround(StrEnum):
 
 
 DECISION_GROUNDS = {
-    DecisionGround.ILLEGAL_CONTENT: "Illegal Content",
+    DecisionGround.ILLEGAL_CONTENT: "Illegal content",
     DecisionGround.INCOMPATIBLE_CONTENT: "Content incompatible with terms and conditions",
 }
 
@@ -149,7 +149,7 @@ class AutomatedDecision(StrEnum):
 AUTOMATED_DECISIONS = {
     AutomatedDecision.FULLY: "Fully automated",
     AutomatedDecision.PARTIALLY: "Partially automated",
-    AutomatedDecision.NOT_AUTOMATED: "Not Automated",
+    AutomatedDecision.NOT_AUTOMATED: "Not automated",
 }
 YES_NO = ("Yes", "No")  # automated_detection, incompatible_content_illegal
 

@@ -55,7 +55,15 @@ DETECTION = {"Yes": "Detected by automated means", "No": "Not detected by automa
 APPEAL_OUTCOMES = {"upheld": "Upheld", "modified": "Modified", "reversed": "Reversed"}
 ACCOUNT_SUSPENSION = "DECISION_ACCOUNT_SUSPENDED"
 PROVISION_SUSPENSIONS = ("DECISION_PROVISION_PARTIAL_SUSPENSION", "DECISION_PROVISION_TOTAL_SUSPENSION")
-ALL_RESTRICTION_TYPES = {code: words for types in dsa.RESTRICTION_TYPES.values() for code, words in types.items()}
+# The database's two "Other restriction (please specify)" read the same; the report
+# names which restriction each one is.
+OTHER_TYPES = {
+    "DECISION_VISIBILITY_OTHER": "Other restriction of the visibility of content",
+    "DECISION_MONETARY_OTHER": "Other restriction of monetary payments",
+}
+ALL_RESTRICTION_TYPES = {
+    code: OTHER_TYPES.get(code, words) for types in dsa.RESTRICTION_TYPES.values() for code, words in types.items()
+}
 
 
 # -- the period --------------------------------------------------------------------

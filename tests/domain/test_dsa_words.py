@@ -23,7 +23,7 @@ def test_dsa1_the_change_page_words_and_the_allowed_values_have_labels_for_every
     words = change_words({"enabled": True, "decisions": {"spam": {
         "category": "STATEMENT_CATEGORY_SCAMS_AND_FRAUD", "ground": "DECISION_GROUND_ILLEGAL_CONTENT",
         "reference": "§ 263 StGB", "keywords": ["KEYWORD_PHISHING"]}}, "territorial_scope": ["DE", "AT"]})
-    assert words["decisions"] == ["spam: Scams and/or fraud; Illegal Content; § 263 StGB; keywords: Phishing; illegal"]
+    assert words["decisions"] == ["spam: Scams and/or fraud; Illegal content; § 263 StGB; keywords: Phishing; illegal"]
     assert words["territorial_scope"] == "Germany, Austria"
     assert words["tdb_connection"] == "None: statements wait until a connection is set"
     for _what, values in allowed_values():

@@ -134,3 +134,17 @@ def test_every_figure_is_a_csv_line_DSA_6():
         "automated_detection", "time_to_action", "appeals", "suspensions",
     }
     assert all(label for _, _, label, _ in lines)
+
+
+def test_every_figure_of_a_section_has_its_own_label_DSA_6():
+    """DSA-6: a reader tells the rows apart by their words: the two "Other restriction"
+    types name their restriction, and labels read in sentence case."""
+    report = report_of(parse_period("2026-11-01", "2026-12-01"), [], [])
+    for section in report.sections:
+        labels = [f.label for f in section.figures]
+        assert len(set(labels)) == len(labels), (section.key, labels)
+    words = {(s.key, f.key): f.label for s in report.sections for f in s.figures}
+    assert words["restriction_type", "DECISION_VISIBILITY_OTHER"] == "Other restriction of the visibility of content"
+    assert words["restriction_type", "DECISION_MONETARY_OTHER"] == "Other restriction of monetary payments"
+    assert words["automated_decision", "AUTOMATED_DECISION_NOT_AUTOMATED"] == "Not automated"
+    assert words["ground", "DECISION_GROUND_ILLEGAL_CONTENT"] == "Illegal content"

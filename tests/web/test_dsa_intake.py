@@ -81,3 +81,15 @@ def test_dsa2_the_console_shows_a_refused_decision_in_words(app, client, world):
     assert (answer.status_code, answer.get_json()["error"]["code"]) == (422, "dsa_statement_incomplete")
     db.session.rollback()
     assert db.session.scalar(select(func.count()).select_from(Decision).where(Decision.report_id == report_id)) == 0
+
+
+def test_dsa2_the_report_page_says_the_rationale_is_needed_only_with_dsa_on(app, client, world):
+    """DSA-2: with DSA on, the decision form's rationale says a restriction needs it and
+    that the statement and the user's notice quote it, before a refusal teaches it; with
+    DSA off it says nothing of the kind."""
+    report_id = add_report_with_evidence(world, "hint-web", "post:3004", content_text="rude")
+    login(client, "moderator@example.com")
+    hint = "Required for a restriction: its statement of reasons and the user&#39;s notice quote it"
+    assert hint not in client.get(f"/reports/{report_id}").get_data(as_text=True)
+    set_dsa_settings(world.installation_id)
+    assert hint in client.get(f"/reports/{report_id}").get_data(as_text=True)

@@ -126,6 +126,29 @@ def test_dsa3_operations_says_when_there_is_no_connection(app, client, world):
     assert 'data-state="pending">1<' in section
 
 
+def statement_panel(client, proposal_id: str) -> str:
+    page = client.get(f"/proposals/{proposal_id}").get_data(as_text=True)
+    panel = page[page.index('id="statement-panel"') :]
+    return panel[: panel.index("</section>")]
+
+
+def test_dsa3_a_pending_statement_says_why_it_waits_without_a_connection(app, client, world, tdb):
+    """DSA-3: with no Transparency Database connection (the demo's settings), the
+    proposal page says nothing is sent and why, with a link to Operations, instead of
+    promising the next batch; once a connection is named, it says the sweep sends it."""
+    set_dsa_settings(world.installation_id)
+    pending_statements(world, 1)
+    statement = db.session.scalar(select(DsaStatement))
+    login(client, ADMIN)
+    panel = statement_panel(client, statement.proposal_id)
+    assert "nothing is sent until an admin fixes it" in panel
+    assert "the DSA settings name no connection for the Transparency Database." in panel
+    assert 'href="/operations#statements-h"' in panel and "next batch" not in panel
+    tdb_connection(world, tdb)
+    panel = statement_panel(client, statement.proposal_id)
+    assert "the sweep sends it in its next batch" in panel and "nothing is sent" not in panel
+
+
 def test_dsa3_the_proposal_page_shows_its_statement(app, client, world, tdb):
     """DSA-3, DSA-5: the proposal page shows the statement's state in words, puid,
     when it was submitted and the database's id; a refused one its error; a reversal

@@ -110,3 +110,22 @@ def statement_in(session, installation_id: str, statement_id: str) -> DsaStateme
             DsaStatement.id == str(statement_id)[:200], DsaStatement.installation_id == installation_id
         )
     )
+
+
+def why_pending_waits(session, statement: DsaStatement | None) -> str | None:
+    """Why a pending statement cannot be sent now, in words, or None when the sweep
+    can send it (DSA-3): the proposal page says so instead of promising the next
+    batch. At most two queries, only for a pending statement.
+
+    Args:
+        session: a database session (read only).
+        statement: the proposal's statement (`statement_of`), or None.
+
+    Returns:
+        The connection's problem as Operations words it (e.g. "the DSA settings name no
+        connection for the Transparency Database."), or None.
+    """
+    if statement is None or statement.state != StatementState.PENDING.value:
+        return None
+    settings = current_settings(session, statement.installation_id)
+    return endpoint_status(session, statement.installation_id, settings).problem_words

@@ -26,7 +26,7 @@ from app.services.lifecycle.reversals import propose_change
 from app.services.read import bulk_batches as bulk_reads
 from app.services.read import console as readmodels
 from app.services.read.component_choices import action_components
-from app.services.read.dsa_statements import statement_of
+from app.services.read.dsa_statements import statement_of, why_pending_waits
 from app.services.read import review as reviews
 from app.services.read.approving import approving
 from app.services.read.restriction_notice import noticed_restriction, restriction_notice
@@ -155,6 +155,7 @@ def _render_detail(detail, decision_form=None, retry_form=None, error=None, stat
         "proposals/detail.html",
         statement=statement,
         statement_lines=refusal_lines(statement.last_error) if statement else [],
+        statement_waits=why_pending_waits(db.session, statement),
         bulk_reference=bulk_reads.public_reference_of(current_user, p.bulk_batch_id) if p.bulk_batch_id else None,
         **_temporary_context(detail),
         **_lead_context(detail),

@@ -10,6 +10,7 @@ from app.domain.errors import ApiError
 from app.extensions import db
 from app.services.cases.reports import record_decision
 from app.services.dsa.complaints import appeal_window
+from app.services.dsa.settings import current_settings
 from app.services.read import console as readmodels
 from app.services.read import review as reviews
 from app.services.read.protection import protected_marks
@@ -76,6 +77,7 @@ def _render(report_id: str, form=None, error=None, status=200):
         appeal_form=AppealForm(formdata=None),
         appeal_until=appeal_until,
         appeal_closed=appeal_until is not None and utcnow() > appeal_until,
+        dsa_on=current_settings(db.session, current_user.installation_id).enabled,  # DSA-2: the rationale's hint
         error=error,
     ), status
 
