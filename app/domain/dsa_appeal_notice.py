@@ -39,7 +39,7 @@ _TEXT = {
         "intro": "We have reviewed your complaint against our decision and decided on {date}:",
         "upheld": "We upheld our decision: it stays as it was.",
         "modified": "We changed our decision: the measure we took is modified.",
-        "reversed": "We reversed our decision: the measure we took is lifted.",
+        "reversed": "We reversed our decision: the measure we took is being lifted.",
         "reason": "Reason: {reason}",
         "no_reason": "No further reason was recorded beyond this outcome.",
         "redress": (

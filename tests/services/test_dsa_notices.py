@@ -14,7 +14,7 @@ from app.demo_dsa import DEMO_DSA_SETTINGS
 from app.domain.dsa import puid_for
 from app.domain.dsa_settings import settings_from_json
 from app.extensions import db
-from app.models import ActionApproval, ActionProposal, AuditEvent, ComponentDefinition, Report
+from app.models import ActionApproval, ActionProposal, AuditEvent, ComponentDefinition, OperatorUser, Report
 from app.services.dsa.notices import notice_of
 from app.services.lifecycle.dispatch import deliver
 from tests.builders import decide_report, make_world, reload, run_worker, set_dsa_settings, set_row
@@ -127,3 +127,32 @@ def test_dsa4_bounded_automation_notice_runs_under_the_same_automation(app, plat
     run_worker(app)
     assert db.session.get(ActionProposal, notice_id).state == "applied"
     assert [n["language"] for n in platform.state.notices] == ["de"]
+
+
+def test_dsa4_a_notice_is_neither_compensated_nor_contested(app, world, platform):
+    """DSA-4 (found by the new-user pass): a delivered notice cannot be "compensated"
+    (no offer, and the service refuses ``action_notice_not_compensable``, nothing
+    written), and an appeal's page lists only the restriction among the contested
+    actions."""
+    import pytest
+
+    from app.domain.errors import ApiError
+    from app.services.lifecycle.compensation import propose_compensation
+    from app.services.read.review import contested_actions
+
+    set_dsa_settings(world.installation_id)
+    removal = applied_removal(world, platform)
+    notice = queued_notice(removal)
+    assert deliver(notice.id).state == "applied"
+    before = db.session.scalar(select(func.count()).select_from(ActionProposal))
+    reviewer = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "reviewer@example.com"))
+    with pytest.raises(ApiError) as refused:
+        propose_compensation(
+            notice.id, component_version_id=world.components["restore"], action_code="restore",
+            target=removal.target, payload={"reason_code": "x", "report_reference": "R-1"},
+            idempotency_key="undo-notice", operator=reviewer,
+        )
+    assert refused.value.code == "action_notice_not_compensable"
+    db.session.rollback()
+    assert db.session.scalar(select(func.count()).select_from(ActionProposal)) == before
+    assert [p.id for p in contested_actions(removal.report_id, removal.decision_id)] == [removal.id]

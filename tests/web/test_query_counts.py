@@ -183,8 +183,8 @@ def test_report_detail_is_bounded(app, client, world):
     # makers, runs, proposals, appeals (7), then the evidence, subject history, labels
     # and undone marks (REV-1..4), and the navigation's inbox count (POL-7), the
     # protected marks of its subjects and their authors (POL-4), the complaint window of
-    # the latest decision (DSA-5)
-    assert first == 20
+    # the latest decision (DSA-5), the DSA settings for the rationale's hint (DSA-2)
+    assert first == 21
 
 
 def test_appeal_pages_are_bounded(app, client, world):

@@ -65,6 +65,7 @@ class Delivery:
     not_before: datetime | None = None  # TEMP-4: never sent before this time
     is_correction: bool = False
     is_compensation: bool = False
+    is_notice: bool = False  # DSA-4: a restriction's notice to the affected user
     in_batch: bool = False  # BULK-3: approved or rejected with its bulk batch only
 
     @property
@@ -82,7 +83,7 @@ class Delivery:
         return is_resolved(self.state, self.delivery_terminal)
 
 
-COLUMNS = frozenset(f.name for f in fields(Delivery)) - {"is_correction", "is_compensation"}
+COLUMNS = frozenset(f.name for f in fields(Delivery)) - {"is_correction", "is_compensation", "is_notice"}
 
 
 @dataclass(frozen=True)
@@ -594,9 +595,12 @@ def retry(d: Delivery, now: datetime) -> Change:
 
 
 def compensation_refusal(d: Delivery) -> str | None:
-    """Only an applied (or already compensation-required) action is compensated (COMP-1)."""
+    """Only an applied (or already compensation-required) action is compensated (COMP-1);
+    a notice to the affected user cannot be taken back (DSA-4)."""
     if not is_effective(d.state):
         return "action_compensation_unavailable"
+    if d.is_notice:
+        return "action_notice_not_compensable"
     return None
 
 

@@ -121,8 +121,8 @@ def temporary_change_offer(
 
 def compensate_offer(d: Delivery, roles: Iterable[str]) -> Offer:
     """Compensate: shown to reviewers and admins for an applied action that is not
-    itself an appeal correction (COMP-1)."""
-    if not is_effective(d.state) or d.is_correction or not set(roles) & set(OPERATOR_ROLES):
+    itself an appeal correction (COMP-1), nor a notice to the affected user (DSA-4)."""
+    if not is_effective(d.state) or d.is_correction or d.is_notice or not set(roles) & set(OPERATOR_ROLES):
         return Offer.hidden()
     return Offer(True, True)
 

@@ -22,6 +22,12 @@ from app.services.lifecycle.action_targets import destination_of, load_action_co
 from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, original_facts
 from app.services.uow import Actor, unit_of_work
 
+COMPENSATION_REFUSALS = {
+    "action_compensation_unavailable": "Only an applied or compensation-required action can be compensated.",
+    "action_notice_not_compensable": "A notice told the user why; it cannot be taken back. Compensate the "
+    "restriction it was about instead.",
+}
+
 
 @dataclass(frozen=True)
 class CompensationResult:
@@ -112,12 +118,9 @@ def propose_compensation_in(
     existing = session.scalar(select(ActionProposal).where(ActionProposal.operation_id == operation_id))
     if existing is not None:
         return CompensationResult(existing.id, existing.payload_digest, existing.state, True)
-    if delivery_rules.compensation_refusal(delivery_of(original)):
-        raise ApiError(
-            409,
-            "action_compensation_unavailable",
-            "Only an applied or compensation-required action can be compensated.",
-        )
+    refusal = delivery_rules.compensation_refusal(delivery_of(original))
+    if refusal:
+        raise ApiError(409, refusal, COMPENSATION_REFUSALS[refusal])
     report = session.get(Report, original.report_id)
     if closed_to_ordinary_actions(report.state):  # PRE-2: only appeal corrections may act now
         raise ApiError(

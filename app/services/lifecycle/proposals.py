@@ -43,6 +43,7 @@ def delivery_of(proposal: ActionProposal) -> Delivery:
         not_before=proposal.not_before,
         is_correction=proposal.appeal_id is not None,
         is_compensation=proposal.compensates_proposal_id is not None,
+        is_notice=proposal.is_notice,
         in_batch=proposal.bulk_batch_id is not None,
     )
 

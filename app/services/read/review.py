@@ -26,6 +26,7 @@ from app.models import (
     Report,
     ReportEvidence,
     ReportTarget,
+    predicates,
 )
 
 P = ActionProposal
@@ -291,6 +292,7 @@ def contested_actions(report_id: str, decision_id: str | None) -> list[ActionPro
         db.session.scalars(
             select(P)
             .where(P.report_id == report_id, P.appeal_id.is_(None), P.compensates_proposal_id.is_(None))
+            .where(~predicates.notice())  # the user's notice enforced nothing (DSA-4)
             .where((P.decision_id == decision_id) | P.run_id.in_(runs))
             .order_by(P.created_at)
         )
