@@ -105,13 +105,10 @@ def test_ops2_break_it_each_sign_in_enrols_with_its_own_seed(app, world):
     assert shown_seed(holder) != seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OPS-2/SEC-6: a refused code 'ends the pending step' only in the new cookie; the session is a "
-    "signed client-side cookie, so replaying the cookie from before the refusal keeps the pending "
-    "step and a later code signs in without the password again"))
 def test_ops2_break_it_a_refused_code_ends_the_pending_step_for_a_replayed_cookie(app, client, world):
-    """After a wrong code the next try starts with the password, even when the browser
-    sends back the session cookie it had before the refusal."""
+    """OPS-2, SEC-6: after a wrong code the next try starts with the password, even when
+    the browser sends back the session cookie it had before the refusal (the step's
+    nonce is spent on the server)."""
     assert password_step(client, "reviewer@example.com").headers["Location"].endswith("/login/second-factor")
     before_refusal = client.get_cookie("session").value
     page = text(client.get("/login/second-factor"))
@@ -160,3 +157,17 @@ def test_ops1_break_it_a_callback_error_without_this_browsers_state_shows_no_for
     spoof = "Your account is locked. Call support at +1 555 0100 or visit evil.example"
     response = client.get("/login/sso/callback", query_string={"error": "access_denied", "error_description": spoof})
     assert "evil.example" not in text(response)
+
+
+def test_ops2_a_used_step_cannot_sign_in_again_from_a_replayed_cookie(app, client, world):
+    """OPS-2, SEC-6: the cookie from before a successful second step, replayed after
+    signing out, does not sign in again with a fresh code."""
+    assert password_step(client, "reviewer@example.com").headers["Location"].endswith("/login/second-factor")
+    before = client.get_cookie("session").value
+    page = text(client.get("/login/second-factor"))
+    assert client.post("/login/second-factor",
+                       data={"code": totp_code("reviewer@example.com"), "csrf_token": csrf_from(page)}).status_code == 303
+    client.set_cookie("session", before)
+    replayed = client.post("/login/second-factor",
+                           data={"code": totp_code("reviewer@example.com"), "csrf_token": csrf_from(page)})
+    assert replayed.status_code == 401

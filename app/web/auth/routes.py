@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import secrets
 import time
 from urllib.parse import urlsplit
 
@@ -56,6 +57,7 @@ def login():
                 "operator_id": operator.id,
                 "session_version": operator.session_version,
                 "started": time.time(),
+                "nonce": secrets.token_urlsafe(16),  # spent on its first answer (second_factor.spend)
                 "next": _safe_next(request.args.get("next")),
             }
             step = "auth.second_factor" if operator.totp_confirmed_at else "auth.enrol"

@@ -1,10 +1,15 @@
 """The second step of signing in, and an operator's own second factor (SPEC OPS-2).
 
 After a right password, an account that needs a second factor is not signed in: the
-session holds only a pending marker (operator, session version, when), which grants
-nothing and expires after ``SECOND_FACTOR_PENDING_SECONDS``. The code page signs the
-operator in; the enrolment page first confirms a new seed. Any refusal ends the
+session holds only a pending marker (operator, session version, when, a nonce), which
+grants nothing and expires after ``SECOND_FACTOR_PENDING_SECONDS``. The code page signs
+the operator in; the enrolment page first confirms a new seed. Any refusal ends the
 pending step and answers the sign-in page with one message (SEC-6).
+
+The session is a signed cookie the browser keeps, so "ends" is recorded on the server
+too: a refused or used marker's nonce is spent in Redis for the marker's lifetime, and a
+cookie replayed from before the refusal finds its step ended. Losing Redis forgets spent
+nonces for at most that lifetime; the failure count still limits the guesses.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import time
 
 from flask import current_app, make_response, redirect, render_template, session, url_for
 from flask_login import current_user, login_required, login_user
+from redis.exceptions import RedisError
 
 from app.domain.errors import ApiError
 from app.extensions import limiter
+from app.queueing import get_redis
 from app.services.admin import mfa as service
 
 from .blueprint import bp
@@ -30,11 +37,40 @@ def _pending() -> dict | None:
     return pending if isinstance(pending, dict) and isinstance(pending.get("operator_id"), str) else None
 
 
+SPENT_PREFIX = "second-factor-spent:"
+
+
+def _spent_key(pending: dict) -> str | None:
+    nonce = pending.get("nonce")
+    return SPENT_PREFIX + nonce if isinstance(nonce, str) and nonce else None
+
+
+def _spend(pending: dict | None) -> None:
+    """Record on the server that this pending step has ended (OPS-2, SEC-6)."""
+    key = _spent_key(pending or {})
+    if key is None:
+        return
+    try:
+        get_redis().set(key, "1", ex=int(current_app.config["SECOND_FACTOR_PENDING_SECONDS"]) + 60)
+    except RedisError:  # the failure count still bounds guesses; the marker expires soon
+        current_app.logger.warning("could not record an ended second-factor step")
+
+
+def _spent(pending: dict) -> bool:
+    key = _spent_key(pending)
+    if key is None:
+        return True  # a marker from before nonces: start again with the password
+    try:
+        return bool(get_redis().exists(key))
+    except RedisError:
+        return False
+
+
 def _fresh(pending: dict | None) -> bool:
     if pending is None:
         return False
     age = time.time() - float(pending.get("started") or 0)
-    return 0 <= age <= current_app.config["SECOND_FACTOR_PENDING_SECONDS"]
+    return 0 <= age <= current_app.config["SECOND_FACTOR_PENDING_SECONDS"] and not _spent(pending)
 
 
 def _failure_key() -> str:
@@ -56,7 +92,7 @@ def _no_store(page, status: int):
 
 def _refused(error: ApiError):
     """Every refusal alike: the pending step ends; the sign-in page says why (SEC-6)."""
-    session.pop(PENDING, None)
+    _spend(session.pop(PENDING, None))
     return render_template("auth/login.html", form=LoginForm(formdata=None), error=error.message), 401
 
 
@@ -71,7 +107,7 @@ def _rate_limited(view):
 
 
 def _sign_in(operator, pending: dict):
-    session.pop(PENDING, None)
+    _spend(session.pop(PENDING, None))
     login_user(operator)
     return pending.get("next") or url_for("console.index")
 
