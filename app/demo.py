@@ -22,7 +22,6 @@ from sqlalchemy import select
 
 from app.demo_dsa import DEMO_DSA_SETTINGS
 from app.demo_platform import demo_evidence
-from app.domain.digests import json_digest
 from app.domain.dsa_settings import settings_from_json, settings_problems, settings_to_json
 from app.domain.evidence import parse_evidence
 from app.domain.second_factor import SECOND_FACTOR_ROLES, needs_second_factor
@@ -42,6 +41,7 @@ from app.models import (
     WorkflowDefinition,
     WorkflowVersion,
 )
+from app.models.changes import add_settings_version
 from app.services.admin.integrations import issue_token
 from app.services.admin.operators import create_operator
 from app.services.admin.mfa import enrol_operator
@@ -214,10 +214,7 @@ def _seed_dsa_settings(s, iid: str) -> DsaSettingsVersion:
     if problems:
         raise ValueError(f"the demo's DSA settings are wrong: {problems}")
     document = settings_to_json(settings_from_json(DEMO_DSA_SETTINGS))
-    row = DsaSettingsVersion(installation_id=iid, version=1, settings=document, settings_digest=json_digest(document))
-    s.add(row)
-    s.flush()
-    return row
+    return add_settings_version(s, DsaSettingsVersion, iid, document)
 
 
 def seed_demo(platform_url: str, *, approval_mode: str = "human", slug: str = "demo", dsa: bool = True) -> DemoSecrets:

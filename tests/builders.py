@@ -864,25 +864,12 @@ def set_approval_settings(installation_id: str, settings: dict) -> None:
     """Put approval settings in force as if a second admin had approved them (POL-3);
     `settings` is `approval_policy.settings_to_json`'s document."""
     from app.domain.approval_policy import settings_problems
-    from app.domain.digests import json_digest
     from app.models import ApprovalSettingsVersion
+    from app.models.changes import add_settings_version
 
     assert not settings_problems(settings), settings_problems(settings)
-    latest = db.session.scalar(
-        select(ApprovalSettingsVersion.version)
-        .where(ApprovalSettingsVersion.installation_id == installation_id)
-        .order_by(ApprovalSettingsVersion.version.desc())
-        .limit(1)
-    )
     with unit_of_work() as uow:
-        uow.session.add(
-            ApprovalSettingsVersion(
-                installation_id=installation_id,
-                version=(latest or 0) + 1,
-                settings=settings,
-                settings_digest=json_digest(settings),
-            )
-        )
+        add_settings_version(uow.session, ApprovalSettingsVersion, installation_id, settings)
         uow.commit()
     db.session.expire_all()
 
@@ -912,26 +899,13 @@ def set_dsa_settings(installation_id: str, settings: dict | None = None) -> None
     """Put DSA settings in force as if a second admin had approved them (DSA-1); by
     default the demo's (`app.demo_dsa.DEMO_DSA_SETTINGS`: DSA on)."""
     from app.demo_dsa import DEMO_DSA_SETTINGS
-    from app.domain.digests import json_digest
     from app.domain.dsa_settings import settings_problems
     from app.models import DsaSettingsVersion
+    from app.models.changes import add_settings_version
 
     settings = DEMO_DSA_SETTINGS if settings is None else settings
     assert not settings_problems(settings), settings_problems(settings)
-    latest = db.session.scalar(
-        select(DsaSettingsVersion.version)
-        .where(DsaSettingsVersion.installation_id == installation_id)
-        .order_by(DsaSettingsVersion.version.desc())
-        .limit(1)
-    )
     with unit_of_work() as uow:
-        uow.session.add(
-            DsaSettingsVersion(
-                installation_id=installation_id,
-                version=(latest or 0) + 1,
-                settings=settings,
-                settings_digest=json_digest(settings),
-            )
-        )
+        add_settings_version(uow.session, DsaSettingsVersion, installation_id, settings)
         uow.commit()
     db.session.expire_all()

@@ -58,3 +58,31 @@ class ConfigChange(Base):
     result: Mapped[dict | None] = json_column("result_json", nullable=True)
     created_at: Mapped[datetime] = created_at_column()
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+def add_settings_version(session, model, installation_id: str, document: dict, change_id: str | None = None):
+    """Put `document` in force as the installation's next settings version (FOUR-4):
+    one row of `model` (`ApprovalSettingsVersion` or `DsaSettingsVersion`, which share
+    their columns) numbered after the newest, flushed, so the (installation, version)
+    constraint refuses a version saved at the same moment.
+
+    Returns:
+        The new row.
+    """
+    from sqlalchemy import select
+
+    from app.domain.digests import json_digest
+
+    latest = session.scalar(
+        select(model.version).where(model.installation_id == installation_id).order_by(model.version.desc()).limit(1)
+    )
+    row = model(
+        installation_id=installation_id,
+        version=(latest or 0) + 1,
+        settings=document,
+        settings_digest=json_digest(document),
+        change_id=change_id,
+    )
+    session.add(row)
+    session.flush()
+    return row

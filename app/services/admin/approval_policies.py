@@ -19,11 +19,11 @@ from sqlalchemy import select
 from app.domain.approval_policy import settings_to_json
 from app.domain.approval_settings import change_words, document_problems, normalised
 from app.domain.config_changes import ChangeKind, ChangeState
-from app.domain.digests import json_digest
 from app.domain.errors import ApiError
 from app.egress import forbidden_address
 from app.extensions import db
 from app.models import ApprovalSettingsVersion, ComponentDefinition, ConfigChange, OperatorUser, WorkflowVersion
+from app.models.changes import add_settings_version
 from app.models.tenancy import ROLES
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.connection_settings import clean_base_url
@@ -138,21 +138,7 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
 def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
     document = checked_document(content["settings"])  # checked by name when proposed: a component may go later
     installation_id = context.installation_id
-    latest = uow.session.scalar(
-        select(ApprovalSettingsVersion.version)
-        .where(ApprovalSettingsVersion.installation_id == installation_id)
-        .order_by(ApprovalSettingsVersion.version.desc())
-        .limit(1)
-    )
-    row = ApprovalSettingsVersion(
-        installation_id=installation_id,
-        version=(latest or 0) + 1,
-        settings=document,
-        settings_digest=json_digest(document),
-        change_id=context.change_id,
-    )
-    uow.session.add(row)
-    uow.session.flush()  # the (installation, version) constraint refuses a version saved at the same moment
+    row = add_settings_version(uow.session, ApprovalSettingsVersion, installation_id, document, context.change_id)
     uow.audit(
         installation_id,
         change_key("approval-settings-set", row.id),

@@ -14,12 +14,12 @@ from typing import Any
 from sqlalchemy import select
 
 from app.domain.config_changes import ChangeKind, ChangeState
-from app.domain.digests import json_digest
 from app.domain.dsa_settings import settings_from_json, settings_problems, settings_to_json
 from app.domain.dsa_words import change_words, restriction_words
 from app.domain.errors import ApiError
 from app.extensions import db
 from app.models import ComponentDefinition, ConfigChange, Connection, DsaSettingsVersion, OperatorUser
+from app.models.changes import add_settings_version
 from app.services.admin.changes import ApplyContext, ChangeType, PendingChange, submit
 from app.services.admin.input import InvalidInput, change_key, parse_json_text
 from app.services.dsa.settings import current_settings
@@ -102,21 +102,7 @@ def _display(content: dict[str, Any], current: dict[str, Any] | None) -> tuple[d
 def _apply(uow: UnitOfWork, context: ApplyContext, content: dict[str, Any], _secrets) -> dict[str, Any]:
     document = checked_document(content["settings"])  # slugs were checked when proposed: a component may go later
     installation_id = context.installation_id
-    latest = uow.session.scalar(
-        select(DsaSettingsVersion.version)
-        .where(DsaSettingsVersion.installation_id == installation_id)
-        .order_by(DsaSettingsVersion.version.desc())
-        .limit(1)
-    )
-    row = DsaSettingsVersion(
-        installation_id=installation_id,
-        version=(latest or 0) + 1,
-        settings=document,
-        settings_digest=json_digest(document),
-        change_id=context.change_id,
-    )
-    uow.session.add(row)
-    uow.session.flush()  # the (installation, version) constraint refuses a version saved at the same moment
+    row = add_settings_version(uow.session, DsaSettingsVersion, installation_id, document, context.change_id)
     uow.audit(
         installation_id,
         change_key("dsa-settings-set", row.id),
