@@ -186,28 +186,9 @@ def register_cli(app: Flask) -> None:
     def approval_settings(path: str, installation_slug: str, proposer_email: str) -> None:
         """Propose the approval policies and routes in the JSON document at PATH (SPEC
         POL-3): they apply only when a second admin approves the change (FOUR-2)."""
-        from .domain.errors import ApiError
-        from .services.admin.approval_policies import parse_document, propose_settings
-        from .services.admin.token_changes import cli_proposer
+        from .services.admin import approval_policies
 
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read(200_001)
-        except (OSError, UnicodeDecodeError) as error:
-            click.echo(f"approval_settings_unreadable: {error}", err=True)
-            sys.exit(1)
-        try:
-            pending = propose_settings(cli_proposer(installation_slug, proposer_email), parse_document(text))
-        except ApiError as error:
-            click.echo(f"{error.code}: {error.message}", err=True)
-            for problem in getattr(error, "problems", ()):
-                click.echo(f"  - {problem}", err=True)
-            sys.exit(1)
-        if pending is None:
-            click.echo("Nothing to change: the approval settings are those already.")
-            return
-        click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
-        click.echo("It applies when a second admin approves it at /admin/changes.")
+        _propose_settings_file(approval_policies, "approval", path, installation_slug, proposer_email)
 
     @app.cli.command("dsa-settings")
     @click.option("--file", "path", required=True, type=click.Path(dir_okay=False), help="the settings document (JSON)")
@@ -216,28 +197,9 @@ def register_cli(app: Flask) -> None:
     def dsa_settings(path: str, installation_slug: str, proposer_email: str) -> None:
         """Propose the DSA settings in the JSON document at PATH (SPEC DSA-1): they
         apply only when a second admin approves the change (FOUR-2)."""
-        from .domain.errors import ApiError
-        from .services.admin.dsa_config import parse_document, propose_settings
-        from .services.admin.token_changes import cli_proposer
+        from .services.admin import dsa_config
 
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read(200_001)
-        except (OSError, UnicodeDecodeError) as error:
-            click.echo(f"dsa_settings_unreadable: {error}", err=True)
-            sys.exit(1)
-        try:
-            pending = propose_settings(cli_proposer(installation_slug, proposer_email), parse_document(text))
-        except ApiError as error:
-            click.echo(f"{error.code}: {error.message}", err=True)
-            for problem in getattr(error, "problems", ()):
-                click.echo(f"  - {problem}", err=True)
-            sys.exit(1)
-        if pending is None:
-            click.echo("Nothing to change: the DSA settings are those already.")
-            return
-        click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
-        click.echo("It applies when a second admin approves it at /admin/changes.")
+        _propose_settings_file(dsa_config, "DSA", path, installation_slug, proposer_email)
 
     @app.cli.command("queue-target")
     @click.argument("queue_slug")
@@ -603,3 +565,29 @@ def register_cli(app: Flask) -> None:
         click.echo(f"  run by OS user {invoked_by['os_user']} on host {invoked_by['host']}")
         for name, value in outcome.delivered.items():  # an account's invitation (FOUR-6)
             click.echo(f"  {name.replace('_', ' ')}: {value}")
+
+
+def _propose_settings_file(service, name: str, path: str, installation_slug: str, proposer_email: str) -> None:
+    """Propose the settings document at `path` through `service` (its `parse_document`
+    and `propose_settings`); every problem printed, exit 1 on a refusal (FOUR-2)."""
+    from .domain.errors import ApiError
+    from .services.admin.token_changes import cli_proposer
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(200_001)
+    except (OSError, UnicodeDecodeError) as error:
+        click.echo(f"{name.lower()}_settings_unreadable: {error}", err=True)
+        sys.exit(1)
+    try:
+        pending = service.propose_settings(cli_proposer(installation_slug, proposer_email), service.parse_document(text))
+    except ApiError as error:
+        click.echo(f"{error.code}: {error.message}", err=True)
+        for problem in getattr(error, "problems", ()):
+            click.echo(f"  - {problem}", err=True)
+        sys.exit(1)
+    if pending is None:
+        click.echo(f"Nothing to change: the {name} settings are those already.")
+        return
+    click.echo(f"change:   {pending.change_id} (digest {pending.digest})")
+    click.echo("It applies when a second admin approves it at /admin/changes.")
