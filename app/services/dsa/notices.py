@@ -17,18 +17,10 @@ from sqlalchemy import select
 from app.domain.dsa_notice import render_notice
 from app.domain.dsa_settings import DsaSettings
 from app.domain.proposal.notice_action import affected_user, notice_operation_id, notice_payload, notice_proposal
-from app.models import (
-    ActionApproval,
-    ActionProposal,
-    ComponentDefinition,
-    ComponentVersion,
-    DsaStatement,
-    ReportEvidence,
-    new_id,
-)
+from app.models import ActionProposal, ComponentDefinition, ComponentVersion, DsaStatement, ReportEvidence
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.action_targets import destination_of
-from app.services.lifecycle.proposals import insert_proposal, original_facts
+from app.services.lifecycle.proposals import add_inherited_approval, approval_of_digest, insert_proposal, original_facts
 from app.services.uow import Actor, UnitOfWork
 
 
@@ -76,17 +68,6 @@ def _author_of(session, proposal: ActionProposal) -> str | None:
     )
 
 
-def _restriction_approval(session, proposal: ActionProposal) -> ActionApproval | None:
-    """The approval of exactly the restriction's digest (None for bounded automation)."""
-    return session.scalar(
-        select(ActionApproval).where(
-            ActionApproval.proposal_id == proposal.id,
-            ActionApproval.decision == "approved",
-            ActionApproval.payload_digest == proposal.payload_digest,
-        )
-    )
-
-
 def send_notice(
     uow: UnitOfWork, proposal: ActionProposal, statement: DsaStatement, settings: DsaSettings
 ) -> ActionProposal | None:
@@ -112,7 +93,7 @@ def send_notice(
     component = notice_component(session, proposal.installation_id, settings.notice_component)
     if component is None:
         return None
-    approval = _restriction_approval(session, proposal)
+    approval = approval_of_digest(session, proposal)
     notice = render_notice(
         statement.statement,
         statement.language,
@@ -132,18 +113,9 @@ def send_notice(
     )
     sent = insert_proposal(session, new)
     if approval is not None:
-        session.add(
-            ActionApproval(
-                id=new_id("apv"),
-                installation_id=proposal.installation_id,
-                proposal_id=sent.id,
-                approver_id=approval.approver_id,
-                payload_digest=sent.payload_digest,
-                decision="approved",
-                reason=f"Authorized by approval {approval.id} of {proposal.id}: the notice of its restriction.",
-                idempotency_key=f"notice-authorized-by:{approval.id}",
-                created_at=applied_at,
-            )
+        add_inherited_approval(
+            session, approval, sent, key_prefix="notice-authorized-by", at=applied_at,
+            reason=f"Authorized by approval {approval.id} of {proposal.id}: the notice of its restriction.",
         )
     statement.notice_proposal_id = sent.id
     uow.audit(

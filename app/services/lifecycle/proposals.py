@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_
+from sqlalchemy import and_, select
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.domain.clock import utcnow
 from app.domain.proposal.delivery import Change, Delivery
 from app.domain.proposal.identity import NewProposal, OriginalFacts, RunFacts
-from app.models import ActionProposal, WorkflowRun
+from app.models import ActionApproval, ActionProposal, WorkflowRun, new_id
 from app.models.proposals import prebuilt_move
 
 P = ActionProposal
@@ -170,3 +170,36 @@ def insert_proposal(session, new: NewProposal) -> ActionProposal:
     session.add(proposal)
     session.flush()
     return proposal
+
+
+def approval_of_digest(session, proposal: ActionProposal) -> ActionApproval | None:
+    """The approval of exactly the proposal's digest; None when none (bounded automation)."""
+    return session.scalar(
+        select(ActionApproval).where(
+            ActionApproval.proposal_id == proposal.id,
+            ActionApproval.decision == "approved",
+            ActionApproval.payload_digest == proposal.payload_digest,
+        )
+    )
+
+
+def add_inherited_approval(session, approval: ActionApproval, follower: ActionProposal, *, reason: str,
+                           key_prefix: str, at) -> None:
+    """Record that `approval` of an action also authorizes `follower`, an action its
+    digest covered (a temporary action's reversal, TEMP-2; a restriction's notice,
+    DSA-4): an approval row for the follower's digest by the same approver; no second
+    person is asked. `key_prefix` names the kind (its idempotency key is
+    ``{key_prefix}:{approval id}``); `at` is when the authorization took effect."""
+    session.add(
+        ActionApproval(
+            id=new_id("apv"),
+            installation_id=follower.installation_id,
+            proposal_id=follower.id,
+            approver_id=approval.approver_id,
+            payload_digest=follower.payload_digest,
+            decision="approved",
+            reason=reason,
+            idempotency_key=f"{key_prefix}:{approval.id}",
+            created_at=at,
+        )
+    )

@@ -24,18 +24,23 @@ from app.domain.proposal import temporary as temporary_rules
 from app.domain.proposal import temporary_change as change
 from app.domain.states import ProposalState, is_dead_letter
 from app.models import (
-    ActionApproval,
     ActionProposal,
     AppealCorrection,
     OperatorUser,
     Report,
     move_proposal,
     predicates,
-    new_id,
 )
 from app.queueing import enqueue_delivery
 from app.services.lifecycle.action_targets import destination_of
-from app.services.lifecycle.proposals import delivery_of, guard, insert_proposal, original_facts
+from app.services.lifecycle.proposals import (
+    add_inherited_approval,
+    approval_of_digest,
+    delivery_of,
+    guard,
+    insert_proposal,
+    original_facts,
+)
 from app.services.uow import Actor, UnitOfWork, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -110,31 +115,16 @@ def schedule_reversal(uow: UnitOfWork, original: ActionProposal) -> ActionPropos
     existing = session.scalar(select(P).where(P.operation_id == operation))
     if existing is not None:
         return existing
-    approval = session.scalar(
-        select(ActionApproval).where(
-            ActionApproval.proposal_id == original.id,
-            ActionApproval.decision == "approved",
-            ActionApproval.payload_digest == original.payload_digest,
-        )
-    )
+    approval = approval_of_digest(session, original)
     authorized_by = approval.id if approval else None
     new = temporary_rules.reversal_proposal(
         original_facts(original), original.confirmed_at, authorized_by, _destination(session, original)
     )
     reversal = insert_proposal(session, new)
     if approval is not None:
-        session.add(
-            ActionApproval(
-                id=new_id("apv"),
-                installation_id=original.installation_id,
-                proposal_id=reversal.id,
-                approver_id=approval.approver_id,
-                payload_digest=reversal.payload_digest,
-                decision="approved",
-                reason=f"Authorized by approval {approval.id} of {original.id}: its digest covered this reversal.",
-                idempotency_key=f"reversal-authorized-by:{approval.id}",
-                created_at=original.confirmed_at,
-            )
+        add_inherited_approval(
+            session, approval, reversal, key_prefix="reversal-authorized-by", at=original.confirmed_at,
+            reason=f"Authorized by approval {approval.id} of {original.id}: its digest covered this reversal.",
         )
     uow.audit(
         original.installation_id,
