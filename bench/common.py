@@ -20,6 +20,9 @@ BENCH_DB = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@1
 BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 # One audit chain key for the seeding process and the web and worker processes (REC-3).
 os.environ.setdefault("AUDIT_CHAIN_KEY", "bench-audit-chain-key-" + "b" * 32)
+# One key for secrets sealed at rest (OPS-3: TOTP seeds, platform tokens), for the same
+# reason: else each process's instance folder generates its own.
+os.environ.setdefault("SECRETS_KEY", "YmVuY2gtc2VjcmV0cy1rZXktc3Nzc3Nzc3Nzc3Nzc3M=")
 OUT = ROOT / "bench"
 
 
@@ -188,3 +191,30 @@ def save(section: str, figures: dict) -> None:
         "machine": machine(),
     }
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def sign_in(get, post, email: str, password: str = "demo-password-1") -> None:
+    """Sign a demo operator in through the login form, and its second step with the
+    demo's TOTP seed when the account needs one (OPS-2). `get(path)` returns a page's
+    text; `post(path, data)` returns the answer's Location header (no redirects
+    followed)."""
+    import re
+
+    import pyotp
+
+    from app.demo import demo_totp_seed
+
+    def csrf(path: str) -> str:
+        return re.search(r'value="([^"]+)"', get(path)).group(1)
+
+    for _ in range(2):  # a code is accepted once (OPS-2): a sign-in within the same step waits for the next
+        location = post("/login", {"email": email, "password": password, "csrf_token": csrf("/login")})
+        if not location.endswith("/login/second-factor"):
+            break
+        code = pyotp.TOTP(demo_totp_seed(email)).now()
+        location = post("/login/second-factor", {"code": code, "csrf_token": csrf("/login/second-factor")})
+        if location:
+            break
+        time.sleep(30 - time.time() % 30 + 0.1)
+    signed_in = location and not location.split("?")[0].endswith(("/login", "/login/second-factor", "/login/enrol"))
+    assert signed_in, f"{email} was not signed in (the last answer led to {location!r})"

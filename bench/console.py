@@ -21,7 +21,7 @@ import time
 
 import requests
 import psutil
-from common import BENCH_REDIS, ROOT, bench_app, free_port, save, wait_for_port
+from common import BENCH_REDIS, ROOT, bench_app, free_port, save, sign_in, wait_for_port
 from queue_seed import seed_queue
 
 REQUESTS = int(sys.argv[1]) if len(sys.argv) > 1 else 300
@@ -53,8 +53,12 @@ def seed(app) -> str:
         integration_id = db.session.scalar(select(Integration.id))
         moderator = db.session.scalar(select(OperatorUser).where(OperatorUser.email == "bench-moderator@example.com"))
         for n in range(120):
-            report = intake_report({"external_id": f"c-{n}", "targets": [{"reference": f"post:c{n}"}]}, integration_id)
-            record_decision(report.report_id, decision_code="remove_content", rationale="", operator=moderator)
+            # a post with its posted time and a rationale: the demo has DSA on, and a statement of
+            # reasons needs both (DSA-2)
+            target = {"reference": f"post:c{n}", "kind": "post", "evidence": {"posted_at": "2026-11-01T09:00:00Z"}}
+            report = intake_report({"external_id": f"c-{n}", "targets": [target]}, integration_id)
+            record_decision(report.report_id, decision_code="remove_content", rationale="Spam links, seen on review.",
+                            operator=moderator)
         proposal = db.session.scalar(select(ActionProposal).order_by(ActionProposal.created_at))
         connection_id = db.session.scalar(select(ConnectionVersion.id))
         with unit_of_work() as uow:
@@ -170,10 +174,10 @@ def main() -> None:
     try:
         session = requests.Session()
         base = f"http://127.0.0.1:{console_port}"
-        token = re.search(r'value="([^"]+)"', session.get(f"{base}/login").text).group(1)
-        session.post(
-            f"{base}/login",
-            data={"email": "bench-reviewer@example.com", "password": "demo-password-1", "csrf_token": token},
+        sign_in(
+            lambda path: session.get(base + path).text,
+            lambda path, data: session.post(base + path, data=data, allow_redirects=False).headers.get("Location", ""),
+            "bench-reviewer@example.com",
         )
         pages = {
             "detail": f"/proposals/{proposal_id}",

@@ -25,7 +25,9 @@ def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if value.year < 1000:  # isoformat pads the year to four digits, strftime does not
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" → "Z"; C, not strftime
 
 
 def clock_utc(value: datetime) -> str:

@@ -46,8 +46,11 @@ class OperatorUser(UserMixin, Base):
     last_login_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # The second factor (OPS-2): the TOTP seed, sealed at rest (OPS-3); set when
     # enrolment starts, in force once confirmed with a code. The last time step a
-    # code was accepted for: a code is accepted once (no replay).
-    totp_secret: Mapped[str | None] = mapped_column(SealedText("operator_users.totp_secret", plain_allowed=False), nullable=True)
+    # code was accepted for: a code is accepted once (no replay). The seed is loaded
+    # (and opened) only where a second factor is checked or enrolled, not with the
+    # operator every request loads.
+    totp_secret: Mapped[str | None] = mapped_column(SealedText("operator_users.totp_secret", plain_allowed=False),
+                                                    nullable=True, deferred=True)
     totp_confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     totp_last_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # Set at enrolment and kept by a reset: an account whose holder enrolled (even a

@@ -4,10 +4,8 @@
 proposal's recorded policies (`policies_of(approval_route)`), not one of its makers
 (FOUR-1), without a counting vote of their own (bound to the current payload digest,
 not expired: POL-2). `eligible_approvers` applies it to every operator of the
-installation for one proposal (the notices); `awaiting` applies it to one operator
-over the open proposals (the inbox and the navigation's count), with the maker and
-vote parts as SQL (`is_a_maker`, `_voted`) and the policy part in Python over the
-rows loaded.
+installation for one proposal (the notices); `app.services.approval_inbox` applies
+it to one operator over the open proposals (the inbox and the navigation's count).
 
 Notices go through the `ApprovalNotice` outbox, created in the transaction that
 opens the proposal's approval (`queue_notices`, from `open_approval_task`), unique per
@@ -30,7 +28,7 @@ from datetime import datetime, timedelta
 from email.message import EmailMessage
 
 from flask import current_app
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import func, select, update
 
 from app.domain import approval_policy as pol
 from app.domain.clock import utcnow
@@ -48,7 +46,6 @@ MAX_ATTEMPTS = 5  # then the notice is `failed` with its last error
 BACKOFF_SECONDS = 30  # 30 s, 60 s, 120 s, 240 s between attempts
 LEASE_SECONDS = 300  # a sender holds a claimed notice this long
 WEBHOOK_TIMEOUT_SECONDS = 10
-INBOX_LIMIT = 200  # rows the inbox (and the count) read at most
 SEND_BATCH = 100
 NOTICE_JOB = "app.jobs.send_notices_job"
 
@@ -63,7 +60,12 @@ def approver_of(operator: OperatorUser) -> pol.Approver:
 
 def admitted(approver: pol.Approver, approval_route: dict | None) -> bool:
     """Whether some factor of a proposal's recorded policies admits `approver` (POL-1)."""
-    return any(f.eligibility.admits(approver) for p in pol.policies_of(approval_route) for f in p.factors)
+    return admits_by(approver, pol.policies_of(approval_route))
+
+
+def admits_by(approver: pol.Approver, policies: tuple[pol.Policy, ...]) -> bool:
+    """Whether some factor of `policies` admits `approver` (POL-1)."""
+    return any(f.eligibility.admits(approver) for p in policies for f in p.factors)
 
 
 def eligible(operator: OperatorUser, approval_route: dict | None, makers: Iterable[str], voted: Iterable[str]) -> bool:
@@ -114,96 +116,6 @@ def eligible_approvers(session, proposal: ActionProposal, now: datetime | None =
     makers = makers_of(session, proposal)
     voted = counting_voters(session, proposal, now)
     return [o for o in operators if eligible(o, proposal.approval_route, makers, voted)]
-
-
-def _voted(operator_id: str, now: datetime):
-    """SQL: the operator has a counting vote on the proposal (`counting_voters`)."""
-    return exists().where(
-        ApprovalVote.proposal_id == P.id,
-        ApprovalVote.approver_id == operator_id,
-        ApprovalVote.payload_digest == P.payload_digest,
-        ApprovalVote.expires_at > now,
-    )
-
-
-def _candidates(operator: OperatorUser, now: datetime, *columns):
-    """SQL: proposals that await a decision, not made by `operator`, without their vote."""
-    from app.services.lifecycle.maker_lookup import is_a_maker
-
-    return (
-        select(*columns)
-        .where(
-            P.installation_id == operator.installation_id,
-            predicates.awaits_decision(now),
-            P.bulk_batch_id.is_(None),  # decided with its batch (BULK-3)
-            ~is_a_maker(operator.id),
-            ~_voted(operator.id, now),
-        )
-        .order_by(P.created_at.desc(), P.id.desc())
-        .limit(INBOX_LIMIT)
-    )
-
-
-def _has_votes(now: datetime):
-    """SQL: the proposal has some counting vote (POL-2), so an approval might count for nothing."""
-    return exists().where(
-        ApprovalVote.proposal_id == P.id,
-        ApprovalVote.payload_digest == P.payload_digest,
-        ApprovalVote.expires_at > now,
-    )
-
-
-def _would_count(operator: OperatorUser, rows, now: datetime) -> list:
-    """The `rows` ((id, payload digest, recorded policies, has votes, item)) whose
-    recorded policies admit `operator` and where their approval would count for some
-    factor (POL-1, POL-7): not ``approval_factor_already_met``. One query for the votes
-    of those that have any; none when no row has a vote."""
-    rows = [row for row in rows if eligible(operator, row[2], (), ())]
-    voted = [row[0] for row in rows if row[3]]
-    if not voted:
-        return [row[4] for row in rows]
-    by_proposal: dict[str, list[pol.Vote]] = {}
-    for vote, who in db.session.execute(
-        select(ApprovalVote, OperatorUser)
-        .join(OperatorUser, OperatorUser.id == ApprovalVote.approver_id)
-        .where(ApprovalVote.proposal_id.in_(voted))
-        .order_by(ApprovalVote.created_at, ApprovalVote.id)
-    ).all():
-        by_proposal.setdefault(vote.proposal_id, []).append(pol.Vote(
-            approver_of(who), vote.decision, vote.payload_digest, vote.expires_at, vote.batch_digest, vote.created_at))
-    me = approver_of(operator)
-    return [
-        row[4]
-        for row in rows
-        if not row[3]
-        or pol.vote_refusal(pol.policies_of(row[2]), by_proposal.get(row[0], ()), me, pol.APPROVE,
-                            makers=(), payload_digest=row[1], now=now) != "approval_factor_already_met"
-    ]
-
-
-def awaiting(operator: OperatorUser, now: datetime | None = None) -> list[ActionProposal]:
-    """The proposals waiting for `operator`'s approval, newest first (POL-7): one query,
-    `eligible` with its maker and vote parts as SQL, and one more for the votes when
-    some have votes (an approval that would count for no factor, already met, does not
-    wait for them: POL-1). At most `INBOX_LIMIT`."""
-    now = now or utcnow()
-    if not operator.active:
-        return []
-    rows = db.session.execute(_candidates(operator, now, P, _has_votes(now).label("has_votes"))).all()
-    return _would_count(operator, [(p.id, p.payload_digest, p.approval_route, has, p) for p, has in rows], now)
-
-
-def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
-    """How many proposals wait for `operator` (the navigation's badge, POL-7): one
-    query reading only the recorded policies (one more for the votes when some have
-    votes, as `awaiting`). At most `INBOX_LIMIT`."""
-    now = now or utcnow()
-    if not operator.active:
-        return 0
-    rows = db.session.execute(
-        _candidates(operator, now, P.id, P.payload_digest, P.approval_route, _has_votes(now).label("has_votes"))
-    ).all()
-    return len(_would_count(operator, [(i, d, r, has, i) for i, d, r, has in rows], now))
 
 
 # -- the outbox ----------------------------------------------------------------------------

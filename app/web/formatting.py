@@ -33,7 +33,7 @@ def time_tag(value) -> Markup:
     if value is None:
         return Markup("—")
     stamp = iso(value)  # digits and punctuation only: nothing to escape
-    return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{value.strftime("%Y-%m-%d %H:%M:%S")} UTC</time>')
+    return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{stamp[:10]} {stamp[11:19]} UTC</time>')
 
 
 def erased_note(row) -> Markup:

@@ -44,13 +44,13 @@ def inbox_count() -> int:
     navigation's badge, one query per page (cached for the request)."""
     from flask_login import current_user
 
-    from app.services.approval_notices import awaiting_count
+    from app.services.approval_inbox import awaiting_count
 
     if not current_user or not current_user.is_authenticated:
         return 0
     cache = request.environ  # per request (tests share one app context, so not g)
     if "console.inbox_count" not in cache:
-        cache["console.inbox_count"] = awaiting_count(current_user)
+        cache["console.inbox_count"] = awaiting_count(current_user._get_current_object())
     return cache["console.inbox_count"]
 
 

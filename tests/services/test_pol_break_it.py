@@ -286,7 +286,7 @@ def test_pol3_a_settings_change_needs_a_second_admin(app, world):
 
 def test_pol7_the_inbox_does_not_count_what_you_may_no_longer_approve(app, team, people):
     """POL-7 (break-it, fixed): the inbox leaves out what the viewer's approval would no longer count for."""
-    from app.services.approval_notices import awaiting, awaiting_count
+    from app.services.approval_inbox import awaiting, awaiting_count
 
     proposal = make_proposal(team)
     vote(proposal, people["peer"])
@@ -299,7 +299,7 @@ def test_pol7_the_inbox_does_not_count_what_you_may_no_longer_approve(app, team,
 
 def test_pol7_the_inbox_drops_a_proposal_once_you_voted_and_never_shows_the_maker(app, team, people):
     """POL-7, FOUR-1 (correct): a maker and someone whose vote counts do not see it waiting."""
-    from app.services.approval_notices import awaiting_count
+    from app.services.approval_inbox import awaiting_count
 
     proposal = make_proposal(team, maker="reviewer")
     db.session.expire_all()

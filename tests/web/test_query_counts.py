@@ -88,7 +88,10 @@ def grow_history(world, proposal, n: int) -> None:
 def queries_for(app, client, url) -> int:
     from app.queueing import get_redis
 
+    from app.services.approval_inbox import forget_kept_counts
+
     get_redis(app).flushdb()  # no cached state counts: count every query a cold page runs
+    forget_kept_counts()  # nor the navigation's kept count (it runs its mark and its count)
     db.session.remove()  # the request shares the test's app context: start it with an empty session
     with counting(app) as statements:
         response = client.get(url)
@@ -109,11 +112,11 @@ def test_proposal_detail_queries_do_not_grow_with_history(app, client, world):
     # the approval verdict's correction lookup (8 and 8 then); now also the evidence,
     # the subject history, labels and undone marks (REV-1..4) and the makers' facts (FOUR-1),
     # and what the reviewer approves: the decision, its maker and the delivery (FOUR-5)
-    # and the navigation's inbox count (POL-7; not on the live fragment), the votes and
+    # and the navigation's inbox count (POL-7: its mark, and cold the count; not on the live fragment), the votes and
     # their approvers (POL-1..3; one query each, the live panel reads the votes too),
     # the subject's protected mark (POL-4), its statement of reasons (DSA-3; read once, the
     # DSA-4 notice panel shows the same row; not on the live fragment)
-    assert (small, live_small) == (25, 13)
+    assert (small, live_small) == (26, 13)
 
 
 def test_lists_do_not_grow_with_rows(app, client, world):
@@ -135,16 +138,17 @@ def test_lists_do_not_grow_with_rows(app, client, world):
     assert after == before
     # the operator first; the lists load their related rows in the same query
     # (4, 4, 4, 2, 2 and 5 before the labels, undone marks, evidence and makers' facts);
-    # every full page then counts what waits in the navigation's inbox (POL-7: one query)
+    # every full page then counts what waits in the navigation's inbox (POL-7: its mark,
+    # and on a cold page the count: two queries; a warm page whose mark is unchanged, one)
     assert after == {
-        "/proposals": 9,  # proposals with their reports, queues, state counts, labels, undone marks,
+        "/proposals": 10,  # proposals with their reports, queues, state counts, labels, undone marks,
         # the protected marks (POL-4)
-        "/proposals?state=approval_required": 9,
-        "/proposals?mine=1": 9,
-        "/tasks": 10,  # tasks with their proposals and assignees (one query), makers' facts, evidence,
+        "/proposals?state=approval_required": 10,
+        "/proposals?mine=1": 10,
+        "/tasks": 11,  # tasks with their proposals and assignees (one query), makers' facts, evidence,
         # decisions (FOUR-5), the protected marks (POL-4)
-        "/reports": 5,  # and the active temporary actions with their reversals (TEMP-2)
-        "/operations": 14,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
+        "/reports": 6,  # and the active temporary actions with their reversals (TEMP-2)
+        "/operations": 15,  # and the reversals due within 24 h or overdue (TEMP-2), the connections' health
         # with their held counts, and their transitions (CONN-1), the dead letters' groups, then those listed (CONN-4),
         # the deliveries retrying (QUEUE-6), the overdue reviews of emergency actions (POL-6),
         # the DSA settings and the statements counted by state (DSA-3)
@@ -164,8 +168,8 @@ def test_dsa3_operations_statements_do_not_grow_with_refused_statements(app, cli
     with unit_of_work() as uow:
         uow.session.execute(update(DsaStatement).values(state="dead_letter", last_error='{"category": ["x"]}'))
         uow.commit()
-    # the page's 14, then the refused statements, the connection and the labels they are named by
-    assert queries_for(app, client, "/operations") == few == 14 + 3
+    # the page's 15, then the refused statements, the connection and the labels they are named by
+    assert queries_for(app, client, "/operations") == few == 15 + 3
 
 
 def test_report_detail_is_bounded(app, client, world):
@@ -181,10 +185,10 @@ def test_report_detail_is_bounded(app, client, world):
     assert queries_for(app, client, f"/reports/{world.report_ids[0]}") == first
     # the operator, the report, then one query each: targets, decisions with their
     # makers, runs, proposals, appeals (7), then the evidence, subject history, labels
-    # and undone marks (REV-1..4), and the navigation's inbox count (POL-7), the
+    # and undone marks (REV-1..4), and the navigation's inbox count (POL-7: mark and count), the
     # protected marks of its subjects and their authors (POL-4), the complaint window of
     # the latest decision (DSA-5), the DSA settings for the rationale's hint (DSA-2)
-    assert first == 21
+    assert first == 22
 
 
 def test_appeal_pages_are_bounded(app, client, world):
@@ -214,7 +218,7 @@ def test_appeal_pages_are_bounded(app, client, world):
     # 6 and 2 before the evidence, the contested action and the labels (REV-1, REV-4);
     # each with the navigation's inbox count (POL-7); the detail with the protected marks (POL-4)
     # and the outcome notice's statement and, with none, the DSA settings (DSA-5)
-    assert (detail, listing) == (23, 4)
+    assert (detail, listing) == (24, 5)
 
 
 def grow_subject_history(world, n: int) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import and_, bindparam, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
 from app.domain.maker_checker import Verdict
@@ -25,17 +25,17 @@ from app.models import (
     OperatorUser,
     WorkflowRun,
 )
+from app.models.statements import prebuilt
 
 P = ActionProposal
 Original = aliased(ActionProposal)
 
 
 def _report_decisions(session, report_ids: Iterable[str]) -> dict[str, tuple[DecisionRef, ...]]:
-    rows = session.execute(
-        select(Decision.report_id, Decision.id, Decision.maker_id, Decision.seq, Decision.created_at).where(
-            Decision.report_id.in_(set(report_ids))
-        )
-    ).all()
+    statement = prebuilt(("maker-decisions",), lambda: select(
+        Decision.report_id, Decision.id, Decision.maker_id, Decision.seq, Decision.created_at
+    ).where(Decision.report_id.in_(bindparam("report_ids", expanding=True))))
+    rows = session.execute(statement, {"report_ids": list(set(report_ids))}).all()
     by_report: dict[str, list[DecisionRef]] = {}
     for report_id, *ref in rows:
         by_report.setdefault(report_id, []).append(DecisionRef(*ref))
@@ -45,6 +45,29 @@ def _report_decisions(session, report_ids: Iterable[str]) -> dict[str, tuple[Dec
 def _original_id(correction_original):
     """The proposal a correction corrects, else the one a compensation compensates."""
     return func.coalesce(correction_original, P.compensates_proposal_id)
+
+
+def _links():
+    """SQL, built once (statements built per call cost more than they run): each
+    proposal's run decision, appeal decision's maker, contested and original decisions
+    and emergency actor; bound parameter ``ids`` (expanding)."""
+    return (
+        select(
+            P.id,
+            WorkflowRun.decision_id,
+            AppealDecision.maker_id,
+            Appeal.decision_id,
+            Original.decision_id,
+            EmergencyReview.acted_by,
+        )
+        .outerjoin(WorkflowRun, WorkflowRun.id == P.run_id)
+        .outerjoin(AppealCorrection, AppealCorrection.proposal_id == P.id)
+        .outerjoin(AppealDecision, AppealDecision.id == AppealCorrection.appeal_decision_id)
+        .outerjoin(Appeal, Appeal.id == AppealCorrection.appeal_id)
+        .outerjoin(Original, Original.id == _original_id(AppealCorrection.original_proposal_id))
+        .outerjoin(EmergencyReview, EmergencyReview.proposal_id == Original.id)
+        .where(P.id.in_(bindparam("ids", expanding=True)))
+    )
 
 
 def maker_facts(session, proposals: Iterable[ActionProposal]) -> dict[str, MakerFacts]:
@@ -63,23 +86,7 @@ def maker_facts(session, proposals: Iterable[ActionProposal]) -> dict[str, Maker
     proposals = [p for p in proposals if p is not None]
     if not proposals:
         return {}
-    rows = session.execute(
-        select(
-            P.id,
-            WorkflowRun.decision_id,
-            AppealDecision.maker_id,
-            Appeal.decision_id,
-            Original.decision_id,
-            EmergencyReview.acted_by,
-        )
-        .outerjoin(WorkflowRun, WorkflowRun.id == P.run_id)
-        .outerjoin(AppealCorrection, AppealCorrection.proposal_id == P.id)
-        .outerjoin(AppealDecision, AppealDecision.id == AppealCorrection.appeal_decision_id)
-        .outerjoin(Appeal, Appeal.id == AppealCorrection.appeal_id)
-        .outerjoin(Original, Original.id == _original_id(AppealCorrection.original_proposal_id))
-        .outerjoin(EmergencyReview, EmergencyReview.proposal_id == Original.id)
-        .where(P.id.in_({p.id for p in proposals}))
-    ).all()
+    rows = session.execute(prebuilt(("maker-links",), _links), {"ids": list({p.id for p in proposals})}).all()
     linked = {row[0]: row[1:] for row in rows}
     decisions = _report_decisions(session, {p.report_id for p in proposals})
     facts = {}

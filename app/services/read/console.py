@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import bindparam, func, select, tuple_
 from sqlalchemy.orm import joinedload, selectinload
 
 from app.domain.case_states import OPEN_CORRECTION_STATES
@@ -42,6 +42,7 @@ from app.services.read.approval_votes import VotePanel, vote_panel
 from app.services.lifecycle.proposals import delivery_of
 from app.services.lifecycle.reversals import active_reversal
 from app.services.read.list_columns import list_row_options
+from app.models.statements import prebuilt
 from app.services.read.pagination import decode_cursor, encode_cursor
 
 P = ActionProposal
@@ -192,11 +193,12 @@ class ProposalDetail:
 AUDIT_SHOWN = 50
 
 
-def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = False) -> ProposalDetail | None:
-    """Everything the proposal page shows, or None outside the operator's tenant."""
-    proposal = db.session.scalar(
+def _page_proposal():
+    """SQL, built once: the proposal page's proposal with what it shows and what the
+    approval verdict reads (bound ``proposal_id``, ``installation_id``)."""
+    return (
         select(P)
-        .where(P.id == proposal_id, P.installation_id == operator.installation_id)
+        .where(P.id == bindparam("proposal_id"), P.installation_id == bindparam("installation_id"))
         .options(
             joinedload(P.report),
             joinedload(P.approval),
@@ -208,31 +210,42 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
             selectinload(P.receipts),
         )
     )
+
+
+def _audit_of_proposal():
+    return AuditEvent.target_type == "action_proposal", AuditEvent.target_id == bindparam("proposal_id")
+
+
+def _audit_count():
+    return select(func.count()).select_from(AuditEvent).where(*_audit_of_proposal())
+
+
+def _audit_rows():
+    """SQL, built once: a proposal's newest audit events as plain rows (bound
+    ``proposal_id``, ``limit``)."""
+    return (
+        select(AuditEvent.seq, AuditEvent.action, AuditEvent.actor_type, AuditEvent.actor_id,
+               AuditEvent.details_json, AuditEvent.created_at)
+        .where(*_audit_of_proposal())
+        .order_by(AuditEvent.seq.desc())
+        .limit(bindparam("limit"))
+    )
+
+
+def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = False) -> ProposalDetail | None:
+    """Everything the proposal page shows, or None outside the operator's tenant."""
+    mine = {"proposal_id": proposal_id, "installation_id": operator.installation_id}
+    proposal = db.session.scalar(prebuilt(("proposal-page",), _page_proposal), mine)
     if proposal is None:
         return None
     by_cycle: OrderedDict[int, list[ConnectionAttempt]] = OrderedDict()
     for attempt in reversed(proposal.attempts):  # the newest cycle and attempt first
         by_cycle.setdefault(attempt.delivery_cycle, []).append(attempt)
     approval, task = proposal.approval, proposal.task
-    mine = (AuditEvent.target_type == "action_proposal", AuditEvent.target_id == proposal.id)
-    audit_total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*mine))
-    audit = list(
-        reversed(
-            db.session.execute(  # the newest events; plain rows, not entities
-                select(
-                    AuditEvent.seq,
-                    AuditEvent.action,
-                    AuditEvent.actor_type,
-                    AuditEvent.actor_id,
-                    AuditEvent.details_json,
-                    AuditEvent.created_at,
-                )
-                .where(*mine)
-                .order_by(AuditEvent.seq.desc())
-                .limit(None if all_audit else AUDIT_SHOWN)
-            ).all()
-        )
-    )
+    audit_total = db.session.scalar(prebuilt(("proposal-audit-count",), _audit_count), {"proposal_id": proposal.id})
+    limit = audit_total if all_audit else AUDIT_SHOWN
+    audit = list(reversed(db.session.execute(prebuilt(("proposal-audit",), _audit_rows),
+                                             {"proposal_id": proposal.id, "limit": limit}).all()))
     actor_ids = {a.actor_id for a in audit if a.actor_type == "operator"}
     if approval:
         actor_ids.add(approval.approver_id)

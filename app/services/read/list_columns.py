@@ -13,8 +13,9 @@ P = ActionProposal
 # what `approving` reads of each row of the tasks page (FOUR-5: delivery in words,
 # a temporary action's reversal, a change of end's kind)
 APPROVING = (P.delivery, P.temporary, P.approval_policy)
-# the JSON columns no list row reads (the target names the subject: kept)
-UNLISTED = (P.payload, P.preconditions, P.approval_policy, P.delivery, P.last_receipt, P.temporary)
+# the JSON columns no list row reads (the target names the subject: kept; the
+# recorded approval route is read on the proposal page and by the inbox)
+UNLISTED = (P.payload, P.preconditions, P.approval_policy, P.delivery, P.last_receipt, P.temporary, P.approval_route)
 
 
 def list_row_options(path=None, keep=()) -> list:

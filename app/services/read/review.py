@@ -12,12 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, func, literal, select, union_all
+from sqlalchemy import and_, bindparam, func, literal, select, union_all
 
 from app.domain.case_states import OPEN_CORRECTION_STATES, CorrectionState
 from app.domain.maker_checker import Verdict
 from app.domain.states import ProposalState, is_terminal
 from app.extensions import db
+from app.models.statements import prebuilt
 from app.models import (
     ActionProposal,
     AppealCorrection,
@@ -36,12 +37,13 @@ HISTORY_ACTIONS = 60
 
 def evidence_by_report(report_ids: Iterable[str]) -> dict[str, list[ReportEvidence]]:
     """Evidence rows of each report, in target order (one query)."""
-    rows = db.session.scalars(
+    statement = prebuilt(("evidence-by-report",), lambda: (
         select(ReportEvidence)
         .join(ReportTarget, ReportTarget.id == ReportEvidence.report_target_id)
-        .where(ReportEvidence.report_id.in_(set(report_ids)))
+        .where(ReportEvidence.report_id.in_(bindparam("report_ids", expanding=True)))
         .order_by(ReportEvidence.report_id, ReportTarget.position)
-    ).all()
+    ))
+    rows = db.session.scalars(statement, {"report_ids": sorted(set(report_ids))}).all()
     by_report: dict[str, list[ReportEvidence]] = {}
     for row in rows:
         by_report.setdefault(row.report_id, []).append(row)
@@ -101,6 +103,27 @@ class UndoMark:
     state: str
 
 
+def _undo_statements():
+    """Built once (every list page runs them): the compensations and the appeal
+    corrections of the proposals in bound ``ids`` (expanding)."""
+    ids = bindparam("ids", expanding=True)
+    compensations = select(P.compensates_proposal_id, P.id, P.action_code, P.state, P.delivery_terminal).where(
+        P.compensates_proposal_id.in_(ids)
+    )
+    corrections = (
+        select(
+            AppealCorrection.original_proposal_id,
+            AppealCorrection.proposal_id,
+            AppealCorrection.appeal_id,
+            AppealCorrection.state,
+            P.action_code,
+        )
+        .outerjoin(P, P.id == AppealCorrection.proposal_id)
+        .where(AppealCorrection.original_proposal_id.in_(ids))
+    )
+    return compensations, corrections
+
+
 def undo_marks(proposal_ids: Iterable[str]) -> dict[str, UndoMark]:
     """For each proposal that was undone or is being undone, how (two queries).
 
@@ -114,27 +137,14 @@ def undo_marks(proposal_ids: Iterable[str]) -> dict[str, UndoMark]:
         if original_id not in marks or (mark.done and not marks[original_id].done):
             marks[original_id] = mark
 
-    compensations = db.session.execute(
-        select(P.compensates_proposal_id, P.id, P.action_code, P.state, P.delivery_terminal).where(
-            P.compensates_proposal_id.in_(ids)
-        )
-    ).all()
+    compensations_of, corrections_of = prebuilt(("undo-marks",), _undo_statements)
+    compensations = db.session.execute(compensations_of, {"ids": sorted(ids)}).all()
     for original_id, id, code, state, terminal in compensations:
         if state == ProposalState.APPLIED:
             keep(original_id, UndoMark(True, "compensation", id, None, code, state))
         elif not is_terminal(state, terminal):  # still on its way
             keep(original_id, UndoMark(False, "compensation", id, None, code, state))
-    corrections = db.session.execute(
-        select(
-            AppealCorrection.original_proposal_id,
-            AppealCorrection.proposal_id,
-            AppealCorrection.appeal_id,
-            AppealCorrection.state,
-            P.action_code,
-        )
-        .outerjoin(P, P.id == AppealCorrection.proposal_id)
-        .where(AppealCorrection.original_proposal_id.in_(ids))
-    ).all()
+    corrections = db.session.execute(corrections_of, {"ids": sorted(ids)}).all()
     for original_id, proposal_id, appeal_id, state, code in corrections:
         if state == CorrectionState.CONFIRMED:
             keep(original_id, UndoMark(True, "correction", proposal_id, appeal_id, code, state))
@@ -184,28 +194,45 @@ def subject_of(targets: Iterable[ReportTarget], evidence: Iterable[ReportEvidenc
     )
 
 
-def _matches(installation_id: str, report_id: str, subject: Subject):
-    """(report id, reference, reason) rows of other reports on the subject."""
-    references, authors = subject.references, set(subject.authors)
+def _matches():
+    """SQL (a subquery): (report id, reference, via) rows of other reports on a subject;
+    bound ``installation_id``, ``report_id`` and ``references`` (expanding: the
+    subject's targets and their authors' accounts)."""
     by_target = select(
         ReportTarget.report_id.label("report_id"),
         ReportTarget.target_reference.label("reference"),
         literal("target").label("via"),
     ).where(
-        ReportTarget.installation_id == installation_id,
-        ReportTarget.target_reference.in_(references),
-        ReportTarget.report_id != report_id,
+        ReportTarget.installation_id == bindparam("installation_id"),
+        ReportTarget.target_reference.in_(bindparam("references", expanding=True)),
+        ReportTarget.report_id != bindparam("report_id"),
     )
     by_author = select(
         ReportEvidence.report_id.label("report_id"),
         ReportEvidence.target_reference.label("reference"),
         ReportEvidence.author_reference.label("via"),
     ).where(
-        ReportEvidence.installation_id == installation_id,
-        ReportEvidence.author_reference.in_(references | authors),
-        ReportEvidence.report_id != report_id,
+        ReportEvidence.installation_id == bindparam("installation_id"),
+        ReportEvidence.author_reference.in_(bindparam("references", expanding=True)),
+        ReportEvidence.report_id != bindparam("report_id"),
     )
     return union_all(by_target, by_author).subquery()
+
+
+def _history_statements():
+    """The history's first two statements, built once (building them cost more than
+    running them): the newest reports on the subject, and why each is there."""
+    matches = _matches()
+    reports = (
+        select(Report)
+        .where(Report.id.in_(select(matches.c.report_id)))
+        .order_by(Report.created_at.desc(), Report.id.desc())
+        .limit(HISTORY_REPORTS)
+    )
+    why = select(matches.c.report_id, matches.c.reference, matches.c.via).where(
+        matches.c.report_id.in_(bindparam("ids", expanding=True))
+    )
+    return reports, why
 
 
 def _reason(subject: Subject, reference: str, via: str) -> tuple[str, str]:
@@ -227,18 +254,12 @@ def subject_history(installation_id: str, report_id: str, subject: Subject) -> l
     Returns:
         At most `HISTORY_REPORTS` entries, newest report first.
     """
-    matches = _matches(installation_id, report_id, subject)
-    reports = db.session.scalars(
-        select(Report)
-        .where(Report.id.in_(select(matches.c.report_id)))
-        .order_by(Report.created_at.desc(), Report.id.desc())
-        .limit(HISTORY_REPORTS)
-    ).all()
+    reports_of, why_of = prebuilt(("subject-history",), _history_statements)
+    found = {"installation_id": installation_id, "report_id": report_id, "references": sorted(subject.references)}
+    reports = db.session.scalars(reports_of, found).all()
     ids = [r.id for r in reports]
     why: dict[str, tuple[list[tuple[str, str]], list[str]]] = {id: ([], []) for id in ids}
-    for rid, reference, via in db.session.execute(
-        select(matches.c.report_id, matches.c.reference, matches.c.via).where(matches.c.report_id.in_(ids))
-    ):
+    for rid, reference, via in db.session.execute(why_of, {**found, "ids": ids}):
         reasons, references = why[rid]
         reason = _reason(subject, reference, via)
         if reason not in reasons:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, literal, select, tuple_
+from sqlalchemy import bindparam, func, literal, select, tuple_
 from sqlalchemy.orm import joinedload
 
 from app.domain.case_states import OPEN_TASK_STATES
@@ -17,6 +17,7 @@ from app.domain.proposal.offers import claim_offer, release_offer
 from app.extensions import db
 from app.models import HumanTask, OperatorUser
 from app.models.base import UTCDateTime
+from app.models.statements import prebuilt
 from app.services.lifecycle.maker_lookup import maker_facts
 from app.services.read.list_columns import APPROVING, list_row_options
 from app.services.read.pagination import decode_cursor, encode_cursor
@@ -48,20 +49,37 @@ def task_page(operator: OperatorUser, cursor: str | None = None, limit: int | No
     one reads as the first page), `limit` rows at most (TASK_PAGE_SIZE by default),
     with the count of all open tasks (FOUR-1 offers per row)."""
     limit = limit or TASK_PAGE_SIZE
-    mine = (HumanTask.installation_id == operator.installation_id, HumanTask.state.in_(OPEN_TASK_STATES))
-    query = select(HumanTask).where(*mine)
     position = decode_cursor(cursor)
+    found = {"installation_id": operator.installation_id, "limit": limit + 1}
     if position:
-        query = query.where(tuple_(DUE, HumanTask.id) > tuple_(literal(position[0], UTCDateTime()), position[1]))
-    tasks = _load(query.order_by(DUE, HumanTask.id).limit(limit + 1))
+        found.update(due=position[0], after_id=position[1])
+    statement = prebuilt(("task-page", bool(position)), lambda: _page_statement(bool(position)))
+    tasks = list(db.session.scalars(statement, found).unique().all())
     more = len(tasks) > limit
     tasks = tasks[:limit]
     if position is None and not more:
         total = len(tasks)  # the whole list is on this page: no count needed
     else:
-        total = db.session.scalar(select(func.count()).select_from(HumanTask).where(*mine))
+        counted = prebuilt(("task-count",), lambda: select(func.count()).select_from(HumanTask).where(
+            *_open_in_installation()))
+        total = db.session.scalar(counted, {"installation_id": operator.installation_id})
     last = tasks[-1] if more else None
     return TaskPage(_rows(operator, tasks), encode_cursor(last.due_at or NEVER_DUE, last.id) if last else None, total)
+
+
+def _open_in_installation():
+    return HumanTask.installation_id == bindparam("installation_id"), HumanTask.state.in_(OPEN_TASK_STATES)
+
+
+def _page_statement(after_cursor: bool):
+    """SQL, built once per shape: a page of open tasks soonest due first with their
+    proposals and claimants; bound ``installation_id``, ``limit`` and, after a
+    cursor, ``due`` and ``after_id``."""
+    query = select(HumanTask).where(*_open_in_installation())
+    if after_cursor:
+        query = query.where(tuple_(DUE, HumanTask.id) > tuple_(bindparam("due", type_=UTCDateTime()),
+                                                                bindparam("after_id")))
+    return _with_rows(query.order_by(DUE, HumanTask.id).limit(bindparam("limit")))
 
 
 def open_task(operator: OperatorUser, task_id: str) -> dict[str, Any] | None:
@@ -71,10 +89,14 @@ def open_task(operator: OperatorUser, task_id: str) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-def _load(query) -> list[HumanTask]:
+def _with_rows(query):
     # the proposal and the claimant come with the task (one query; each loaded once)
-    query = query.options(*list_row_options(joinedload(HumanTask.proposal), keep=APPROVING), joinedload(HumanTask.assignee))
-    return list(db.session.scalars(query).unique().all())
+    return query.options(*list_row_options(joinedload(HumanTask.proposal), keep=APPROVING),
+                         joinedload(HumanTask.assignee))
+
+
+def _load(query) -> list[HumanTask]:
+    return list(db.session.scalars(_with_rows(query)).unique().all())
 
 
 def _rows(operator: OperatorUser, tasks: list[HumanTask]) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from flask_login import current_user
 
 from app.domain.approval_policy import policies_of
 from app.domain.clock import utcnow
-from app.services.approval_notices import INBOX_LIMIT, awaiting
+from app.services.approval_inbox import INBOX_LIMIT, awaiting
 from app.web.badges import age
 
 from ..decorators import role_required

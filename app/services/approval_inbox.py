@@ -1,0 +1,194 @@
+"""What waits for an operator's approval: the inbox and the navigation's count (SPEC POL-7).
+
+`approval_notices.eligible` is the one rule; here it is applied to one operator over
+the open proposals, with its maker and vote parts as SQL (`is_a_maker`, `_voted`) and
+the policy part in Python over the rows loaded (`admits_by`). The statements are
+built once (building them cost more than running them, on every page). The count is
+kept per operator beside a cheap mark of what it reads (`awaiting_count`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import datetime
+
+from sqlalchemy import Text, and_, bindparam, exists, func, select, type_coerce
+
+from app.domain import approval_policy as pol
+from app.domain.clock import utcnow
+from app.extensions import db
+from app.models import ActionProposal, ApprovalVote, OperatorUser, predicates
+from app.models.statements import prebuilt
+from app.services.approval_notices import admits_by, approver_of
+
+P = ActionProposal
+INBOX_LIMIT = 200  # rows the inbox (and the count) read at most
+
+
+@functools.lru_cache(maxsize=256)
+def _recorded_policies(route_text: str | None) -> tuple[pol.Policy, ...]:
+    """The policies of an `approval_route` column as stored (canonical JSON text, so
+    equal records are equal text): most open proposals share a handful of records,
+    and the navigation's count reads them on every page (POL-7)."""
+    return pol.policies_of(json.loads(route_text) if route_text else None)
+
+
+def _route_text():
+    """SQL: the proposal's recorded policies as their stored text (not parsed per row)."""
+    return type_coerce(P.approval_route, Text).label("route_text")
+
+
+def _voted(operator_id, now):
+    """SQL: the operator has a counting vote on the proposal (`counting_voters`)."""
+    return exists().where(
+        ApprovalVote.proposal_id == P.id,
+        ApprovalVote.approver_id == operator_id,
+        ApprovalVote.payload_digest == P.payload_digest,
+        ApprovalVote.expires_at > now,
+    )
+
+
+def _candidates(columns: str):
+    """SQL: proposals that await a decision, not made by the operator, without their
+    vote; `columns` "ids" (id, digest, recorded policies as text, has votes) or
+    "rows" (the proposal, recorded policies as text, has votes). Built once per shape
+    (building it cost more than running it, on every page's navigation): bound
+    parameters ``installation_id``, ``operator_id``, ``now``."""
+    from app.services.lifecycle.maker_lookup import is_a_maker
+
+    def build():
+        operator_id, now = bindparam("operator_id"), bindparam("now")
+        has_votes = _has_votes(now).label("has_votes")
+        shown = (P.id, P.payload_digest) if columns == "ids" else (P,)
+        return (
+            select(*shown, _route_text(), has_votes)
+            .where(
+                P.installation_id == bindparam("installation_id"),
+                predicates.awaits_decision(now),
+                P.bulk_batch_id.is_(None),  # decided with its batch (BULK-3)
+                ~is_a_maker(operator_id),
+                ~_voted(operator_id, now),
+            )
+            .order_by(P.created_at.desc(), P.id.desc())
+            .limit(INBOX_LIMIT)
+        )
+
+    return prebuilt(("awaiting", columns), build)
+
+
+def _run_candidates(operator: OperatorUser, now: datetime, columns: str):
+    parameters = {"installation_id": operator.installation_id, "operator_id": operator.id, "now": now}
+    return db.session.execute(_candidates(columns), parameters).all()
+
+
+def _has_votes(now):
+    """SQL: the proposal has some counting vote (POL-2), so an approval might count for nothing."""
+    return exists().where(
+        ApprovalVote.proposal_id == P.id,
+        ApprovalVote.payload_digest == P.payload_digest,
+        ApprovalVote.expires_at > now,
+    )
+
+
+def _would_count(operator: OperatorUser, rows, now: datetime) -> list:
+    """The `rows` ((id, payload digest, recorded policies as text, has votes, item))
+    that wait for `operator` (POL-1, POL-7): `eligible` with the maker and vote parts
+    already done in SQL (`_candidates`), so the operator is active and admitted by
+    some factor, and their approval would count for some factor (not
+    ``approval_factor_already_met``). One query for the votes of those that have any;
+    none when no row has a vote."""
+    if not operator.active:
+        return []
+    me = approver_of(operator)
+    rows = [row for row in rows if admits_by(me, _recorded_policies(row[2]))]
+    voted = [row[0] for row in rows if row[3]]
+    if not voted:
+        return [row[4] for row in rows]
+    by_proposal: dict[str, list[pol.Vote]] = {}
+    for vote, who in db.session.execute(
+        select(ApprovalVote, OperatorUser)
+        .join(OperatorUser, OperatorUser.id == ApprovalVote.approver_id)
+        .where(ApprovalVote.proposal_id.in_(voted))
+        .order_by(ApprovalVote.created_at, ApprovalVote.id)
+    ).all():
+        by_proposal.setdefault(vote.proposal_id, []).append(pol.Vote(
+            approver_of(who), vote.decision, vote.payload_digest, vote.expires_at, vote.batch_digest, vote.created_at))
+    return [
+        row[4]
+        for row in rows
+        if not row[3]
+        or pol.vote_refusal(_recorded_policies(row[2]), by_proposal.get(row[0], ()), me, pol.APPROVE,
+                            makers=(), payload_digest=row[1], now=now) != "approval_factor_already_met"
+    ]
+
+
+def awaiting(operator: OperatorUser, now: datetime | None = None) -> list[ActionProposal]:
+    """The proposals waiting for `operator`'s approval, newest first (POL-7): one query,
+    `eligible` with its maker and vote parts as SQL, and one more for the votes when
+    some have votes (an approval that would count for no factor, already met, does not
+    wait for them: POL-1). At most `INBOX_LIMIT`."""
+    now = now or utcnow()
+    rows = _run_candidates(operator, now, "rows")
+    return _would_count(operator, [(p.id, p.payload_digest, text, has, p) for p, text, has in rows], now)
+
+
+def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
+    """How many proposals wait for `operator` (the navigation's badge, POL-7), as
+    `awaiting` counts them, at most `INBOX_LIMIT`.
+
+    Every page shows it, and the count runs the maker rule for each open proposal
+    (about 3 ms at 120 open), so it is kept per operator beside a cheap mark of the
+    open proposals and their counting votes (`_inbox_mark`) and counted again only
+    when the mark or the operator's standing differs. What the rule reads of a
+    proposal (state, expiry, digest, recorded policies, makers) is fixed at its
+    creation or moves its ``updated_at``; a vote is counted while it is not expired.
+    """
+    now = now or utcnow()
+    if not operator.active:
+        return 0
+    key = (operator.id, operator.installation_id, operator.roles_text, operator.team,
+           tuple(sorted((operator.attributes or {}).items())))
+    mark = tuple(db.session.execute(_inbox_mark(), {"installation_id": operator.installation_id, "now": now}).one())
+    known = _COUNTS.get(key)
+    if known is not None and known[0] == mark:
+        return known[1]
+    rows = _run_candidates(operator, now, "ids")
+    count = len(_would_count(operator, [(i, d, r, has, i) for i, d, r, has in rows], now))
+    if len(_COUNTS) >= _COUNTS_KEPT:
+        _COUNTS.clear()
+    _COUNTS[key] = (mark, count)
+    return count
+
+
+_COUNTS: dict[tuple, tuple[tuple, int]] = {}  # operator's standing -> (mark, count), per process
+_COUNTS_KEPT = 4096
+
+
+def _inbox_mark():
+    """SQL, built once: what changes whenever some operator's count may change — the
+    open proposals (how many, the latest ``updated_at``) and their counting votes
+    (how many, the latest cast). A proposal or a vote expiring changes a count.
+    Bound parameters ``installation_id``, ``now``."""
+
+    def build():
+        now = bindparam("now")
+        live_vote = and_(ApprovalVote.proposal_id == P.id, ApprovalVote.expires_at > now)
+        return (
+            select(func.count(P.id.distinct()), func.max(P.updated_at), func.count(ApprovalVote.id),
+                   func.max(ApprovalVote.created_at))
+            .select_from(P)
+            .outerjoin(ApprovalVote, live_vote)
+            .where(
+                P.installation_id == bindparam("installation_id"),
+                predicates.awaits_decision(now),
+                P.bulk_batch_id.is_(None),
+            )
+        )
+
+    return prebuilt(("inbox-mark",), build)
+
+
+def forget_kept_counts() -> None:
+    """Drop this process's kept counts (tests that count a cold page's queries)."""
+    _COUNTS.clear()
