@@ -38,6 +38,7 @@ def bench_app(url: str = BENCH_DB):
     from flask_migrate import upgrade
     from sqlalchemy import create_engine, text
 
+    (ROOT / "bench" / "out").mkdir(exist_ok=True)  # the benches' files (not in git)
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
     else:

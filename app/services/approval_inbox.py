@@ -3,15 +3,15 @@
 `approval_notices.eligible` is the one rule; here it is applied to one operator over
 the open proposals, with its maker and vote parts as SQL (`is_a_maker`, `_voted`) and
 the policy part in Python over the rows loaded (`admits_by`). The statements are
-built once (building them cost more than running them, on every page). The count is
-kept per operator beside a cheap mark of what it reads (`awaiting_count`).
+built once (building them cost more than running them, on every page). The count's
+SQL part is kept per operator beside a cheap mark of what it reads (`awaiting_count`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Text, and_, bindparam, exists, func, select, type_coerce
 
@@ -137,32 +137,35 @@ def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
     """How many proposals wait for `operator` (the navigation's badge, POL-7), as
     `awaiting` counts them, at most `INBOX_LIMIT`.
 
-    Every page shows it, and the count runs the maker rule for each open proposal
-    (about 3 ms at 120 open), so it is kept per operator beside a cheap mark of the
-    open proposals and their counting votes (`_inbox_mark`) and counted again only
-    when the mark or the operator's standing differs. What the rule reads of a
-    proposal (state, expiry, digest, recorded policies, makers) is fixed at its
-    creation or moves its ``updated_at``; a vote is counted while it is not expired.
-    """
+    Every page shows it. Its SQL part (the open proposals the operator did not make
+    and has no counting vote on) runs the maker rule for each open proposal, about
+    3 ms at 120 open, so those rows are kept per operator beside a cheap mark of the
+    open proposals and their counting votes (`_inbox_mark`), for at most
+    `KEPT_SECONDS`; they are read again when the mark differs. The rest of the rule
+    (the operator's standing, and whether their approval would still count given the
+    voters' standing: POL-1) runs on every call, as `awaiting` runs it. The time bound
+    covers what the mark cannot see: a proposal whose ``updated_at`` was stamped by a
+    clock ahead of the others."""
     now = now or utcnow()
     if not operator.active:
         return 0
-    key = (operator.id, operator.installation_id, operator.roles_text, operator.team,
-           tuple(sorted((operator.attributes or {}).items())))
+    key = (operator.id, operator.installation_id)
     mark = tuple(db.session.execute(_inbox_mark(), {"installation_id": operator.installation_id, "now": now}).one())
-    known = _COUNTS.get(key)
-    if known is not None and known[0] == mark:
-        return known[1]
-    rows = _run_candidates(operator, now, "ids")
-    count = len(_would_count(operator, [(i, d, r, has, i) for i, d, r, has in rows], now))
-    if len(_COUNTS) >= _COUNTS_KEPT:
-        _COUNTS.clear()
-    _COUNTS[key] = (mark, count)
-    return count
+    known = _KEPT.get(key)
+    if known is not None and known[0] == mark and timedelta(0) <= now - known[1] <= timedelta(seconds=KEPT_SECONDS):
+        rows = known[2]
+    else:
+        rows = [tuple(row) for row in _run_candidates(operator, now, "ids")]
+        if len(_KEPT) >= _KEPT_MOST:
+            _KEPT.clear()
+        _KEPT[key] = (mark, now, rows)
+    return len(_would_count(operator, [(i, d, r, has, i) for i, d, r, has in rows], now))
 
 
-_COUNTS: dict[tuple, tuple[tuple, int]] = {}  # operator's standing -> (mark, count), per process
-_COUNTS_KEPT = 4096
+KEPT_SECONDS = 15
+# (operator id, installation) -> (mark, when read, candidate rows), in this process
+_KEPT: dict[tuple[str, str], tuple[tuple, datetime, list[tuple]]] = {}
+_KEPT_MOST = 4096
 
 
 def _inbox_mark():
@@ -190,5 +193,5 @@ def _inbox_mark():
 
 
 def forget_kept_counts() -> None:
-    """Drop this process's kept counts (tests that count a cold page's queries)."""
-    _COUNTS.clear()
+    """Drop this process's kept rows (tests that count a cold page's queries)."""
+    _KEPT.clear()

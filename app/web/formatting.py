@@ -33,7 +33,8 @@ def time_tag(value) -> Markup:
     if value is None:
         return Markup("—")
     stamp = iso(value)  # digits and punctuation only: nothing to escape
-    return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{stamp[:10]} {stamp[11:19]} UTC</time>')
+    shown = f"{stamp[:10]} {stamp[11:19]}" if len(stamp) == 24 else stamp[:-5].replace("T", " ")  # a year < 1000
+    return Markup(f'<time datetime="{stamp}" title="{stamp} UTC">{shown} UTC</time>')
 
 
 def erased_note(row) -> Markup:

@@ -33,3 +33,12 @@ def test_iso_examples():
     assert iso(datetime(2026, 12, 4, 3, 5, 7, 999_999, tzinfo=UTC)) == "2026-12-04T03:05:07.999Z"
     assert iso(datetime(2026, 12, 4, 3, 5, 7)) == "2026-12-04T03:05:07.000Z"
     assert iso(None) is None
+
+
+def test_time_tag_shows_the_time_as_before():
+    """QUEUE-6: the page's <time> shows date and time in UTC, also for a year below
+    1000 (a platform's mapped time can be any ISO text; found by the break-it pass)."""
+    from app.web.formatting import time_tag
+
+    assert ">2026-12-04 03:05:07 UTC</time>" in str(time_tag(datetime(2026, 12, 4, 3, 5, 7, 999_999, tzinfo=UTC)))
+    assert ">999-01-01 00:00:00 UTC</time>" in str(time_tag(datetime(999, 1, 1, tzinfo=UTC)))

@@ -1,8 +1,9 @@
-"""The navigation's count of what waits for an operator (SPEC POL-7) is kept per
-operator beside a mark of the open proposals and their votes
+"""The navigation's count of what waits for an operator (SPEC POL-7) keeps its SQL
+part per operator beside a mark of the open proposals and their votes
 (`approval_inbox.awaiting_count`). Each test warms that count, changes one thing
 the rule reads, and checks the count against the inbox itself (`awaiting`), which
-is never kept."""
+is never kept. The voters' standing cases and the clock stamped ahead were found by
+the break-it pass."""
 
 from __future__ import annotations
 
@@ -10,10 +11,17 @@ import pytest
 
 from app.extensions import db
 from app.models import ActionProposal, OperatorUser
-from app.services.approval_inbox import awaiting, awaiting_count
+from app.services.approval_inbox import KEPT_SECONDS, awaiting, awaiting_count, forget_kept_counts
 from app.services.lifecycle.approval import decide_proposal
 
 from ..builders import PEER_AND_LEAD, make_operator, make_proposal, set_approval_settings, set_operator_attributes, set_row
+
+
+@pytest.fixture(autouse=True)
+def _cold():
+    forget_kept_counts()  # the kept rows are per process: start and end each test without them
+    yield
+    forget_kept_counts()
 
 
 @pytest.fixture
@@ -87,3 +95,37 @@ def test_pol7_the_kept_count_follows_the_operators_standing(app, team, people):
     assert agrees(people["peer"]) == 1
     set_row(OperatorUser, people["peer"], active=False)
     assert awaiting_count(fresh(people["peer"])) == 0
+
+
+def test_pol7_the_count_follows_a_voters_standing(app, team, people):
+    """POL-1, POL-7: whether the viewer's approval would still count reads the voters'
+    standing; a voter who loses the role, or whose attributes now fill another
+    factor, opens the factor again for the viewer at once."""
+    proposal = make_proposal(team)
+    vote(proposal, people["reviewer"])  # the peer factor is met
+    assert agrees(people["peer"]) == 0
+    set_row(OperatorUser, people["reviewer"], roles_text="auditor")  # their vote counts for no factor now
+    assert agrees(people["peer"]) == 1
+    set_row(OperatorUser, people["reviewer"], roles_text="reviewer")
+    assert agrees(people["peer"]) == 0
+    set_operator_attributes(people["reviewer"], team="safety", attributes={"level": "lead"})  # fills the lead factor
+    assert agrees(people["peer"]) == 1
+
+
+def test_pol7_a_proposal_stamped_ahead_hides_changes_for_a_bounded_time(app, team, clock):
+    """POL-7: a proposal whose ``updated_at`` came from a clock ahead of the others
+    keeps the mark's latest time; one proposal leaving as another enters then leaves
+    the mark as it was. The kept rows are read again after `KEPT_SECONDS` at most
+    (the inbox page is exact throughout)."""
+    viewer = make_operator(team.installation_id, "reviewer2")
+    leaving = make_proposal(team)
+    clock.advance(minutes=10)
+    make_proposal(team)  # stamped ten minutes ahead
+    clock.advance(minutes=-10)
+    assert agrees(viewer.id) == 2
+    decide_proposal(leaving.id, decision="rejected", payload_digest=leaving.payload_digest, reason="not this one",
+                    idempotency_key="reject-leaving", operator=fresh(team.user("reviewer").id))
+    make_proposal(team, maker="reviewer2")  # enters, not the viewer's to approve
+    assert len(awaiting(fresh(viewer.id))) == 1
+    clock.advance(seconds=KEPT_SECONDS + 1)
+    assert agrees(viewer.id) == 1

@@ -220,16 +220,16 @@ def _audit_count():
     return select(func.count()).select_from(AuditEvent).where(*_audit_of_proposal())
 
 
-def _audit_rows():
-    """SQL, built once: a proposal's newest audit events as plain rows (bound
-    ``proposal_id``, ``limit``)."""
-    return (
+def _audit_rows(limited: bool):
+    """SQL, built once per shape: a proposal's newest audit events as plain rows (bound
+    ``proposal_id``; ``limit`` when `limited`, else all)."""
+    statement = (
         select(AuditEvent.seq, AuditEvent.action, AuditEvent.actor_type, AuditEvent.actor_id,
                AuditEvent.details_json, AuditEvent.created_at)
         .where(*_audit_of_proposal())
         .order_by(AuditEvent.seq.desc())
-        .limit(bindparam("limit"))
     )
+    return statement.limit(bindparam("limit")) if limited else statement
 
 
 def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = False) -> ProposalDetail | None:
@@ -243,9 +243,8 @@ def proposal_detail(operator: OperatorUser, proposal_id: str, all_audit: bool = 
         by_cycle.setdefault(attempt.delivery_cycle, []).append(attempt)
     approval, task = proposal.approval, proposal.task
     audit_total = db.session.scalar(prebuilt(("proposal-audit-count",), _audit_count), {"proposal_id": proposal.id})
-    limit = audit_total if all_audit else AUDIT_SHOWN
-    audit = list(reversed(db.session.execute(prebuilt(("proposal-audit",), _audit_rows),
-                                             {"proposal_id": proposal.id, "limit": limit}).all()))
+    rows = prebuilt(("proposal-audit", all_audit), lambda: _audit_rows(limited=not all_audit))
+    audit = list(reversed(db.session.execute(rows, {"proposal_id": proposal.id, "limit": AUDIT_SHOWN}).all()))
     actor_ids = {a.actor_id for a in audit if a.actor_type == "operator"}
     if approval:
         actor_ids.add(approval.approver_id)
