@@ -3,6 +3,7 @@
 Every setting can be changed through the environment (see docs/operations.md, Configuration).
 """
 
+import gc
 import os
 import tempfile
 
@@ -30,3 +31,11 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker):
+    """Move what the app built at start (routes, mappers, templates, prebuilt statements)
+    out of the collector's reach: each request's collections then scan only what it
+    allocated (about 10 % of a console page's time, bench/NOTES.md)."""
+    gc.collect()
+    gc.freeze()

@@ -184,6 +184,8 @@ def main() -> None:
             "task": "/tasks",
             "queue": "/queue",
             "list": "/proposals",
+            # the floor: a signed-in page with nothing in it (session, user, navigation, CSRF)
+            "floor": "/appeals",
         }
         bare_session, bare_base = requests.Session(), f"http://127.0.0.1:{bare_port}"
         measured = {name: against_bare(session, base + path, bare_session, bare_base) for name, path in pages.items()}

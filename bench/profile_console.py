@@ -9,6 +9,7 @@ timed, its template rendering timed, and (with a page name) cProfile around it.
 from __future__ import annotations
 
 import cProfile
+import gc
 import pstats
 import re
 import statistics
@@ -31,6 +32,8 @@ def main() -> None:
 
     app = bench.bench_app(bench.DB)
     proposal_id = bench.seed(app)
+    gc.collect()
+    gc.freeze()  # as gunicorn.conf.py's post_worker_init does in each web process
     client = app.test_client()
     bench.sign_in(lambda path: client.get(path).text,
                   lambda path, data: client.post(path, data=data).headers.get("Location", ""),

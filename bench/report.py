@@ -26,6 +26,9 @@ TARGETS = [
         )
         for q in ("p50", "p95")
     ),
+    # no target: the floor every page starts from (a signed-in page with nothing in it)
+    ("floor_p50_ratio", "Signed-in empty page p50 / bare route p50 (the floor)", "—", lambda v: True),
+    ("floor_p95_ratio", "Signed-in empty page p95 / bare route p95 (the floor)", "—", lambda v: True),
     ("deep_page_ratio", "Page 1,000 / first page (1M rows)", "<= 1.5", lambda v: v <= 1.5),
     ("sweep_uses_index", "Due-delivery sweep uses an index", "true", lambda v: v is True),
     ("worker_peak_rss_mb", "Worker peak RSS (MB)", "<= 150", lambda v: v <= 150),

@@ -101,7 +101,11 @@ def _would_count(operator: OperatorUser, rows, now: datetime) -> list:
     if not operator.active:
         return []
     me = approver_of(operator)
-    rows = [row for row in rows if admits_by(me, _recorded_policies(row[2]))]
+    admitted: dict[str | None, bool] = {}  # open proposals share a handful of recorded routes
+    for row in rows:
+        if row[2] not in admitted:
+            admitted[row[2]] = admits_by(me, _recorded_policies(row[2]))
+    rows = [row for row in rows if admitted[row[2]]]
     voted = [row[0] for row in rows if row[3]]
     if not voted:
         return [row[4] for row in rows]

@@ -129,3 +129,21 @@ def test_pol7_a_proposal_stamped_ahead_hides_changes_for_a_bounded_time(app, tea
     assert len(awaiting(fresh(viewer.id))) == 1
     clock.advance(seconds=KEPT_SECONDS + 1)
     assert agrees(viewer.id) == 1
+
+
+LEADS_ONLY = {
+    "policies": [{"key": "leads", "label": "A lead", "ttl_seconds": 3600, "factors": [
+        {"key": "lead", "label": "lead", "count": 1, "roles": ["reviewer"], "attributes": {"level": "lead"}}]}],
+    "routes": [{"policies": ["leads"]}],
+}
+
+
+def test_pol7_the_count_reads_each_proposals_own_recorded_policies(app, team, people):
+    """POL-1, POL-7: the count decides admission once per distinct recorded route, and
+    each proposal is judged by its own: a peer waits on the proposal recorded under
+    "a peer and a lead", not on the one recorded after the settings became "a lead"."""
+    make_proposal(team)
+    set_approval_settings(team.installation_id, LEADS_ONLY)
+    make_proposal(team)
+    assert agrees(people["peer"]) == 1
+    assert agrees(people["lead"]) == 2
