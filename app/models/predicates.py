@@ -1,4 +1,4 @@
-"""The SQL twin of each named proposal predicate (SPEC §3, DLV-1, DLV-7, COMP-1, RTRY-1).
+"""The SQL twin of each named proposal predicate (SPEC §3, DLV-1, DLV-7, COMP-1, RTRY-1, POL-2).
 
 The rules live in `app.domain.states` and `app.domain.proposal.delivery`; a query that
 must ask the same question in SQL (a sweep, a batch claim, a read model, a metric)
@@ -28,6 +28,7 @@ from app.domain.states import (
 
 from app.domain.proposal.notice_action import NOTICE_CREATOR_PREFIX
 
+from .approvals import ApprovalVote
 from .proposals import ActionProposal
 
 P = ActionProposal
@@ -89,6 +90,17 @@ def resolved() -> ColumnElement:
 def awaits_decision(now: datetime) -> ColumnElement:
     """`delivery.awaits_decision`: awaiting approval, its authorization not expired (APPR-3)."""
     return and_(P.state.in_(_values(sources(Move.APPROVE))), P.expires_at > now)
+
+
+def counting_vote(now: datetime) -> ColumnElement:
+    """`approval_policy.counting`'s first part for a proposal decided on its own (POL-2):
+    the vote is on this proposal, bound to its current payload digest and not expired.
+    (A batch's items are decided with their batch and its digest: BULK-3.)"""
+    return and_(
+        ApprovalVote.proposal_id == P.id,
+        ApprovalVote.payload_digest == P.payload_digest,
+        ApprovalVote.expires_at > now,
+    )
 
 
 def _past_not_before(now: datetime) -> ColumnElement:

@@ -13,7 +13,7 @@ import functools
 import json
 from datetime import datetime, timedelta
 
-from sqlalchemy import Text, and_, bindparam, exists, func, select, type_coerce
+from sqlalchemy import Text, bindparam, exists, func, select, type_coerce
 
 from app.domain import approval_policy as pol
 from app.domain.clock import utcnow
@@ -40,13 +40,8 @@ def _route_text():
 
 
 def _voted(operator_id, now):
-    """SQL: the operator has a counting vote on the proposal (`counting_voters`)."""
-    return exists().where(
-        ApprovalVote.proposal_id == P.id,
-        ApprovalVote.approver_id == operator_id,
-        ApprovalVote.payload_digest == P.payload_digest,
-        ApprovalVote.expires_at > now,
-    )
+    """SQL: the operator has a counting vote on the proposal (POL-2)."""
+    return exists().where(predicates.counting_vote(now), ApprovalVote.approver_id == operator_id)
 
 
 def _candidates(columns: str):
@@ -84,11 +79,7 @@ def _run_candidates(operator: OperatorUser, now: datetime, columns: str):
 
 def _has_votes(now):
     """SQL: the proposal has some counting vote (POL-2), so an approval might count for nothing."""
-    return exists().where(
-        ApprovalVote.proposal_id == P.id,
-        ApprovalVote.payload_digest == P.payload_digest,
-        ApprovalVote.expires_at > now,
-    )
+    return exists().where(predicates.counting_vote(now))
 
 
 def _would_count(operator: OperatorUser, rows, now: datetime) -> list:
@@ -180,12 +171,11 @@ def _inbox_mark():
 
     def build():
         now = bindparam("now")
-        live_vote = and_(ApprovalVote.proposal_id == P.id, ApprovalVote.expires_at > now)
         return (
             select(func.count(P.id.distinct()), func.max(P.updated_at), func.count(ApprovalVote.id),
                    func.max(ApprovalVote.created_at))
             .select_from(P)
-            .outerjoin(ApprovalVote, live_vote)
+            .outerjoin(ApprovalVote, predicates.counting_vote(now))
             .where(
                 P.installation_id == bindparam("installation_id"),
                 predicates.awaits_decision(now),

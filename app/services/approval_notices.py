@@ -86,11 +86,9 @@ def counting_voters(session, proposal: ActionProposal, now: datetime | None = No
     now = now or utcnow()
     return set(
         session.scalars(
-            select(ApprovalVote.approver_id).where(
-                ApprovalVote.proposal_id == proposal.id,
-                ApprovalVote.payload_digest == proposal.payload_digest,
-                ApprovalVote.expires_at > now,
-            )
+            select(ApprovalVote.approver_id)
+            .join(ActionProposal, ActionProposal.id == ApprovalVote.proposal_id)
+            .where(ActionProposal.id == proposal.id, predicates.counting_vote(now))
         )
     )
 

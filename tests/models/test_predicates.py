@@ -19,7 +19,8 @@ from app.domain import states
 from app.domain.clock import utcnow
 from app.domain.proposal import delivery as rules
 from app.extensions import db
-from app.models import ActionProposal, predicates
+from app.domain import approval_policy as pol
+from app.models import ActionProposal, ApprovalVote, predicates
 from app.services.lifecycle.proposals import delivery_of
 
 from ..builders import decide_report
@@ -109,7 +110,7 @@ def test_the_parity_test_covers_every_sql_twin():
         for name, value in vars(predicates).items()
         if callable(value) and getattr(value, "__module__", None) == predicates.__name__ and not name.startswith("_")
     }
-    assert public == set(TWINS) | {"attempts_in_cycle", "in_waiting_states", "notice"}
+    assert public == set(TWINS) | {"attempts_in_cycle", "in_waiting_states", "notice", "counting_vote"}
 
 
 def test_notice_twins_agree_DSA_4(world):
@@ -146,3 +147,26 @@ def test_the_sets_are_derived_from_the_transition_table():
     assert states.CANCELLABLE_STATES == {S.APPROVAL_REQUIRED, S.APPROVED, S.QUEUED}
     assert states.DEAD_LETTER_STATES == {S.FAILED}
     assert states.TERMINAL_STATES == {S.APPLIED, S.REJECTED, S.CANCELLED, S.COMPENSATION_REQUIRED}
+
+
+def test_counting_vote_twins_agree_POL_2(world):
+    """POL-2: `predicates.counting_vote` selects exactly the votes `approval_policy.counting`
+    counts: bound to the proposal's current payload digest and not expired; a vote on an
+    earlier digest, or past its expiry, does not count."""
+    proposal = decide_report(world)
+    reviewer = world.user("reviewer")
+    votes = [
+        ApprovalVote(installation_id=world.installation_id, proposal_id=proposal.id, approver_id=reviewer.id,
+                     decision="approved", payload_digest=digest, idempotency_key=f"twin-{n}", expires_at=expires)
+        for n, (digest, expires) in enumerate(itertools.product([proposal.payload_digest, "sha256:earlier"],
+                                                                 [PAST, NOW, FUTURE]))
+    ]
+    db.session.add_all(votes)
+    db.session.commit()
+    selected = set(db.session.scalars(
+        select(ApprovalVote.id).join(P, P.id == ApprovalVote.proposal_id).where(predicates.counting_vote(NOW))))
+    as_domain = [pol.Vote(pol.Approver(v.approver_id, frozenset()), v.decision, v.payload_digest, v.expires_at,
+                          v.batch_digest, v.created_at) for v in votes]
+    live, _, _ = pol.counting(as_domain, payload_digest=proposal.payload_digest, batch_digest=None, now=NOW)
+    expected = {votes[as_domain.index(vote)].id for vote in live}
+    assert selected == expected == {votes[2].id}
