@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import Text, bindparam, exists, func, select, type_coerce
+from sqlalchemy import Text, bindparam, exists, func, select, tuple_, type_coerce
 
 from app.domain import approval_policy as pol
 from app.domain.clock import utcnow
@@ -44,37 +45,43 @@ def _voted(operator_id, now):
     return exists().where(predicates.counting_vote(now), ApprovalVote.approver_id == operator_id)
 
 
-def _candidates(columns: str):
+def _candidates(columns: str, after: bool):
     """SQL: proposals that await a decision, not made by the operator, without their
-    vote; `columns` "ids" (id, digest, recorded policies as text, has votes) or
-    "rows" (the proposal, recorded policies as text, has votes). Built once per shape
-    (building it cost more than running it, on every page's navigation): bound
-    parameters ``installation_id``, ``operator_id``, ``now``."""
+    vote, newest first; `columns` "ids" (id, digest, recorded policies as text, has
+    votes, created_at) or "rows" (the proposal, recorded policies as text, has votes).
+    Built once per shape (building it cost more than running it, on every page's
+    navigation): bound parameters ``installation_id``, ``operator_id``, ``now``,
+    ``limit`` and, `after` a batch, ``before_at`` and ``before_id`` (its last row)."""
     from app.services.lifecycle.maker_lookup import is_a_maker
 
     def build():
         operator_id, now = bindparam("operator_id"), bindparam("now")
         has_votes = _has_votes(now).label("has_votes")
         shown = (P.id, P.payload_digest) if columns == "ids" else (P,)
-        return (
-            select(*shown, _route_text(), has_votes)
-            .where(
-                P.installation_id == bindparam("installation_id"),
-                predicates.awaits_decision(now),
-                P.bulk_batch_id.is_(None),  # decided with its batch (BULK-3)
-                ~is_a_maker(operator_id),
-                ~_voted(operator_id, now),
-            )
-            .order_by(P.created_at.desc(), P.id.desc())
-            .limit(INBOX_LIMIT)
+        trailing = (P.created_at,) if columns == "ids" else ()
+        query = select(*shown, _route_text(), has_votes, *trailing).where(
+            P.installation_id == bindparam("installation_id"),
+            predicates.awaits_decision(now),
+            P.bulk_batch_id.is_(None),  # decided with its batch (BULK-3)
+            ~is_a_maker(operator_id),
+            ~_voted(operator_id, now),
         )
+        if after:
+            query = query.where(tuple_(P.created_at, P.id) < tuple_(
+                bindparam("before_at", type_=P.created_at.type), bindparam("before_id")))
+        return query.order_by(P.created_at.desc(), P.id.desc()).limit(bindparam("limit"))
 
-    return prebuilt(("awaiting", columns), build)
+    return prebuilt(("awaiting", columns, after), build)
 
 
-def _run_candidates(operator: OperatorUser, now: datetime, columns: str):
-    parameters = {"installation_id": operator.installation_id, "operator_id": operator.id, "now": now}
-    return db.session.execute(_candidates(columns), parameters).all()
+def _candidate_batch(operator: OperatorUser, now: datetime, columns: str, last: tuple | None) -> list:
+    """One batch of `_candidates`, INBOX_LIMIT rows at most, after `last` ((created_at,
+    id) of the previous batch's last row) or from the newest."""
+    parameters = {"installation_id": operator.installation_id, "operator_id": operator.id, "now": now,
+                  "limit": INBOX_LIMIT}
+    if last is not None:
+        parameters.update(before_at=last[0], before_id=last[1])
+    return db.session.execute(_candidates(columns, last is not None), parameters).all()
 
 
 def _has_votes(now):
@@ -119,13 +126,22 @@ def _would_count(operator: OperatorUser, rows, now: datetime) -> list:
 
 
 def awaiting(operator: OperatorUser, now: datetime | None = None) -> list[ActionProposal]:
-    """The proposals waiting for `operator`'s approval, newest first (POL-7): one query,
-    `eligible` with its maker and vote parts as SQL, and one more for the votes when
-    some have votes (an approval that would count for no factor, already met, does not
-    wait for them: POL-1). At most `INBOX_LIMIT`."""
+    """The proposals waiting for `operator`'s approval, newest first (POL-7), at most
+    `INBOX_LIMIT`: `eligible` with its maker and vote parts as SQL, read in batches of
+    INBOX_LIMIT until that many pass the rest of the rule (admission, and an approval
+    that would still count: POL-1) or none are left, so that newer proposals others
+    must decide never hide one that waits for this operator. One more query per batch
+    for the votes when some have votes."""
     now = now or utcnow()
-    rows = _run_candidates(operator, now, "rows")
-    return _would_count(operator, [(p.id, p.payload_digest, text, has, p) for p, text, has in rows], now)
+    found: list[ActionProposal] = []
+    last = None
+    while len(found) < INBOX_LIMIT:
+        batch = _candidate_batch(operator, now, "rows", last)
+        found += _would_count(operator, [(p.id, p.payload_digest, text, has, p) for p, text, has in batch], now)
+        if len(batch) < INBOX_LIMIT:
+            break
+        last = (batch[-1][0].created_at, batch[-1][0].id)
+    return found[:INBOX_LIMIT]
 
 
 def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
@@ -134,32 +150,52 @@ def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
 
     Every page shows it. Its SQL part (the open proposals the operator did not make
     and has no counting vote on) runs the maker rule for each open proposal, about
-    3 ms at 120 open, so those rows are kept per operator beside a cheap mark of the
-    open proposals and their counting votes (`_inbox_mark`), for at most
+    3 ms at 120 open, so the batches read are kept per operator beside a cheap mark
+    of the open proposals and their counting votes (`_inbox_mark`), for at most
     `KEPT_SECONDS`; they are read again when the mark differs. The rest of the rule
     (the operator's standing, and whether their approval would still count given the
-    voters' standing: POL-1) runs on every call, as `awaiting` runs it. The time bound
-    covers what the mark cannot see: a proposal whose ``updated_at`` was stamped by a
-    clock ahead of the others."""
+    voters' standing: POL-1) runs on every call, as `awaiting` runs it; another batch
+    is read while the kept ones yield fewer than INBOX_LIMIT and more are left. The
+    time bound covers what the mark cannot see: a proposal whose ``updated_at`` was
+    stamped by a clock ahead of the others."""
     now = now or utcnow()
     if not operator.active:
         return 0
     key = (operator.id, operator.installation_id)
     mark = tuple(db.session.execute(_inbox_mark(), {"installation_id": operator.installation_id, "now": now}).one())
-    known = _KEPT.get(key)
-    if known is not None and known[0] == mark and timedelta(0) <= now - known[1] <= timedelta(seconds=KEPT_SECONDS):
-        rows = known[2]
-    else:
-        rows = [tuple(row) for row in _run_candidates(operator, now, "ids")]
-        if len(_KEPT) >= _KEPT_MOST:
-            _KEPT.clear()
-        _KEPT[key] = (mark, now, rows)
-    return len(_would_count(operator, [(i, d, r, has, i) for i, d, r, has in rows], now))
+    kept = _KEPT.get(key)
+    if kept is None or kept.mark != mark or not timedelta(0) <= now - kept.read_at <= timedelta(seconds=KEPT_SECONDS):
+        kept = _Kept(mark, now, [], False)
+    count = _count_rows(operator, kept.rows, now)
+    while count < INBOX_LIMIT and not kept.exhausted:
+        last = (kept.rows[-1][4], kept.rows[-1][0]) if kept.rows else None
+        batch = [tuple(row) for row in _candidate_batch(operator, now, "ids", last)]
+        kept = replace(kept, rows=kept.rows + batch, exhausted=len(batch) < INBOX_LIMIT)
+        count += _count_rows(operator, batch, now)
+    if len(_KEPT) >= _KEPT_MOST and key not in _KEPT:
+        _KEPT.clear()
+    _KEPT[key] = kept
+    return min(count, INBOX_LIMIT)
+
+
+def _count_rows(operator: OperatorUser, rows: list[tuple], now: datetime) -> int:
+    return len(_would_count(operator, [(i, d, r, has, i) for i, d, r, has, _ in rows], now))
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """An operator's candidate rows (id, digest, route text, has votes, created_at), read
+    beside `mark` at `read_at`; `exhausted` once a batch came back short."""
+
+    mark: tuple
+    read_at: datetime
+    rows: list[tuple]
+    exhausted: bool
 
 
 KEPT_SECONDS = 15
-# (operator id, installation) -> (mark, when read, candidate rows), in this process
-_KEPT: dict[tuple[str, str], tuple[tuple, datetime, list[tuple]]] = {}
+# (operator id, installation) -> its kept candidate rows, in this process
+_KEPT: dict[tuple[str, str], _Kept] = {}
 _KEPT_MOST = 4096
 
 

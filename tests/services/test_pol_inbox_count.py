@@ -11,6 +11,7 @@ import pytest
 
 from app.extensions import db
 from app.models import ActionProposal, OperatorUser
+from app.services import approval_inbox
 from app.services.approval_inbox import KEPT_SECONDS, awaiting, awaiting_count, forget_kept_counts
 from app.services.lifecycle.approval import decide_proposal
 
@@ -147,3 +148,32 @@ def test_pol7_the_count_reads_each_proposals_own_recorded_policies(app, team, pe
     make_proposal(team)
     assert agrees(people["peer"]) == 1
     assert agrees(people["lead"]) == 2
+
+
+def test_pol7_newer_proposals_for_others_never_hide_one_for_me(app, team, people, monkeypatch):
+    """POL-7 (break-it): the candidates are read in batches of INBOX_LIMIT until that many
+    pass the policy part, so INBOX_LIMIT newer proposals only a lead may approve do not
+    hide an older one a peer may approve, from the count or the inbox. (INBOX_LIMIT is
+    2 here, standing for 200.)"""
+    monkeypatch.setattr(approval_inbox, "INBOX_LIMIT", 2)
+    older = make_proposal(team)  # "a peer and a lead"
+    set_approval_settings(team.installation_id, LEADS_ONLY)
+    for _ in range(5):
+        make_proposal(team)
+    assert [p.id for p in awaiting(fresh(people["peer"]))] == [older.id]
+    assert agrees(people["peer"]) == 1
+    assert agrees(people["lead"]) == 2  # the limit still holds
+
+
+def test_pol7_proposals_whose_factor_is_met_never_hide_one_that_needs_me(app, team, people, monkeypatch):
+    """POL-7 (break-it): under "a peer and a lead", newer proposals whose peer factor is
+    met (leads are the bottleneck) do not hide an older one with no vote from a peer,
+    and the kept count reads the next batch when its rows yield too few."""
+    monkeypatch.setattr(approval_inbox, "INBOX_LIMIT", 2)
+    first = make_proposal(team)
+    assert agrees(people["peer"]) == 1  # kept: one batch, exhausted
+    newer = [make_proposal(team) for _ in range(4)]
+    for n, proposal in enumerate(newer):
+        vote(proposal, people["reviewer"], key=str(n))  # the peer factor is met
+    assert [p.id for p in awaiting(fresh(people["peer"]))] == [first.id]
+    assert agrees(people["peer"]) == 1
