@@ -4,7 +4,9 @@ ever produces a 500 page with a stack trace."""
 from __future__ import annotations
 
 import logging
+import math
 import re
+import time
 
 from flask import jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
@@ -74,11 +76,11 @@ def register_error_handlers(app) -> None:
 
     @app.errorhandler(429)
     def _too_many(error: HTTPException):
-        if request.path == "/login":
-            return render_error(
-                ApiError(429, "login_rate_limited", "Too many sign-in attempts. Wait a few minutes and try again.")
-            )
-        return render_error(ApiError(429, "too_many_requests", "Too many requests. Slow down and try again."))
+        wait = _minutes_until_reset()
+        when = f"Try again in {wait} minute{'s' if wait != 1 else ''}." if wait else "Wait a few minutes and try again."
+        if request.path.startswith("/login"):  # the password and the second-factor steps
+            return render_error(ApiError(429, "login_rate_limited", f"Too many sign-in attempts. {when}"))
+        return render_error(ApiError(429, "too_many_requests", f"Too many requests. {when}"))
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException):
@@ -89,3 +91,14 @@ def register_error_handlers(app) -> None:
     def _unexpected(error: Exception):
         log.exception("unhandled error on %s %s", request.method, request.path)
         return render_error(ApiError(500, "internal_error", "Something went wrong on our side. It was logged."))
+
+
+def _minutes_until_reset() -> int | None:
+    """Whole minutes until the rate limit this request ran into resets (what its
+    Retry-After header says, rounded up), or None when it is not known."""
+    from app.extensions import limiter
+
+    limit = limiter.current_limit
+    if limit is None:
+        return None
+    return max(1, math.ceil(int(limit.reset_at - time.time()) / 60))  # the header truncates the seconds

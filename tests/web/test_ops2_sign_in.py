@@ -73,6 +73,21 @@ def test_ops2_failed_codes_are_rate_limited_per_account(app, client, world):
     assert statuses == [401, 401, 429]
 
 
+def test_ops2_a_locked_second_step_says_how_long_to_wait(app, client, world):
+    """OPS-2 (new-user pass): past the limit the second step says it is a sign-in limit
+    and when to try again, in minutes as its Retry-After header says, not "slow down"."""
+    app.config["LOGIN_FAILURE_LIMIT"] = "1 per 15 minutes"
+    password_step(client, "reviewer@example.com")
+    code_step(client, "ABCDE-FGHJK")
+    password_step(client, "reviewer@example.com")
+    refused = code_step(client, "ABCDE-FGHJK")
+    page = refused.get_data(as_text=True)
+    assert refused.status_code == 429 and "login_rate_limited" in page
+    minutes = -(-int(refused.headers["Retry-After"]) // 60)
+    assert 14 <= minutes <= 15, page
+    assert f"Try again in {minutes} minutes" in page, page[page.find("<main"):]
+
+
 def test_ops2_an_account_not_enrolled_enrols_at_sign_in_and_sees_its_codes_once(client, team):
     from app.services.admin.operators import create_operator
     from app.services.uow import Actor
