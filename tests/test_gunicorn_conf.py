@@ -10,7 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_a_web_process_freezes_what_it_built_at_start():
+def test_a_web_process_freezes_what_it_built_at_start(monkeypatch, tmp_path):
+    # the settings file sets these when unset; this process's metrics must not follow them
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    monkeypatch.setenv("PROCESS_ROLE", "web")
     settings = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
     gc.unfreeze()
     try:
