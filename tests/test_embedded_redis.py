@@ -38,3 +38,17 @@ def test_processes_starting_together_share_one_embedded_server(tmp_path):
         except ProcessLookupError:
             pass
     assert len(servers) == 1, f"{len(servers)} servers for one file"
+
+
+def test_an_instance_whose_lock_cannot_be_opened_still_starts(tmp_path):
+    """Break-it: where the lock file beside the database cannot be opened (here a
+    folder stands in its place), the server starts without it, as before the lock."""
+    from app.queueing import embedded_redis
+
+    path = str(tmp_path / "redis.db")
+    os.mkdir(f"{path}.start-lock")
+    server = embedded_redis(path)
+    try:
+        assert server.ping()
+    finally:
+        os.kill(server.info("server")["process_id"], signal.SIGTERM)

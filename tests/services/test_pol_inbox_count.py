@@ -177,3 +177,28 @@ def test_pol7_proposals_whose_factor_is_met_never_hide_one_that_needs_me(app, te
         vote(proposal, people["reviewer"], key=str(n))  # the peer factor is met
     assert [p.id for p in awaiting(fresh(people["peer"]))] == [first.id]
     assert agrees(people["peer"]) == 1
+
+
+def test_pol7_a_kept_count_reads_no_votes_until_something_changes(app, team, people, monkeypatch):
+    """POL-7 (break-it): an operator admitted to few of many open proposals (here a
+    peer where the peer factor of every newer one is met) is counted once, reading
+    every batch and its votes; the next pages read only the mark and the voters'
+    standing, until a vote or a voter's standing changes. (INBOX_LIMIT 2 stands for 200.)"""
+    from ..web.test_query_counts import counting
+
+    monkeypatch.setattr(approval_inbox, "INBOX_LIMIT", 2)
+    first = make_proposal(team)
+    newer = [make_proposal(team) for _ in range(4)]
+    for n, proposal in enumerate(newer):
+        vote(proposal, people["reviewer"], key=str(n))
+    peer = fresh(people["peer"])
+    with counting(app) as cold:
+        assert awaiting_count(peer) == 1
+    with counting(app) as warm:
+        assert awaiting_count(peer) == 1
+    assert sum("approval_votes.decision" in q for q in cold) >= 2  # the votes of each batch
+    assert len(warm) == 2 and not any("approval_votes.decision" in q for q in warm)  # mark, voters
+    set_row(OperatorUser, people["reviewer"], roles_text="auditor")  # their votes count for no factor now
+    assert agrees(people["peer"]) == 2  # five wait for the peer again; the limit holds
+    set_row(OperatorUser, people["reviewer"], roles_text="reviewer")
+    assert agrees(people["peer"]) == 1

@@ -111,3 +111,16 @@ def test_pol7_the_inbox_and_the_count_cost_fixed_queries(app, client, world):
     # the operator, the count's mark and (cold) the count, the rows, labels, and the
     # subjects' names (none: no account target)
     assert before <= 6
+
+
+def test_pol7_the_inbox_says_when_only_the_newest_are_shown(app, client, world, monkeypatch):
+    """POL-7: past `INBOX_LIMIT` the inbox lists the newest and says how many it shows
+    (the limit as the service applies it; 1 here, standing for 200)."""
+    from app.services import approval_inbox
+
+    monkeypatch.setattr(approval_inbox, "INBOX_LIMIT", 1)
+    decide_report(world, 0)
+    newest = decide_report(world, 1)
+    login(client, "reviewer@example.com")
+    assert inbox_ids(client) == [newest.id]
+    assert "The 1 newest are shown." in client.get("/inbox").get_data(as_text=True)

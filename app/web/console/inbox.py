@@ -7,7 +7,8 @@ from flask_login import current_user
 
 from app.domain.approval_policy import policies_of
 from app.domain.clock import utcnow
-from app.services.approval_inbox import INBOX_LIMIT, awaiting
+from app.services import approval_inbox
+from app.services.approval_inbox import awaiting
 from app.web.badges import age
 
 from ..decorators import role_required
@@ -21,4 +22,4 @@ def inbox():
     rows = awaiting(current_user, now)
     waited = {p.id: age(max(int((now - p.created_at).total_seconds()), 0)) for p in rows}
     policies = {p.id: " or ".join(policy.label for policy in policies_of(p.approval_route)) for p in rows}
-    return render_template("inbox/list.html", rows=rows, waited=waited, policies=policies, limit=INBOX_LIMIT)
+    return render_template("inbox/list.html", rows=rows, waited=waited, policies=policies, limit=approval_inbox.INBOX_LIMIT)
