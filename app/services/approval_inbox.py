@@ -209,10 +209,11 @@ def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
     mark of the open proposals and their counting votes (`_inbox_mark`), the
     operator's own standing, and, when some row read votes, the standing of everyone
     who voted on an open proposal (`_Voters`). It is counted again when one of them
-    differs. The time bound covers what the mark cannot see: a proposal whose
-    ``updated_at`` was stamped by a clock ahead of the others, or two changes that
-    leave the mark as it was (one vote expiring as a vote with an older timestamp
-    commits late)."""
+    differs. The time bound covers what the mark cannot see: two changes that leave
+    it as it was, such as a proposal leaving as another enters whose ``updated_at``
+    is not the newest (stamped by a clock ahead of the others, or stamped before a
+    newer one and committed late), or a vote expiring as one with an older timestamp
+    commits late."""
     now = now or utcnow()
     if not operator.active:
         return 0

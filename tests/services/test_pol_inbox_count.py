@@ -202,3 +202,22 @@ def test_pol7_a_kept_count_reads_no_votes_until_something_changes(app, team, peo
     assert agrees(people["peer"]) == 2  # five wait for the peer again; the limit holds
     set_row(OperatorUser, people["reviewer"], roles_text="reviewer")
     assert agrees(people["peer"]) == 1
+
+
+def test_pol7_a_proposal_committed_late_hides_changes_for_a_bounded_time(app, team, clock):
+    """POL-7 (break-it): a proposal stamped before the newest open one and committed
+    after it (its time is taken before its unit of work commits), entering as another
+    leaves, also leaves the mark as it was; the kept count is read again after
+    `KEPT_SECONDS` at most (the inbox page is exact throughout)."""
+    viewer = make_operator(team.installation_id, "reviewer2")
+    leaving = make_proposal(team)
+    make_proposal(team)
+    assert agrees(viewer.id) == 2
+    decide_proposal(leaving.id, decision="rejected", payload_digest=leaving.payload_digest, reason="not this one",
+                    idempotency_key="reject-leaving", operator=fresh(team.user("reviewer").id))
+    clock.advance(seconds=-10)
+    make_proposal(team, maker="reviewer2")  # stamped ten seconds back; not the viewer's to approve
+    clock.advance(seconds=10)
+    assert len(awaiting(fresh(viewer.id))) == 1
+    clock.advance(seconds=KEPT_SECONDS + 1)
+    assert agrees(viewer.id) == 1
