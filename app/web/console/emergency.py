@@ -5,66 +5,23 @@ from __future__ import annotations
 
 from flask import flash, redirect, render_template, url_for
 from flask_login import current_user
-from wtforms import HiddenField, RadioField, StringField, TextAreaField
-from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, Length
 
 from app.domain import emergency_action as rules
 from app.domain.errors import ApiError
 from app.services.lifecycle.emergency import act_in_emergency, review_emergency
 from app.services.read import emergency_reviews as reads
-from app.web.forms import ConsoleForm
 
 from ..decorators import role_required
 from ..errors import raise_for_json
 from .blueprint import bp
-from .forms import new_key
+from .emergency_panel import EmergencyForm, EmergencyReviewForm
+from .proposals import _detail_or_404, _render_detail
 
 LIST_ROLES = ("reviewer", "admin", "auditor", rules.EMERGENCY_ROLE)
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")  # as the proposal page's
 
 
-class EmergencyForm(ConsoleForm):
-    """Act alone in an emergency: the digest seen and a reason of substance (POL-6)."""
-
-    payload_digest = StringField("Payload digest you reviewed", validators=[DataRequired(), Length(max=100)])
-    reason = TextAreaField(
-        f"Why this cannot wait (at least {rules.MIN_REASON_CHARACTERS} characters, {rules.MIN_REASON_WORDS} words)",
-        validators=[Length(max=rules.MAX_REASON_CHARACTERS)],
-    )
-    idempotency_key = HiddenField(validators=[DataRequired(), Length(max=200)], default=new_key)
-
-
-class EmergencyReviewForm(ConsoleForm):
-    """The retrospective review: agree, or disagree and propose the compensation (POL-6)."""
-
-    verdict = RadioField(
-        "Your review",
-        choices=[
-            SelectChoice("agree", "Agree: acting at once was right"),
-            SelectChoice("disagree", "Disagree: propose the compensation that undoes it"),
-        ],
-        validators=[DataRequired()],
-    )
-    reason = TextAreaField("Reason (3–2,000 characters)", validators=[Length(max=2000)])
-
-
-def emergency_panel_for(p) -> dict:
-    """The proposal page's emergency panel and its forms, for the signed-in operator."""
-    panel = reads.emergency_panel(current_user, p)
-    return {
-        "panel": panel,
-        "act_form": EmergencyForm(formdata=None) if panel.can_act else None,
-        "review_form": EmergencyReviewForm(formdata=None) if panel.can_review else None,
-    }
-
-
-bp.add_app_template_global(emergency_panel_for, "emergency_panel_for")
-
-
 def _refused(proposal_id: str, error: ApiError):
-    from .proposals import _detail_or_404, _render_detail
-
     raise_for_json(error)
     return _render_detail(_detail_or_404(proposal_id), error=error, status=error.status)
 
@@ -98,8 +55,6 @@ def act_now(proposal_id: str):
 @role_required(*VIEW_ROLES)
 def act_now_reloaded(proposal_id: str):
     """A reload of a refused emergency form shows the proposal, not 405."""
-    from .proposals import _detail_or_404
-
     _detail_or_404(proposal_id)  # another installation's proposal: 404
     return redirect(url_for("console.proposal", proposal_id=proposal_id), code=303)
 

@@ -38,6 +38,7 @@ from app.web.labels import label
 
 from ..decorators import is_htmx, role_required
 from .blueprint import bp
+from .emergency_panel import emergency_panel_for
 from .forms import CompensationForm, DecisionForm, EmptyForm, RetryForm, RetryNowForm, TemporaryChangeForm
 
 VIEW_ROLES = ("moderator", "reviewer", "admin", "auditor")
@@ -116,8 +117,6 @@ def _lead_context(detail) -> dict:
     )
     emergency = open_review = None
     if p.emergency:  # POL-6: an open retrospective review is what comes next
-        from .emergency import emergency_panel_for
-
         emergency = emergency_panel_for(p)
         review = emergency["panel"].review
         if review is not None and review.state == "open":
