@@ -54,6 +54,11 @@ def inbox_count() -> int:
     return cache["console.inbox_count"]
 
 
+def know_inbox_count(count: int) -> None:
+    """The navigation's count, known already: the inbox page counted its own rows."""
+    request.environ["console.inbox_count"] = count
+
+
 def register_navigation(app: Flask) -> None:
     """Make ``navigation()`` and ``inbox_count()`` available to every template (base.html's menu)."""
     app.jinja_env.globals["navigation"] = navigation

@@ -221,3 +221,24 @@ def test_pol7_a_proposal_committed_late_hides_changes_for_a_bounded_time(app, te
     assert len(awaiting(fresh(viewer.id))) == 1
     clock.advance(seconds=KEPT_SECONDS + 1)
     assert agrees(viewer.id) == 1
+
+
+def test_pol7_an_operator_reads_only_proposals_whose_recorded_policies_admit_them(app, team, people, monkeypatch):
+    """POL-1, POL-7 (break-it): admission is decided once per distinct recorded route
+    before the candidates are read, so a peer among many proposals only a lead may
+    approve reads one short batch, not every open proposal (INBOX_LIMIT 2 stands for
+    200); the one that admits them is still found."""
+    from ..web.test_query_counts import counting
+
+    monkeypatch.setattr(approval_inbox, "INBOX_LIMIT", 2)
+    older = make_proposal(team)  # "a peer and a lead"
+    set_approval_settings(team.installation_id, LEADS_ONLY)
+    for _ in range(6):
+        make_proposal(team)
+    peer = fresh(people["peer"])
+    with counting(app) as statements:
+        assert awaiting_count(peer) == 1
+        assert [p.id for p in awaiting(peer)] == [older.id]
+    batches = [q for q in statements if "ORDER BY action_proposals.created_at DESC" in q]
+    assert len(batches) == 2  # one for the count, one for the inbox
+    assert agrees(people["lead"]) == 2
