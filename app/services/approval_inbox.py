@@ -244,7 +244,7 @@ def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
     mark = _read_mark(operator, now)
     standing = _standing(approver_of(operator))
     kept = _KEPT.get(key)
-    if kept is not None and kept.still_holds(mark, standing, now, operator.installation_id):
+    if kept is not None and kept.still_holds(_fingerprint(mark), standing, now, operator.installation_id):
         return kept.count
     voters, routes = _Voters(operator.installation_id, now), _admitted_routes(operator, [row[0] for row in mark])
     count, last = 0, None
@@ -256,8 +256,14 @@ def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
         last = (batch[-1][4], batch[-1][0])
     if len(_KEPT) >= _KEPT_MOST and key not in _KEPT:
         _KEPT.clear()
-    _KEPT[key] = _Kept(mark, standing, voters.standing(), now, min(count, INBOX_LIMIT))
+    _KEPT[key] = _Kept(_fingerprint(mark), standing, voters.standing(), now, min(count, INBOX_LIMIT))
     return min(count, INBOX_LIMIT)
+
+
+def _fingerprint(mark: tuple) -> tuple:
+    """`mark` as kept: each recorded route by its text's hash, not the text (a route
+    per settings version, each a few hundred bytes, kept for every operator)."""
+    return tuple((hash(row[0]), *row[1:]) for row in mark)
 
 
 @dataclass(frozen=True)
