@@ -162,19 +162,12 @@ def _voters_of_open():
 
 def _would_count(operator: OperatorUser, rows, now: datetime, voters: _Voters) -> list:
     """The `rows` ((id, payload digest, recorded policies as text, has votes, item))
-    that wait for `operator` (POL-1, POL-7): `eligible` with the maker and vote parts
-    already done in SQL (`_candidates`), so the operator is active and admitted by
-    some factor, and their approval would count for some factor (not
+    that wait for `operator` (POL-1, POL-7): `eligible` with the maker, vote and
+    admission parts already done in SQL (`_candidates` under `_admitted_routes`), so
+    what is left is whether their approval would count for some factor (not
     ``approval_factor_already_met``). One query for the votes of those that have any;
     none when no row has a vote."""
-    if not operator.active:
-        return []
     me = approver_of(operator)
-    admitted: dict[str | None, bool] = {}  # open proposals share a handful of recorded routes
-    for row in rows:
-        if row[2] not in admitted:
-            admitted[row[2]] = admits_by(me, _recorded_policies(row[2]))
-    rows = [row for row in rows if admitted[row[2]]]
     voted = [row[0] for row in rows if row[3]]
     if not voted:
         return [row[4] for row in rows]
@@ -244,7 +237,8 @@ def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
     mark = _read_mark(operator, now)
     standing = _standing(approver_of(operator))
     kept = _KEPT.get(key)
-    if kept is not None and kept.still_holds(_fingerprint(mark), standing, now, operator.installation_id):
+    fingerprint = _fingerprint(mark)
+    if kept is not None and kept.still_holds(fingerprint, standing, now, operator.installation_id):
         return kept.count
     voters, routes = _Voters(operator.installation_id, now), _admitted_routes(operator, [row[0] for row in mark])
     count, last = 0, None
@@ -256,7 +250,7 @@ def awaiting_count(operator: OperatorUser, now: datetime | None = None) -> int:
         last = (batch[-1][4], batch[-1][0])
     if len(_KEPT) >= _KEPT_MOST and key not in _KEPT:
         _KEPT.clear()
-    _KEPT[key] = _Kept(_fingerprint(mark), standing, voters.standing(), now, min(count, INBOX_LIMIT))
+    _KEPT[key] = _Kept(fingerprint, standing, voters.standing(), now, min(count, INBOX_LIMIT))
     return min(count, INBOX_LIMIT)
 
 
